@@ -1,0 +1,99 @@
+//! The command line: one binary, one subcommand per role. Each subcommand parses its flags
+//! and hands over to the library; nothing here holds logic of its own.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+
+use crate::sim::{self, SimOptions, Simulator};
+
+/// Leasehold: see and steer who owns what in Lease-coordinated Kubernetes clusters.
+#[derive(Debug, Parser)]
+#[command(name = "leasehold", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The roles the binary can play.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the Kubernetes API simulator (an in-memory kube-apiserver for demos and tests).
+    Sim(SimArgs),
+}
+
+/// Flags of `leasehold sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Address to listen on (loopback by default; port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:6443", env = "LEASEHOLD_SIM_LISTEN")]
+    pub listen: SocketAddr,
+    /// Write a kubeconfig for the simulator here.
+    #[arg(long)]
+    pub kubeconfig_out: Option<PathBuf>,
+    /// Run the fake kubelet: pods become Running/Ready, LoadBalancers get IPs, EndpointSlices
+    /// follow pods.
+    #[arg(long)]
+    pub fake_kubelet: bool,
+    /// Events kept for watch resumption and paginated lists.
+    #[arg(long, default_value_t = sim::store::DEFAULT_HISTORY)]
+    pub history: usize,
+    /// Seconds between watch bookmarks.
+    #[arg(long, default_value_t = 60)]
+    pub bookmark_interval: u64,
+    /// Refuse requests without a bearer token (by default they act as an admin, since kubectl
+    /// sends no token over plain HTTP).
+    #[arg(long)]
+    pub no_anonymous: bool,
+    /// A JSON file of extra users and rules (see docs/simulator.md); its tokens are never logged.
+    #[arg(long)]
+    pub auth_file: Option<PathBuf>,
+}
+
+/// Runs the parsed command.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Sim(args) => run_sim(args).await,
+    }
+}
+
+async fn run_sim(args: SimArgs) -> anyhow::Result<()> {
+    let auth = match &args.auth_file {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            serde_json::from_str(&text).with_context(|| format!("{}: not a valid auth table", p.display()))?
+        }
+        None => Default::default(),
+    };
+    let opts = SimOptions { history: args.history, bookmark_interval: Duration::from_secs(args.bookmark_interval.max(1)), auth, anonymous: !args.no_anonymous, ..Default::default() };
+    let simulator = Simulator::start(args.listen, opts).await?;
+    if let Some(path) = &args.kubeconfig_out {
+        std::fs::write(path, simulator.kubeconfig()).with_context(|| format!("writing {}", path.display()))?;
+        println!("kubeconfig written to {}", path.display());
+    }
+    println!("Kubernetes API simulator at {}", simulator.url());
+    let kubelet = if args.fake_kubelet {
+        let client = simulator.client().await?;
+        Some(tokio::spawn(sim::kubelet::run(client, Default::default())))
+    } else {
+        None
+    };
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let result = match kubelet {
+        Some(mut k) => tokio::select! {
+            r = simulator.run_until(shutdown) => r,
+            r = &mut k => match r {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(e.context("fake kubelet")),
+                Err(e) => Err(e.into()),
+            },
+        },
+        None => simulator.run_until(shutdown).await,
+    };
+    result
+}

@@ -1,0 +1,306 @@
+//! A fake kubelet, cloud load-balancer loop and EndpointSlice controller. Like the real
+//! components they are only API clients (kube-rs), so the same loop drives pods on the
+//! simulator and on a real kube-apiserver that has no nodes (the envtest situation).
+//!
+//! - pods on the node (or every pod, with `all_pods`) become Running and Ready with an IP;
+//! - a terminating pod is removed when its grace period ends (or at once, through
+//!   [`finish`]); [`crash`] removes a pod with no grace at all;
+//! - `type: LoadBalancer` Services get `status.loadBalancer.ingress`;
+//! - each Service with a selector gets an EndpointSlice listing its pods' IPs and readiness.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+/// The field manager of everything this loop writes.
+pub const MANAGER: &str = "leasehold-fake-kubelet";
+/// The simulated node's name.
+pub const NODE_NAME: &str = "sim-node-1";
+/// The simulated node's IP.
+const NODE_IP: &str = "172.18.0.2";
+/// Pod IPs come from 10.244.0.0/16.
+const POD_CIDR_BASE: u32 = u32::from_be_bytes([10, 244, 0, 0]);
+/// LoadBalancer ingress IPs come from 172.18.255.0/24.
+const LB_BASE: u32 = u32::from_be_bytes([172, 18, 255, 1]);
+/// How often the loop re-checks grace periods even without events.
+const TICK: Duration = Duration::from_millis(250);
+/// Label the EndpointSlice controller sets.
+const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
+
+/// Settings of the fake kubelet.
+#[derive(Debug, Clone)]
+pub struct KubeletOptions {
+    /// Run every pod, scheduled or not; otherwise only pods with a `spec.nodeName` (there is one
+    /// simulated node, so any node name counts).
+    pub all_pods: bool,
+}
+
+impl Default for KubeletOptions {
+    fn default() -> Self {
+        Self { all_pods: true }
+    }
+}
+
+fn now_micro() -> String {
+    Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// Runs the loops until the watches fail permanently.
+pub async fn run(client: Client, opts: KubeletOptions) -> anyhow::Result<()> {
+    let pods: Api<Pod> = Api::all(client.clone());
+    let services: Api<Service> = Api::all(client.clone());
+    let (pod_store, pod_writer) = reflector::store();
+    let (svc_store, svc_writer) = reflector::store();
+    let pod_events = reflector(pod_writer, watcher(pods, watcher::Config::default()).default_backoff()).applied_objects().map(|_| ());
+    let svc_events = reflector(svc_writer, watcher(services, watcher::Config::default()).default_backoff()).applied_objects().map(|_| ());
+    let mut events = futures::stream::select(Box::pin(pod_events), Box::pin(svc_events));
+    let mut state = State { client, opts, next_ip: 1, assigned: BTreeMap::new() };
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            ev = events.next() => if ev.is_none() { anyhow::bail!("kubelet watches ended") },
+            _ = tick.tick() => {}
+        }
+        // Drain whatever else is ready so a burst is handled once.
+        while let Some(Some(())) = futures::FutureExt::now_or_never(events.next()) {}
+        let pods: Vec<_> = pod_store.state();
+        let svcs: Vec<_> = svc_store.state();
+        if let Err(e) = state.reconcile(&pods, &svcs).await {
+            tracing::debug!(error = %e, "fake kubelet pass failed; retrying");
+        }
+    }
+}
+
+struct State {
+    client: Client,
+    opts: KubeletOptions,
+    next_ip: u32,
+    /// Pod uid → IP.
+    assigned: BTreeMap<String, String>,
+}
+
+impl State {
+    fn ip_for(&mut self, uid: &str) -> String {
+        if let Some(ip) = self.assigned.get(uid) {
+            return ip.clone();
+        }
+        let ip = Ipv4Addr::from(POD_CIDR_BASE + self.next_ip).to_string();
+        self.next_ip += 1;
+        self.assigned.insert(uid.to_owned(), ip.clone());
+        ip
+    }
+
+    async fn reconcile(&mut self, pods: &[std::sync::Arc<Pod>], svcs: &[std::sync::Arc<Service>]) -> anyhow::Result<()> {
+        let now = Timestamp::now();
+        for pod in pods {
+            let ns = pod.namespace().unwrap_or_default();
+            let name = pod.name_any();
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+            let scheduled = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| !n.is_empty());
+            if !(scheduled || self.opts.all_pods) {
+                continue;
+            }
+            if let Some(deadline) = pod.metadata.deletion_timestamp.as_ref() {
+                if deadline.0 <= now {
+                    let uid = pod.uid();
+                    let dp = DeleteParams { grace_period_seconds: Some(0), preconditions: Some(Preconditions { uid, resource_version: None }), ..Default::default() };
+                    let _ = api.delete(&name, &dp).await;
+                }
+                continue;
+            }
+            let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+            let uid = pod.uid().unwrap_or_default();
+            if (phase == "Pending" || phase.is_empty()) && !self.assigned.contains_key(&uid) {
+                let ip = self.ip_for(&uid);
+                let status = running_status(pod, &ip, true);
+                let _ = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": status }))).await;
+            }
+        }
+        self.load_balancers(svcs).await;
+        self.endpoint_slices(pods, svcs).await
+    }
+
+    async fn load_balancers(&self, svcs: &[std::sync::Arc<Service>]) {
+        let taken: HashSet<String> = svcs
+            .iter()
+            .flat_map(|s| s.status.as_ref().and_then(|st| st.load_balancer.as_ref()).and_then(|lb| lb.ingress.clone()).unwrap_or_default())
+            .filter_map(|i| i.ip)
+            .collect();
+        let mut next = 0u32;
+        for svc in svcs {
+            let is_lb = svc.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer");
+            let has = svc.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|lb| lb.ingress.as_ref()).is_some_and(|i| !i.is_empty());
+            if !is_lb || has {
+                continue;
+            }
+            let ip = loop {
+                let candidate = Ipv4Addr::from(LB_BASE + next).to_string();
+                next += 1;
+                if !taken.contains(&candidate) {
+                    break candidate;
+                }
+            };
+            let api: Api<Service> = Api::namespaced(self.client.clone(), &svc.namespace().unwrap_or_default());
+            let patch = json!({ "status": { "loadBalancer": { "ingress": [{ "ip": ip, "ipMode": "VIP" }] } } });
+            let _ = api.patch_status(&svc.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await;
+        }
+    }
+
+    async fn endpoint_slices(&self, pods: &[std::sync::Arc<Pod>], svcs: &[std::sync::Arc<Service>]) -> anyhow::Result<()> {
+        for svc in svcs {
+            let Some(selector) = svc.spec.as_ref().and_then(|s| s.selector.clone()).filter(|s| !s.is_empty()) else { continue };
+            let ns = svc.namespace().unwrap_or_default();
+            let svc_name = svc.name_any();
+            let mut matching: Vec<&Pod> = pods
+                .iter()
+                .map(|p| p.as_ref())
+                .filter(|p| p.namespace().as_deref() == Some(&ns))
+                .filter(|p| selector.iter().all(|(k, v)| p.labels().get(k) == Some(v)))
+                .filter(|p| p.status.as_ref().and_then(|s| s.pod_ip.as_ref()).is_some())
+                .collect();
+            matching.sort_by_key(|p| p.name_any());
+            let endpoints: Vec<Value> = matching
+                .iter()
+                .map(|p| {
+                    let ready = is_ready(p);
+                    let terminating = p.metadata.deletion_timestamp.is_some();
+                    json!({
+                        "addresses": [p.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default()],
+                        "conditions": { "ready": ready && !terminating, "serving": ready, "terminating": terminating },
+                        "nodeName": p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_else(|| NODE_NAME.into()),
+                        "targetRef": { "kind": "Pod", "namespace": ns, "name": p.name_any(), "uid": p.uid().unwrap_or_default() }
+                    })
+                })
+                .collect();
+            let ports: Vec<Value> = svc
+                .spec
+                .as_ref()
+                .and_then(|s| s.ports.clone())
+                .unwrap_or_default()
+                .iter()
+                .map(|p| {
+                    let port = match &p.target_port {
+                        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(i)) => *i,
+                        _ => p.port,
+                    };
+                    json!({ "name": p.name.clone().unwrap_or_default(), "port": port, "protocol": p.protocol.clone().unwrap_or_else(|| "TCP".into()) })
+                })
+                .collect();
+            let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), &ns);
+            let lp = ListParams::default().labels(&format!("kubernetes.io/service-name={svc_name}"));
+            let existing = api.list(&lp).await?;
+            let desired = json!({ "endpoints": endpoints, "ports": ports });
+            match existing.items.first() {
+                Some(slice) => {
+                    let current = json!({ "endpoints": serde_json::to_value(&slice.endpoints)?, "ports": serde_json::to_value(&slice.ports)? });
+                    if normalize(&current) != normalize(&desired) {
+                        let patch = json!({ "endpoints": desired["endpoints"], "ports": desired["ports"] });
+                        api.patch(&slice.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await?;
+                    }
+                }
+                None => {
+                    let slice: EndpointSlice = serde_json::from_value(json!({
+                        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                        "metadata": {
+                            "generateName": format!("{svc_name}-"),
+                            "labels": { "kubernetes.io/service-name": svc_name, "endpointslice.kubernetes.io/managed-by": MANAGED_BY },
+                            "ownerReferences": [{ "apiVersion": "v1", "kind": "Service", "name": svc_name, "uid": svc.uid().unwrap_or_default(), "controller": true, "blockOwnerDeletion": true }]
+                        },
+                        "addressType": "IPv4",
+                        "endpoints": desired["endpoints"],
+                        "ports": desired["ports"],
+                    }))?;
+                    api.create(&PostParams { field_manager: Some(MANAGER.into()), ..Default::default() }, &slice).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn normalize(v: &Value) -> Value {
+    serde_json::from_str(&v.to_string()).unwrap_or(Value::Null)
+}
+
+fn is_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn running_status(pod: &Pod, ip: &str, ready: bool) -> Value {
+    let now = now_micro();
+    let flag = if ready { "True" } else { "False" };
+    let containers: Vec<Value> = pod
+        .spec
+        .as_ref()
+        .map(|s| s.containers.clone())
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c.name,
+                "image": c.image.clone().unwrap_or_default(),
+                "imageID": format!("sim://{}", c.image.clone().unwrap_or_default()),
+                "containerID": format!("containerd://{}", uuid::Uuid::new_v4().simple()),
+                "ready": ready,
+                "started": true,
+                "restartCount": 0,
+                "state": { "running": { "startedAt": now } }
+            })
+        })
+        .collect();
+    json!({
+        "phase": "Running",
+        "podIP": ip,
+        "podIPs": [{ "ip": ip }],
+        "hostIP": NODE_IP,
+        "hostIPs": [{ "ip": NODE_IP }],
+        "startTime": now,
+        "conditions": [
+            { "type": "PodReadyToStartContainers", "status": "True", "lastTransitionTime": now, "lastProbeTime": null },
+            { "type": "Initialized", "status": "True", "lastTransitionTime": now, "lastProbeTime": null },
+            { "type": "Ready", "status": flag, "lastTransitionTime": now, "lastProbeTime": null },
+            { "type": "ContainersReady", "status": flag, "lastTransitionTime": now, "lastProbeTime": null },
+            { "type": "PodScheduled", "status": "True", "lastTransitionTime": now, "lastProbeTime": null }
+        ],
+        "containerStatuses": containers,
+    })
+}
+
+/// Crash control: the pod disappears at once, with no graceful termination.
+pub async fn crash(client: &Client, namespace: &str, name: &str) -> kube::Result<()> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    api.delete(name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.map(|_| ())
+}
+
+/// The containers of a terminating pod have exited: it is removed now, as a kubelet does
+/// when a process ends before its grace period.
+pub async fn finish(client: &Client, namespace: &str, name: &str) -> kube::Result<()> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let pod = api.get(name).await?;
+    let dp = DeleteParams { grace_period_seconds: Some(0), preconditions: Some(Preconditions { uid: pod.uid(), resource_version: None }), ..Default::default() };
+    api.delete(name, &dp).await.map(|_| ())
+}
+
+/// Flips a running pod's readiness (a failing readiness probe, or its recovery).
+pub async fn set_ready(client: &Client, namespace: &str, name: &str, ready: bool) -> kube::Result<()> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let pod = api.get_status(name).await?;
+    let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default();
+    let status = running_status(&pod, &ip, ready);
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({ "status": { "conditions": status["conditions"], "containerStatuses": status["containerStatuses"] } })))
+        .await
+        .map(|_| ())
+}

@@ -1,0 +1,261 @@
+//! Kubernetes `Status` errors: the one error type of the simulator's HTTP boundary.
+//!
+//! Every non-2xx answer is a `meta/v1 Status` with the reason, code and message
+//! kube-apiserver would give (kube-rs matches on `reason` and `code`). Constructors are named
+//! after the apiserver's `k8s.io/apimachinery/pkg/api/errors` helpers so the mapping is easy
+//! to audit.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::registry::ResourceType;
+
+/// One `details.causes` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    pub reason: String,
+    pub message: String,
+    pub field: String,
+}
+
+/// A failed request, rendered as a Kubernetes `Status`.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{code} {reason}: {message}")]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    pub details: Option<Value>,
+}
+
+/// Result alias used across the simulator's request handling.
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self { code, reason, message: message.into(), details: None }
+    }
+
+    fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    fn name_details(rt: &ResourceType, name: &str) -> Value {
+        let mut d = json!({ "name": name, "kind": rt.resource });
+        if !rt.group.is_empty() {
+            d["group"] = json!(rt.group);
+        }
+        d
+    }
+
+    /// 404 for a missing object: `pods "x" not found`.
+    pub fn not_found(rt: &ResourceType, name: &str) -> Self {
+        Self::new(404, "NotFound", format!("{} \"{}\" not found", rt.qualified(), name))
+            .with_details(Self::name_details(rt, name))
+    }
+
+    /// 404 for a path that names no resource.
+    pub fn no_route() -> Self {
+        Self::new(404, "NotFound", "the server could not find the requested resource")
+            .with_details(json!({}))
+    }
+
+    /// 409 for a create of an existing object.
+    pub fn already_exists(rt: &ResourceType, name: &str) -> Self {
+        Self::new(409, "AlreadyExists", format!("{} \"{}\" already exists", rt.qualified(), name))
+            .with_details(Self::name_details(rt, name))
+    }
+
+    /// 409 for a stale `resourceVersion` or failed precondition.
+    pub fn conflict(rt: &ResourceType, name: &str, why: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {} \"{}\": {}", rt.qualified(), name, why),
+        )
+        .with_details(Self::name_details(rt, name))
+    }
+
+    /// The reason text of an optimistic-concurrency conflict.
+    pub const MODIFIED: &'static str = "the object has been modified; please apply your changes to the latest version and try again";
+
+    /// 409 with explicit causes (server-side apply field-manager conflicts).
+    pub fn conflict_with_causes(rt: &ResourceType, name: &str, message: String, causes: &[Cause]) -> Self {
+        let mut d = Self::name_details(rt, name);
+        d["causes"] = causes_json(causes);
+        Self::new(409, "Conflict", message).with_details(d)
+    }
+
+    /// 422 with field causes: `Lease.coordination.k8s.io "x" is invalid: spec.y: ...`.
+    pub fn invalid(rt: &ResourceType, name: &str, causes: &[Cause]) -> Self {
+        let parts: Vec<String> = causes
+            .iter()
+            .map(|c| if c.field.is_empty() { c.message.clone() } else { format!("{}: {}", c.field, c.message) })
+            .collect();
+        let joined = if parts.len() == 1 { parts[0].clone() } else { format!("[{}]", parts.join(", ")) };
+        let mut d = json!({ "name": name, "kind": rt.kind, "causes": causes_json(causes) });
+        if !rt.group.is_empty() {
+            d["group"] = json!(rt.group);
+        }
+        Self::new(422, "Invalid", format!("{} \"{}\" is invalid: {}", rt.group_kind(), name, joined))
+            .with_details(d)
+    }
+
+    /// 400 Bad Request.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 403 Forbidden.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
+    /// 403 when creating into a namespace being deleted.
+    pub fn namespace_terminating(rt: &ResourceType, name: &str, namespace: &str) -> Self {
+        let mut d = Self::name_details(rt, name);
+        d["causes"] = json!([{
+            "reason": "NamespaceTerminating",
+            "message": format!("namespace {namespace} is being terminated"),
+            "field": "metadata.namespace"
+        }]);
+        Self::new(
+            403,
+            "Forbidden",
+            format!(
+                "{} \"{}\" is forbidden: unable to create new content in namespace {} because it is being terminated",
+                rt.qualified(),
+                name,
+                namespace
+            ),
+        )
+        .with_details(d)
+    }
+
+    /// 401 Unauthorized.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// 410 Expired.
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    /// 405 Method Not Allowed.
+    pub fn method_not_allowed() -> Self {
+        Self::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+            .with_details(json!({}))
+    }
+
+    /// 406 Not Acceptable.
+    pub fn not_acceptable(accept: &str) -> Self {
+        Self::new(406, "NotAcceptable", format!("only the following media types are accepted: application/json, application/yaml (asked for {accept})"))
+    }
+
+    /// 413 Request Entity Too Large.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
+    }
+
+    /// 415 Unsupported Media Type.
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type})"))
+    }
+
+    /// 504 when a resourceVersion is ahead of the store and does not arrive in time.
+    pub fn too_large_resource_version(asked: u64, current: u64) -> Self {
+        Self::new(504, "Timeout", format!("Too large resource version: {asked}, current: {current}")).with_details(json!({
+            "causes": [{ "reason": "ResourceVersionTooLarge", "message": "Too large resource version" }],
+            "retryAfterSeconds": 1
+        }))
+    }
+
+    /// 500 Internal Error (never expected; carries no internals).
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    /// The `Status` body.
+    pub fn to_status(&self) -> Value {
+        let mut s = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            s["details"] = d.clone();
+        }
+        s
+    }
+}
+
+fn causes_json(causes: &[Cause]) -> Value {
+    Value::Array(
+        causes
+            .iter()
+            .map(|c| {
+                let mut v = json!({ "reason": c.reason, "message": c.message });
+                if !c.field.is_empty() {
+                    v["field"] = json!(c.field);
+                }
+                v
+            })
+            .collect(),
+    )
+}
+
+impl Cause {
+    /// `field.Invalid`: `Invalid value: <v>: <detail>`.
+    pub fn invalid(field: &str, value: &Value, detail: &str) -> Self {
+        Self {
+            reason: "FieldValueInvalid".into(),
+            message: format!("Invalid value: {}: {}", go_value(value), detail),
+            field: field.into(),
+        }
+    }
+    /// `field.Required`.
+    pub fn required(field: &str, detail: &str) -> Self {
+        let message = if detail.is_empty() { "Required value".to_owned() } else { format!("Required value: {detail}") };
+        Self { reason: "FieldValueRequired".into(), message, field: field.into() }
+    }
+    /// `field.Forbidden`.
+    pub fn forbidden(field: &str, detail: &str) -> Self {
+        Self { reason: "FieldValueForbidden".into(), message: format!("Forbidden: {detail}"), field: field.into() }
+    }
+    /// `field.NotSupported`.
+    pub fn not_supported(field: &str, value: &Value, valid: &[&str]) -> Self {
+        let quoted: Vec<String> = valid.iter().map(|v| format!("\"{v}\"")).collect();
+        Self {
+            reason: "FieldValueNotSupported".into(),
+            message: format!("Unsupported value: {}: supported values: {}", go_value(value), quoted.join(", ")),
+            field: field.into(),
+        }
+    }
+}
+
+/// Formats a value the way `field.Invalid` prints it (`%#v`-like: strings quoted, numbers bare).
+pub fn go_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{s:?}"),
+        Value::Null => "null".into(),
+        other => other.to_string(),
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::to_vec(&self.to_status()).unwrap_or_default();
+        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut resp = (code, body).into_response();
+        resp.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        resp
+    }
+}

@@ -1,0 +1,241 @@
+//! The watch protocol: a stream of newline-delimited JSON events read from the store's history
+//! with a cursor, as kube-apiserver's cacher serves them.
+//!
+//! - start from a resourceVersion (every change after it, in order), or with initial ADDED
+//!   events for the current state (resourceVersion unset or "0", or `sendInitialEvents`);
+//! - an object that enters the selector arrives as ADDED, one that leaves as DELETED;
+//! - BOOKMARK events when asked for, periodically and shortly before the timeout;
+//! - history that was compacted ends the stream with one ERROR event carrying a 410 `Status`
+//!   (HTTP 200 — kube-rs relists on that, and would retry forever on an HTTP 410).
+//!
+//! No task is spawned: the stream is a state machine polled by the HTTP body, so a client that
+//! goes away simply drops it.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::Stream;
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::status::ApiError;
+use super::store::{EventKind, Store, Stored};
+use super::registry::TypeId;
+
+/// Events read from the history per wake-up; bounds the time the store lock is held.
+const BATCH: usize = 1024;
+/// How long before the timeout the closing bookmark is sent.
+const BOOKMARK_BEFORE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Encodes one object for the event (`first` is true for the stream's first event).
+pub type Encoder = Arc<dyn Fn(&Stored, bool) -> Bytes + Send + Sync>;
+/// Decides whether an object matches the watch's selectors.
+pub type Filter = Arc<dyn Fn(&Stored) -> bool + Send + Sync>;
+
+/// Where the watch starts.
+#[derive(Debug, Clone, Copy)]
+pub enum Start {
+    /// Every change after this resourceVersion.
+    After(u64),
+    /// ADDED for every current match first; then, if `end_bookmark`, a BOOKMARK annotated
+    /// `k8s.io/initial-events-end`.
+    Initial { end_bookmark: bool },
+}
+
+/// Everything a watch needs.
+pub struct WatchSpec {
+    pub storage_type: TypeId,
+    pub namespace: Option<String>,
+    pub filter: Filter,
+    pub encode: Encoder,
+    pub start: Start,
+    pub bookmarks: bool,
+    pub bookmark_interval: Duration,
+    pub timeout: Duration,
+    /// `kind` and `apiVersion` of bookmark objects.
+    pub kind: String,
+    pub api_version: String,
+}
+
+struct State {
+    store: Arc<Store>,
+    spec: WatchSpec,
+    rx: tokio::sync::watch::Receiver<u64>,
+    cursor: u64,
+    pending: VecDeque<Bytes>,
+    first: bool,
+    deadline: Instant,
+    next_bookmark: Instant,
+    closing_bookmark_sent: bool,
+    started: bool,
+    done: bool,
+}
+
+fn line(kind: &str, object: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(object.len() + 32);
+    b.put_slice(b"{\"type\":\"");
+    b.put_slice(kind.as_bytes());
+    b.put_slice(b"\",\"object\":");
+    b.put_slice(object);
+    b.put_slice(b"}\n");
+    b.freeze()
+}
+
+impl State {
+    fn bookmark(&self, initial_end: bool) -> Bytes {
+        let mut meta = json!({ "resourceVersion": self.cursor.to_string() });
+        if initial_end {
+            meta["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
+        }
+        let obj = json!({ "kind": self.spec.kind, "apiVersion": self.spec.api_version, "metadata": meta });
+        line("BOOKMARK", &serde_json::to_vec(&obj).unwrap_or_default())
+    }
+
+    fn in_scope(&self, type_id: TypeId, namespace: &str) -> bool {
+        type_id == self.spec.storage_type && self.spec.namespace.as_deref().is_none_or(|ns| ns == namespace)
+    }
+
+    fn emit(&mut self, kind: &str, obj: &Stored) {
+        let bytes = (self.spec.encode)(obj, self.first);
+        self.first = false;
+        self.pending.push_back(line(kind, &bytes));
+    }
+
+    fn start(&mut self) {
+        self.started = true;
+        match self.spec.start {
+            Start::After(rv) => self.cursor = rv,
+            Start::Initial { end_bookmark } => {
+                let (rv, items) = self.store.snapshot(self.spec.storage_type, self.spec.namespace.as_deref());
+                self.cursor = rv;
+                let filter = self.spec.filter.clone();
+                for obj in items.iter().filter(|o| filter(o)) {
+                    self.emit("ADDED", obj);
+                }
+                if end_bookmark {
+                    let b = self.bookmark(true);
+                    self.pending.push_back(b);
+                }
+            }
+        }
+    }
+
+    /// Reads new history; false when the stream must end (compacted).
+    fn drain(&mut self) -> bool {
+        loop {
+            let events = match self.store.events_after(self.cursor, BATCH) {
+                Ok(e) => e,
+                Err(c) => {
+                    let err = ApiError::expired(format!("too old resource version: {} ({})", self.cursor, c.compacted));
+                    self.pending.push_back(line("ERROR", &serde_json::to_vec(&err.to_status()).unwrap_or_default()));
+                    return false;
+                }
+            };
+            let n = events.len();
+            for e in events {
+                self.cursor = e.rv;
+                if !self.in_scope(e.type_id, &e.namespace) {
+                    continue;
+                }
+                let now = (self.spec.filter)(&e.obj);
+                let before = e.prev.as_ref().is_some_and(|p| (self.spec.filter)(p));
+                match e.kind {
+                    EventKind::Added if now => self.emit("ADDED", &e.obj),
+                    EventKind::Deleted if before || now => self.emit("DELETED", &e.obj),
+                    EventKind::Modified => match (before, now) {
+                        (true, true) => self.emit("MODIFIED", &e.obj),
+                        (false, true) => self.emit("ADDED", &e.obj),
+                        (true, false) => self.emit("DELETED", &e.obj),
+                        (false, false) => {}
+                    },
+                    _ => {}
+                }
+            }
+            if n < BATCH {
+                return true;
+            }
+        }
+    }
+
+    fn take_pending(&mut self) -> Option<Bytes> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        if self.pending.len() == 1 {
+            return self.pending.pop_front();
+        }
+        let mut b = BytesMut::new();
+        while let Some(p) = self.pending.pop_front() {
+            b.put_slice(&p);
+        }
+        Some(b.freeze())
+    }
+}
+
+/// The event stream of one watch request.
+pub fn stream(store: Arc<Store>, spec: WatchSpec) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+    let now = Instant::now();
+    let rx = store.subscribe();
+    let state = State {
+        deadline: now + spec.timeout,
+        next_bookmark: now + spec.bookmark_interval,
+        store,
+        rx,
+        spec,
+        cursor: 0,
+        pending: VecDeque::new(),
+        first: true,
+        closing_bookmark_sent: false,
+        started: false,
+        done: false,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        if !st.started {
+            st.start();
+            if !st.drain() {
+                st.done = true;
+            }
+        }
+        loop {
+            if let Some(chunk) = st.take_pending() {
+                return Some((Ok(chunk), st));
+            }
+            if st.done {
+                return None;
+            }
+            let now = Instant::now();
+            if now >= st.deadline {
+                return None;
+            }
+            let closing_at = st.deadline.checked_sub(BOOKMARK_BEFORE_TIMEOUT).unwrap_or(st.deadline);
+            let bookmark_at = if st.closing_bookmark_sent { st.next_bookmark } else { st.next_bookmark.min(closing_at) };
+            tokio::select! {
+                changed = st.rx.changed() => {
+                    if changed.is_err() {
+                        // The store is gone: the simulator is shutting down.
+                        return None;
+                    }
+                    if !st.drain() {
+                        st.done = true;
+                    }
+                }
+                _ = tokio::time::sleep_until(bookmark_at), if st.spec.bookmarks => {
+                    if !st.drain() {
+                        st.done = true;
+                        continue;
+                    }
+                    if Instant::now() >= closing_at {
+                        st.closing_bookmark_sent = true;
+                    }
+                    st.next_bookmark = Instant::now() + st.spec.bookmark_interval;
+                    let b = st.bookmark(false);
+                    st.pending.push_back(b);
+                }
+                _ = tokio::time::sleep_until(st.deadline) => return None,
+            }
+        }
+    })
+}
