@@ -728,8 +728,11 @@ pub fn patch(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
                 json_patch::merge(&mut doc, &patch);
                 doc
             }
-            PatchKind::Strategic => smp::apply(&ctx.shared.schema, ctx.node(), &old_view, &patch)
-                .map_err(|e| unprocessable_patch(rt, &name, &e.to_string()))?,
+            PatchKind::Strategic => smp::apply(&ctx.shared.schema, ctx.node(), &old_view, &patch).map_err(|e| match e.http_status() {
+                400 => ApiError::bad_request(e.to_string()),
+                422 => unprocessable_patch(rt, &name, &e.to_string()),
+                _ => ApiError::internal(format!("Internal error occurred: {e}")),
+            })?,
             PatchKind::Apply => {
                 let mut applied = patch.clone();
                 check_kind(rt, &mut applied)?;

@@ -137,7 +137,9 @@ pub enum SmpError {
     #[error("no elements in any of the given slices")]
     NoElements,
     /// The patch list's items are not a subsequence of its `$setElementOrder` list. HTTP 500.
-    #[error("the order in patch list:\n{patch_list}\n doesn't match $setElementOrder list:\n{order_list}")]
+    #[error(
+        "the order in patch list:\n{patch_list}\n doesn't match $setElementOrder list:\n{order_list}"
+    )]
     SetElementOrderMismatch {
         /// The patch list, rendered like Go's `%v`.
         patch_list: String,
@@ -472,10 +474,7 @@ impl Patcher<'_> {
         }
 
         let (server_order, merged, patch_order) = if replace {
-            let items: Vec<Value> = plain
-                .into_iter()
-                .map(|m| strip(Value::Object(m)))
-                .collect();
+            let items: Vec<Value> = plain.into_iter().map(|m| strip(Value::Object(m))).collect();
             (items.clone(), items, Vec::new())
         } else {
             // mergeSliceWithoutSpecialElements
@@ -777,15 +776,14 @@ fn normalize_slice_order(
     for item in to_sort {
         keyed.push((index_of(order, &item, merge_key, kind)?, item));
     }
-    go_stable_sort(&mut keyed, &|a: &(Option<usize>, Value), b| match (a.0, b.0) {
-        (Some(x), Some(y)) => x < y,
-        _ => true,
-    });
-    Ok(keyed
-        .into_iter()
-        .map(|(_, v)| v)
-        .chain(to_delete)
-        .collect())
+    go_stable_sort(
+        &mut keyed,
+        &|a: &(Option<usize>, Value), b| match (a.0, b.0) {
+            (Some(x), Some(y)) => x < y,
+            _ => true,
+        },
+    );
+    Ok(keyed.into_iter().map(|(_, v)| v).chain(to_delete).collect())
 }
 
 /// `mergeSortedSlice`: interleaves server-only items (`left`) into patch items (`right`),
@@ -1296,5 +1294,1903 @@ fn go_float(f: f64) -> String {
     } else {
         let (i, frac) = digits.split_at(int_len);
         format!("{sign}{i}.{frac}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::schema::{ListType, Node, NodeId, PatchStrategy, Schema, Shape};
+    use super::{MAX_DEPTH, SmpError, apply, go_float, go_stable_sort};
+    use serde_json::{Value, json};
+    use std::collections::BTreeMap;
+
+    // ---- schema builder ----------------------------------------------------------------
+
+    #[derive(Default)]
+    struct B {
+        s: Schema,
+    }
+
+    impl B {
+        fn scalar(&mut self) -> NodeId {
+            self.s.push(Node {
+                shape: Shape::Scalar,
+                ..Node::default()
+            })
+        }
+        fn untyped(&mut self) -> NodeId {
+            self.s.push(Node::default())
+        }
+        fn placeholder(&mut self) -> NodeId {
+            self.s.push(Node::default())
+        }
+        fn obj_node(fields: &[(&str, NodeId)]) -> Node {
+            let fields: BTreeMap<String, NodeId> =
+                fields.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect();
+            Node {
+                shape: Shape::Object {
+                    fields,
+                    additional: None,
+                },
+                ..Node::default()
+            }
+        }
+        fn obj(&mut self, fields: &[(&str, NodeId)]) -> NodeId {
+            self.s.push(Self::obj_node(fields))
+        }
+        fn retain_obj(&mut self, fields: &[(&str, NodeId)]) -> NodeId {
+            let mut n = Self::obj_node(fields);
+            n.patch.retain_keys = true;
+            self.s.push(n)
+        }
+        fn map_of(&mut self, v: NodeId) -> NodeId {
+            self.s.push(Node {
+                shape: Shape::Object {
+                    fields: BTreeMap::new(),
+                    additional: Some(v),
+                },
+                ..Node::default()
+            })
+        }
+        fn atomic(&mut self, items: NodeId) -> NodeId {
+            self.s.push(Node {
+                shape: Shape::Array { items },
+                ..Node::default()
+            })
+        }
+        fn merge(&mut self, items: NodeId, key: Option<&str>, retain: bool) -> NodeId {
+            self.s.push(Node {
+                shape: Shape::Array { items },
+                list_type: match key {
+                    Some(k) => ListType::Map(vec![k.to_owned()]),
+                    None => ListType::Set,
+                },
+                patch: PatchStrategy {
+                    merge: true,
+                    retain_keys: retain,
+                    merge_key: key.map(str::to_owned),
+                },
+                atomic_map: false,
+            })
+        }
+    }
+
+    /// Port of upstream's test type `MergeItem` (patch_test.go).
+    fn merge_item() -> (Schema, NodeId) {
+        let mut b = B::default();
+        let s = b.scalar();
+        let mi = b.placeholder();
+        let merging_list = b.merge(mi, Some("name"), false);
+        let non_merging_list = b.atomic(mi);
+        let merging_int_list = b.merge(s, None, false);
+        let non_merging_int_list = b.atomic(s);
+        let merge_item_ptr = b.merge(mi, Some("name"), false);
+        let simple_map = b.map_of(s);
+        let replacing_item = b.untyped();
+        let retain_keys_map = b.retain_obj(&[
+            ("name", s),
+            ("value", s),
+            ("other", s),
+            ("simpleMap", simple_map),
+            ("mergingIntList", merging_int_list),
+            ("mergingList", merging_list),
+            ("nonMergingList", non_merging_list),
+        ]);
+        let retain_keys_merging_list = b.merge(mi, Some("name"), true);
+        let node = B::obj_node(&[
+            ("name", s),
+            ("value", s),
+            ("other", s),
+            ("mergingList", merging_list),
+            ("nonMergingList", non_merging_list),
+            ("mergingIntList", merging_int_list),
+            ("nonMergingIntList", non_merging_int_list),
+            ("mergeItemPtr", merge_item_ptr),
+            ("simpleMap", simple_map),
+            ("replacingItem", replacing_item),
+            ("retainKeysMap", retain_keys_map),
+            ("retainKeysMergingList", retain_keys_merging_list),
+        ]);
+        b.s.set(mi, node);
+        (b.s, mi)
+    }
+
+    /// A Pod-like schema with the real merge keys.
+    fn pod() -> (Schema, NodeId) {
+        let mut b = B::default();
+        let s = b.scalar();
+        let u = b.untyped();
+        let smap = b.map_of(s);
+        let finalizers = b.merge(s, None, false);
+        let owner_ref = b.obj(&[
+            ("apiVersion", s),
+            ("kind", s),
+            ("name", s),
+            ("uid", s),
+            ("controller", s),
+        ]);
+        let owner_refs = b.merge(owner_ref, Some("uid"), false);
+        let meta = b.obj(&[
+            ("name", s),
+            ("namespace", s),
+            ("labels", smap),
+            ("annotations", smap),
+            ("finalizers", finalizers),
+            ("ownerReferences", owner_refs),
+        ]);
+        let port = b.obj(&[("containerPort", s), ("protocol", s), ("name", s)]);
+        let ports = b.merge(port, Some("containerPort"), false);
+        let env_var = b.obj(&[("name", s), ("value", s), ("valueFrom", u)]);
+        let env = b.merge(env_var, Some("name"), false);
+        let mount = b.obj(&[("name", s), ("mountPath", s), ("readOnly", s)]);
+        let mounts = b.merge(mount, Some("mountPath"), false);
+        let args = b.atomic(s);
+        let resources = b.obj(&[("limits", smap), ("requests", smap)]);
+        let container = b.obj(&[
+            ("name", s),
+            ("image", s),
+            ("args", args),
+            ("ports", ports),
+            ("env", env),
+            ("volumeMounts", mounts),
+            ("resources", resources),
+        ]);
+        let containers = b.merge(container, Some("name"), false);
+        let cm = b.obj(&[("name", s), ("items", u)]);
+        let secret = b.obj(&[("secretName", s)]);
+        let empty_dir = b.obj(&[("medium", s)]);
+        let host_path = b.obj(&[("path", s)]);
+        let volume = b.retain_obj(&[
+            ("name", s),
+            ("configMap", cm),
+            ("secret", secret),
+            ("emptyDir", empty_dir),
+            ("hostPath", host_path),
+        ]);
+        let volumes = b.merge(volume, Some("name"), true);
+        let tolerations = b.atomic(u);
+        let local_ref = b.obj(&[("name", s)]);
+        let pull_secrets = b.merge(local_ref, Some("name"), false);
+        let spec = b.obj(&[
+            ("containers", containers),
+            ("initContainers", containers),
+            ("volumes", volumes),
+            ("tolerations", tolerations),
+            ("nodeSelector", smap),
+            ("imagePullSecrets", pull_secrets),
+            ("restartPolicy", s),
+        ]);
+        let condition = b.obj(&[("type", s), ("status", s), ("reason", s)]);
+        let conditions = b.merge(condition, Some("type"), false);
+        let status = b.obj(&[("phase", s), ("conditions", conditions)]);
+        let root = b.obj(&[
+            ("apiVersion", s),
+            ("kind", s),
+            ("metadata", meta),
+            ("spec", spec),
+            ("status", status),
+        ]);
+        b.s.set_kind("", "v1", "Pod", root);
+        (b.s, root)
+    }
+
+    fn ok(t: &(Schema, NodeId), original: Value, patch: Value) -> Value {
+        match apply(&t.0, Some(t.1), &original, &patch) {
+            Ok(v) => v,
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+
+    fn err(t: &(Schema, NodeId), original: Value, patch: Value) -> SmpError {
+        match apply(&t.0, Some(t.1), &original, &patch) {
+            Ok(v) => panic!("expected an error, got {v}"),
+            Err(e) => e,
+        }
+    }
+
+    fn untyped(original: Value, patch: Value) -> Value {
+        match apply(&Schema::default(), None, &original, &patch) {
+            Ok(v) => v,
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+
+    /// Asserts list order too (serde_json map equality ignores key order, list order counts).
+    fn check(t: &(Schema, NodeId), original: Value, patch: Value, expected: Value) {
+        assert_eq!(ok(t, original, patch), expected);
+    }
+
+    // ---- ported from upstream patch_test.go: maps ----------------------------------------
+
+    #[test]
+    fn upstream_nil_original_and_nil_patch() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({}),
+            json!({"name": 1, "value": 1}),
+            json!({"name": 1, "value": 1}),
+        );
+        check(&t, json!({"name": 1}), json!({}), json!({"name": 1}));
+    }
+
+    #[test]
+    fn upstream_add_and_delete_fields_from_map() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"name": 1}),
+            json!({"value": 1}),
+            json!({"name": 1, "value": 1}),
+        );
+        check(
+            &t,
+            json!({"name": 1, "other": "a"}),
+            json!({"name": null, "value": 1}),
+            json!({"value": 1, "other": "a"}),
+        );
+        check(
+            &t,
+            json!({"name": 1, "value": 1, "other": "a"}),
+            json!({"name": null, "value": null}),
+            json!({"other": "a"}),
+        );
+    }
+
+    #[test]
+    fn upstream_delete_field_from_nested_map() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"simpleMap": {"key1": 1, "key2": 1, "other": "a"}}),
+            json!({"simpleMap": {"key2": null}}),
+            json!({"simpleMap": {"key1": 1, "other": "a"}}),
+        );
+    }
+
+    #[test]
+    fn upstream_defined_nulls_are_not_stored() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"name": "a", "other": "a"}),
+            json!({"name": 1, "value": 1, "other": null}),
+            json!({"name": 1, "value": 1}),
+        );
+        check(
+            &t,
+            json!({"name": "original-name", "value": "original-value"}),
+            json!({"name": "modified-name", "value": null}),
+            json!({"name": "modified-name"}),
+        );
+    }
+
+    #[test]
+    fn upstream_delete_map_from_nested_map() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"simpleMap": {"key1": 1, "key2": 1}}),
+            json!({"simpleMap": {"$patch": "delete"}}),
+            json!({"simpleMap": {}}),
+        );
+    }
+
+    #[test]
+    fn upstream_replace_directive_on_root_map() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"name": 1, "value": 1}),
+            json!({"$patch": "replace"}),
+            json!({}),
+        );
+        check(
+            &t,
+            json!({"name": 1, "value": 1}),
+            json!({"other": "a", "$patch": "replace"}),
+            json!({"other": "a"}),
+        );
+    }
+
+    // ---- ported: lists of scalars --------------------------------------------------------
+
+    #[test]
+    fn upstream_replace_non_merging_list_of_scalars() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"nonMergingIntList": [1, 4]}),
+            json!({"nonMergingIntList": [2, 3]}),
+            json!({"nonMergingIntList": [2, 3]}),
+        );
+    }
+
+    #[test]
+    fn upstream_unique_scalars_when_merging_lists() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"mergingIntList": [1, 2]}),
+            json!({"mergingIntList": [2, 3]}),
+            json!({"mergingIntList": [1, 2, 3]}),
+        );
+    }
+
+    #[test]
+    fn upstream_preserve_order_from_patch_in_merging_int_list() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"mergingIntList": [1, 2, 3]}),
+            json!({"mergingIntList": [3, 1, 2]}),
+            json!({"mergingIntList": [3, 1, 2]}),
+        );
+        check(
+            &t,
+            json!({"mergingIntList": [1, 2, 3]}),
+            json!({"mergingIntList": [3, 1]}),
+            json!({"mergingIntList": [2, 3, 1]}),
+        );
+    }
+
+    #[test]
+    fn upstream_merge_lists_of_scalars_with_set_element_order() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"mergingIntList": [1, 2, 4]}),
+            json!({"$setElementOrder/mergingIntList": [1, 2, 3], "mergingIntList": [3]}),
+            json!({"mergingIntList": [1, 2, 3, 4]}),
+        );
+    }
+
+    #[test]
+    fn upstream_add_item_to_int_list_and_preserve_order() {
+        let t = merge_item();
+        let patch = json!({"$setElementOrder/mergingIntList": [3, 1, 2], "mergingIntList": [3]});
+        check(
+            &t,
+            json!({"mergingIntList": [1, 2]}),
+            patch.clone(),
+            json!({"mergingIntList": [3, 1, 2]}),
+        );
+        check(
+            &t,
+            json!({"mergingIntList": [1, 4, 2]}),
+            patch,
+            json!({"mergingIntList": [3, 1, 4, 2]}),
+        );
+        check(
+            &t,
+            json!({"mergingIntList": [1, 2]}),
+            json!({"$setElementOrder/mergingIntList": [1, 4, 2, 3], "mergingIntList": [4, 3]}),
+            json!({"mergingIntList": [1, 4, 2, 3]}),
+        );
+    }
+
+    #[test]
+    fn upstream_delete_from_primitive_list() {
+        let t = merge_item();
+        let patch = json!({
+            "$setElementOrder/mergingIntList": [1, 2],
+            "$deleteFromPrimitiveList/mergingIntList": [3]
+        });
+        check(
+            &t,
+            json!({"mergingIntList": [1, 2, 3]}),
+            patch.clone(),
+            json!({"mergingIntList": [1, 2]}),
+        );
+        check(
+            &t,
+            json!({"mergingIntList": [1, 2, 3, 4]}),
+            patch.clone(),
+            json!({"mergingIntList": [1, 2, 4]}),
+        );
+        // every duplicate goes
+        check(
+            &t,
+            json!({"mergingIntList": [1, 2, 3, 3, 4]}),
+            patch,
+            json!({"mergingIntList": [1, 2, 4]}),
+        );
+    }
+
+    #[test]
+    fn upstream_add_and_delete_items_in_list_of_scalars() {
+        let t = merge_item();
+        let patch = json!({
+            "$setElementOrder/mergingIntList": [1, 2, 4],
+            "$deleteFromPrimitiveList/mergingIntList": [3],
+            "mergingIntList": [4]
+        });
+        check(
+            &t,
+            json!({"mergingIntList": [1, 2, 3]}),
+            patch.clone(),
+            json!({"mergingIntList": [1, 2, 4]}),
+        );
+        check(
+            &t,
+            json!({"mergingIntList": [1, 2, 3, 4]}),
+            patch,
+            json!({"mergingIntList": [1, 2, 4]}),
+        );
+    }
+
+    #[test]
+    fn upstream_delete_and_reorder_int_list() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"mergingIntList": [1, 2, 3]}),
+            json!({
+                "$setElementOrder/mergingIntList": [2, 1],
+                "$deleteFromPrimitiveList/mergingIntList": [3]
+            }),
+            json!({"mergingIntList": [2, 1]}),
+        );
+        check(
+            &t,
+            json!({"mergingIntList": [1, 2, 3]}),
+            json!({
+                "$setElementOrder/mergingIntList": [4, 2, 1],
+                "mergingIntList": [4],
+                "$deleteFromPrimitiveList/mergingIntList": [3]
+            }),
+            json!({"mergingIntList": [4, 2, 1]}),
+        );
+    }
+
+    #[test]
+    fn upstream_set_elements_order_in_int_list_with_server_only_items() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"mergingIntList": [1, 3, 4, 2, 9]}),
+            json!({"$setElementOrder/mergingIntList": [4, 2, 3, 1]}),
+            json!({"mergingIntList": [4, 2, 3, 1, 9]}),
+        );
+        check(
+            &t,
+            json!({"mergingIntList": [1, 2, 9, 3, 4]}),
+            json!({"$setElementOrder/mergingIntList": [2, 1, 4, 3]}),
+            json!({"mergingIntList": [2, 1, 9, 4, 3]}),
+        );
+        check(
+            &t,
+            json!({"mergingIntList": [1, 2, 7, 9, 8, 3, 4]}),
+            json!({"$setElementOrder/mergingIntList": [2, 1, 4, 3]}),
+            json!({"mergingIntList": [2, 1, 7, 9, 8, 4, 3]}),
+        );
+    }
+
+    #[test]
+    fn upstream_set_element_order_with_duplicates() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"mergingIntList": [1, 2, 3, 2, 4]}),
+            json!({"$setElementOrder/mergingIntList": [2, 1, 4, 3, 2]}),
+            json!({"mergingIntList": [2, 2, 1, 4, 3]}),
+        );
+        check(
+            &t,
+            json!({"mergingList": [
+                {"name": 1}, {"name": 2, "value": "dup1"}, {"name": 3},
+                {"name": 2, "value": "dup2"}, {"name": 4}
+            ]}),
+            json!({"$setElementOrder/mergingList": [
+                {"name": 2}, {"name": 1}, {"name": 4}, {"name": 3}, {"name": 2}
+            ]}),
+            json!({"mergingList": [
+                {"name": 2, "value": "dup1"}, {"name": 2, "value": "dup2"},
+                {"name": 1}, {"name": 4}, {"name": 3}
+            ]}),
+        );
+    }
+
+    #[test]
+    fn upstream_set_element_order_names_items_not_in_the_list() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"mergingList": [{"name": 1}, {"name": 3}]}),
+            json!({
+                "$setElementOrder/mergingList": [{"name": 3}, {"name": 2}, {"name": 1}],
+                "mergingList": [{"name": 3, "value": 3}, {"name": 1, "value": 1}]
+            }),
+            json!({"mergingList": [{"name": 3, "value": 3}, {"name": 1, "value": 1}]}),
+        );
+        check(
+            &t,
+            json!({"mergingIntList": [1, 3]}),
+            json!({"$setElementOrder/mergingIntList": [3, 2, 1]}),
+            json!({"mergingIntList": [3, 1]}),
+        );
+    }
+
+    // ---- ported: lists of maps -----------------------------------------------------------
+
+    #[test]
+    fn upstream_merge_lists_of_maps() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"mergingList": [{"name": 1, "other": "a"}, {"name": 2, "value": 2, "other": "b"}]}),
+            json!({
+                "$setElementOrder/mergingList": [{"name": 4}, {"name": 1}, {"name": 2}, {"name": 3}],
+                "mergingList": [{"name": 4, "value": 4}, {"name": 3, "value": 3}]
+            }),
+            json!({"mergingList": [
+                {"name": 4, "value": 4},
+                {"name": 1, "other": "a"},
+                {"name": 2, "value": 2, "other": "b"},
+                {"name": 3, "value": 3}
+            ]}),
+        );
+    }
+
+    #[test]
+    fn upstream_add_and_replace_field_in_merging_list() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"mergingList": [{"name": 1, "other": "a"}, {"name": 3, "value": 2, "other": "b"}]}),
+            json!({
+                "$setElementOrder/mergingList": [{"name": 1}, {"name": 2}],
+                "mergingList": [{"name": 1, "value": 1}, {"name": 2, "value": 2}]
+            }),
+            json!({"mergingList": [
+                {"name": 1, "value": 1, "other": "a"},
+                {"name": 2, "value": 2},
+                {"name": 3, "value": 2, "other": "b"}
+            ]}),
+        );
+        check(
+            &t,
+            json!({"mergingList": [{"name": 1, "value": 3, "other": "a"}, {"name": 2, "value": 2}]}),
+            json!({
+                "$setElementOrder/mergingList": [{"name": 1}, {"name": 2}],
+                "mergingList": [{"name": 1, "value": "a"}]
+            }),
+            json!({"mergingList": [{"name": 1, "value": "a", "other": "a"}, {"name": 2, "value": 2}]}),
+        );
+    }
+
+    #[test]
+    fn upstream_preserve_order_from_patch_in_merging_list() {
+        let t = merge_item();
+        let original =
+            json!({"mergingList": [{"name": 1}, {"name": 2, "value": "b"}, {"name": 3}]});
+        check(
+            &t,
+            original.clone(),
+            json!({"mergingList": [
+                {"name": 3, "value": "c"}, {"name": 1, "value": "a"}, {"name": 2, "other": "x"}
+            ]}),
+            json!({"mergingList": [
+                {"name": 3, "value": "c"}, {"name": 1, "value": "a"},
+                {"name": 2, "value": "b", "other": "x"}
+            ]}),
+        );
+        check(
+            &t,
+            original,
+            json!({"mergingList": [{"name": 3, "value": "c"}, {"name": 1, "value": "a"}]}),
+            json!({"mergingList": [
+                {"name": 2, "value": "b"}, {"name": 3, "value": "c"}, {"name": 1, "value": "a"}
+            ]}),
+        );
+    }
+
+    #[test]
+    fn upstream_delete_map_from_merging_list() {
+        let t = merge_item();
+        let patch = json!({
+            "$setElementOrder/mergingList": [{"name": 2}],
+            "mergingList": [{"name": 1, "$patch": "delete"}]
+        });
+        check(
+            &t,
+            json!({"mergingList": [{"name": 1}, {"name": 2}]}),
+            patch.clone(),
+            json!({"mergingList": [{"name": 2}]}),
+        );
+        check(
+            &t,
+            json!({"mergingList": [{"name": 1, "other": "a"}, {"name": 2, "other": "b"}]}),
+            patch.clone(),
+            json!({"mergingList": [{"name": 2, "other": "b"}]}),
+        );
+        // deleting a missing item is fine
+        check(
+            &t,
+            json!({"mergingList": [{"name": 2, "other": "b"}]}),
+            patch,
+            json!({"mergingList": [{"name": 2, "other": "b"}]}),
+        );
+    }
+
+    #[test]
+    fn upstream_delete_missing_map_from_merging_list_with_conflict() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"mergingList": [{"name": 3, "other": "a"}]}),
+            json!({
+                "$setElementOrder/mergingList": [{"name": 2}],
+                "mergingList": [{"name": 2}, {"name": 1, "$patch": "delete"}]
+            }),
+            json!({"mergingList": [{"name": 2}, {"name": 3, "other": "a"}]}),
+        );
+    }
+
+    /// These two depend on Go's in-place delete + append reusing the original's slots.
+    #[test]
+    fn upstream_add_map_and_delete_map_from_merging_list() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"mergingList": [{"name": 1}, {"name": 2, "other": "b"}, {"name": 4, "other": "c"}]}),
+            json!({
+                "$setElementOrder/mergingList": [{"name": 2}, {"name": 3}],
+                "mergingList": [{"name": 3}, {"name": 1, "$patch": "delete"}]
+            }),
+            json!({"mergingList": [{"name": 2, "other": "b"}, {"name": 4, "other": "c"}, {"name": 3}]}),
+        );
+        check(
+            &t,
+            json!({"mergingList": [{"name": 1, "other": "a"}, {"name": 4, "other": "c"}]}),
+            json!({
+                "$setElementOrder/mergingList": [{"name": 2}, {"name": 3}],
+                "mergingList": [{"name": 2}, {"name": 3}, {"name": 1, "$patch": "delete"}]
+            }),
+            json!({"mergingList": [{"name": 4, "other": "c"}, {"name": 2}, {"name": 3}]}),
+        );
+    }
+
+    #[test]
+    fn upstream_delete_all_maps_from_merging_list() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"mergingList": [{"name": 1, "other": "a"}, {"name": 2, "other": "b"}]}),
+            json!({"mergingList": [{"name": 1, "$patch": "delete"}, {"name": 2, "$patch": "delete"}]}),
+            json!({"mergingList": []}),
+        );
+        check(
+            &t,
+            json!({"mergingList": []}),
+            json!({"mergingList": [{"name": 1, "$patch": "delete"}, {"name": 2, "$patch": "delete"}]}),
+            json!({"mergingList": []}),
+        );
+        check(
+            &t,
+            json!({"mergingList": []}),
+            json!({"mergingList": []}),
+            json!({"mergingList": []}),
+        );
+    }
+
+    #[test]
+    fn upstream_delete_all_duplicate_entries_in_merging_list() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"mergingList": [
+                {"name": 1}, {"name": 1}, {"name": 2, "value": "a"}, {"name": 3}, {"name": 3}
+            ]}),
+            json!({"mergingList": [
+                {"name": 1, "$patch": "delete"}, {"name": 1, "$patch": "delete"},
+                {"name": 3, "$patch": "delete"}, {"name": 3, "$patch": "delete"}
+            ]}),
+            json!({"mergingList": [{"name": 2, "value": "a"}]}),
+        );
+    }
+
+    #[test]
+    fn upstream_delete_all_items_from_merging_list_with_replace() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"mergingList": [{"name": 1}, {"name": 2}]}),
+            json!({"mergingList": [{"$patch": "replace"}]}),
+            json!({"mergingList": []}),
+        );
+    }
+
+    #[test]
+    fn upstream_delete_field_from_map_in_merging_list() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"mergingList": [{"name": 1, "value": 1, "other": "a"}, {"name": 2, "value": 2, "other": "b"}]}),
+            json!({
+                "$setElementOrder/mergingList": [{"name": 1}, {"name": 2}],
+                "mergingList": [{"name": 1, "value": null}]
+            }),
+            json!({"mergingList": [{"name": 1, "other": "a"}, {"name": 2, "value": 2, "other": "b"}]}),
+        );
+    }
+
+    #[test]
+    fn upstream_replace_non_merging_list_nested_in_merging_list() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"mergingList": [
+                {"name": 1, "other": "a", "nonMergingList": [{"name": 1}, {"name": 2, "value": 2}]},
+                {"name": 2, "other": "b"}
+            ]}),
+            json!({
+                "$setElementOrder/mergingList": [{"name": 1}, {"name": 2}],
+                "mergingList": [{"name": 1, "nonMergingList": [{"name": 1, "value": 1}]}]
+            }),
+            json!({"mergingList": [
+                {"name": 1, "other": "a", "nonMergingList": [{"name": 1, "value": 1}]},
+                {"name": 2, "other": "b"}
+            ]}),
+        );
+    }
+
+    #[test]
+    fn upstream_merging_list_nested_in_merging_list() {
+        let t = merge_item();
+        let current = json!({"mergingList": [
+            {"name": 1, "other": "a", "mergingList": [{"name": 2, "value": 2, "other": "d"}]},
+            {"name": 2, "other": "b"}
+        ]});
+        check(
+            &t,
+            current.clone(),
+            json!({
+                "$setElementOrder/mergingList": [{"name": 1}, {"name": 2}],
+                "mergingList": [{
+                    "$setElementOrder/mergingList": [{"name": 1}, {"name": 2}],
+                    "name": 1,
+                    "mergingList": [{"name": 1, "value": 1}]
+                }]
+            }),
+            json!({"mergingList": [
+                {"name": 1, "other": "a", "mergingList": [
+                    {"name": 1, "value": 1}, {"name": 2, "value": 2, "other": "d"}
+                ]},
+                {"name": 2, "other": "b"}
+            ]}),
+        );
+        check(
+            &t,
+            current,
+            json!({
+                "$setElementOrder/mergingList": [{"name": 1}, {"name": 2}],
+                "mergingList": [{
+                    "$setElementOrder/mergingList": [{"name": 2}, {"name": 1}],
+                    "name": 1,
+                    "mergingList": [{"name": 1, "value": 1}]
+                }]
+            }),
+            json!({"mergingList": [
+                {"name": 1, "other": "a", "mergingList": [
+                    {"name": 2, "value": 2, "other": "d"}, {"name": 1, "value": 1}
+                ]},
+                {"name": 2, "other": "b"}
+            ]}),
+        );
+    }
+
+    #[test]
+    fn upstream_add_map_to_merging_list_by_pointer() {
+        let t = merge_item();
+        let patch = json!({
+            "$setElementOrder/mergeItemPtr": [{"name": 1}, {"name": 2}],
+            "mergeItemPtr": [{"name": 2}]
+        });
+        check(
+            &t,
+            json!({"mergeItemPtr": [{"name": 1, "other": "a"}, {"name": 3}]}),
+            patch.clone(),
+            json!({"mergeItemPtr": [{"name": 1, "other": "a"}, {"name": 2}, {"name": 3}]}),
+        );
+        check(
+            &t,
+            json!({"mergeItemPtr": [{"name": 1}]}),
+            patch,
+            json!({"mergeItemPtr": [{"name": 1}, {"name": 2}]}),
+        );
+    }
+
+    #[test]
+    fn upstream_add_delete_change_items_and_preserve_order() {
+        let t = merge_item();
+        let current = json!({"mergingList": [
+            {"name": 1, "other": "a"}, {"name": 2, "value": 2, "other": "b"}, {"name": 3, "value": 3}
+        ]});
+        check(
+            &t,
+            current.clone(),
+            json!({
+                "$setElementOrder/mergingList": [{"name": 2}, {"name": 1}],
+                "mergingList": [{"name": 3, "$patch": "delete"}]
+            }),
+            json!({"mergingList": [{"name": 2, "value": 2, "other": "b"}, {"name": 1, "other": "a"}]}),
+        );
+        check(
+            &t,
+            current.clone(),
+            json!({
+                "$setElementOrder/mergingList": [{"name": 2}, {"name": 3}, {"name": 1}],
+                "mergingList": [{"name": 3, "value": "x"}]
+            }),
+            json!({"mergingList": [
+                {"name": 2, "value": 2, "other": "b"}, {"name": 3, "value": "x"}, {"name": 1, "other": "a"}
+            ]}),
+        );
+        check(
+            &t,
+            current,
+            json!({
+                "$setElementOrder/mergingList": [{"name": 4}, {"name": 2}, {"name": 1}],
+                "mergingList": [{"name": 4, "value": 4}, {"name": 3, "$patch": "delete"}]
+            }),
+            json!({"mergingList": [
+                {"name": 4, "value": 4}, {"name": 2, "value": 2, "other": "b"}, {"name": 1, "other": "a"}
+            ]}),
+        );
+    }
+
+    #[test]
+    fn upstream_set_elements_order_in_list_with_server_only_items() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"mergingList": [
+                {"name": 1, "other": "a"}, {"name": 3, "value": 3}, {"name": 4, "value": 4},
+                {"name": 2, "value": 2}, {"name": 9}
+            ]}),
+            json!({"$setElementOrder/mergingList": [{"name": 4}, {"name": 2}, {"name": 3}, {"name": 1}]}),
+            json!({"mergingList": [
+                {"name": 4, "value": 4}, {"name": 2, "value": 2}, {"name": 3, "value": 3},
+                {"name": 1, "other": "a"}, {"name": 9}
+            ]}),
+        );
+        check(
+            &t,
+            json!({"mergingList": [
+                {"name": 1, "other": "a"}, {"name": 2, "value": 2}, {"name": 7}, {"name": 9},
+                {"name": 8}, {"name": 3, "value": 3}, {"name": 4, "value": 4}
+            ]}),
+            json!({"$setElementOrder/mergingList": [{"name": 2}, {"name": 1}, {"name": 4}, {"name": 3}]}),
+            json!({"mergingList": [
+                {"name": 2, "value": 2}, {"name": 1, "other": "a"}, {"name": 7}, {"name": 9},
+                {"name": 8}, {"name": 4, "value": 4}, {"name": 3, "value": 3}
+            ]}),
+        );
+    }
+
+    #[test]
+    fn upstream_type_change_replaces_list() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"mergingList": [{"name": 1}, {"name": 1}]}),
+            json!({"mergingList": {}}),
+            json!({"mergingList": {}}),
+        );
+    }
+
+    // ---- ported: retainKeys --------------------------------------------------------------
+
+    #[test]
+    fn upstream_retain_keys_without_directive_merges() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"retainKeysMap": {"name": "foo"}}),
+            json!({"retainKeysMap": {"value": "bar"}}),
+            json!({"retainKeysMap": {"name": "foo", "value": "bar"}}),
+        );
+        check(
+            &t,
+            json!({"retainKeysMap": {"name": "foo", "value": "a"}}),
+            json!({"retainKeysMap": {"value": null}}),
+            json!({"retainKeysMap": {"name": "foo"}}),
+        );
+        check(
+            &t,
+            json!({"retainKeysMap": {"name": "foo", "value": "a"}}),
+            json!({"retainKeysMap": {}}),
+            json!({"retainKeysMap": {"name": "foo", "value": "a"}}),
+        );
+        check(
+            &t,
+            json!({"retainKeysMergingList": [{"name": "bar"}, {"name": "foo", "value": "a"}]}),
+            json!({"retainKeysMergingList": [{"name": "foo", "value": null}]}),
+            json!({"retainKeysMergingList": [{"name": "bar"}, {"name": "foo"}]}),
+        );
+    }
+
+    #[test]
+    fn upstream_retain_keys_clears_unlisted_fields() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"retainKeysMap": {"value": "foo"}}),
+            json!({"retainKeysMap": {"$retainKeys": ["other"], "other": "bar"}}),
+            json!({"retainKeysMap": {"other": "bar"}}),
+        );
+        check(
+            &t,
+            json!({"retainKeysMap": {"name": "type1", "value": "foo"}}),
+            json!({"retainKeysMap": {"$retainKeys": ["name", "other"], "name": "type2", "other": "bar"}}),
+            json!({"retainKeysMap": {"name": "type2", "other": "bar"}}),
+        );
+        check(
+            &t,
+            json!({"retainKeysMap": {"name": "foo", "value": "bar", "other": "a"}}),
+            json!({"retainKeysMap": {"$retainKeys": ["name"], "value": null}}),
+            json!({"retainKeysMap": {"name": "foo"}}),
+        );
+        check(
+            &t,
+            json!({"retainKeysMap": {"name": "foo", "value": "bar", "other": "a"}}),
+            json!({"retainKeysMap": {"$retainKeys": ["name", "value"]}}),
+            json!({"retainKeysMap": {"name": "foo", "value": "bar"}}),
+        );
+    }
+
+    #[test]
+    fn upstream_retain_keys_with_nested_map() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"retainKeysMap": {"name": "foo", "value": "bar", "simpleMap": {"key1": "a", "key2": "b", "key3": "c"}}}),
+            json!({"retainKeysMap": {
+                "$retainKeys": ["name", "simpleMap", "value"],
+                "simpleMap": {"key2": null, "key1": "x"}
+            }}),
+            json!({"retainKeysMap": {"name": "foo", "value": "bar", "simpleMap": {"key1": "x", "key3": "c"}}}),
+        );
+    }
+
+    // ---- ported: errors ------------------------------------------------------------------
+
+    #[test]
+    fn upstream_set_element_order_mismatch_errors() {
+        let t = merge_item();
+        let e = err(
+            &t,
+            json!({"mergingList": [{"name": 1}, {"name": 3}, {"name": 2}]}),
+            json!({
+                "$setElementOrder/mergingList": [{"name": 1}, {"name": 2}, {"name": 3}],
+                "mergingList": [{"name": 3, "value": 3}, {"name": 1, "value": 1}]
+            }),
+        );
+        assert!(e.to_string().contains("doesn't match"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "the order in patch list:\n[map[name:3 value:3] map[name:1 value:1]]\n doesn't match \
+             $setElementOrder list:\n[map[name:1] map[name:2] map[name:3]]"
+        );
+        let e = err(
+            &t,
+            json!({"mergingIntList": [1, 3, 2]}),
+            json!({"$setElementOrder/mergingIntList": [1, 2, 3], "mergingIntList": [3, 1]}),
+        );
+        assert!(e.to_string().contains("doesn't match"), "{e}");
+        assert_eq!(e.http_status(), 500);
+    }
+
+    #[test]
+    fn upstream_missing_merge_key_errors() {
+        let t = merge_item();
+        let e = err(
+            &t,
+            json!({"mergingList": [{"name": 1, "value": "a"}]}),
+            json!({"mergingList": [{"value": "b"}]}),
+        );
+        assert_eq!(
+            e,
+            SmpError::NoMergeKey {
+                map: "map[value:b]".into(),
+                key: "name".into()
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "map: map[value:b] does not contain declared merge key: name"
+        );
+        assert_eq!(e.http_status(), 500);
+    }
+
+    // ---- Pod-like objects ----------------------------------------------------------------
+
+    fn base_pod() -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "p",
+                "labels": {"app": "web", "tier": "fe"},
+                "finalizers": ["a", "b"],
+                "ownerReferences": [
+                    {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u1"},
+                    {"apiVersion": "v1", "kind": "Foo", "name": "f", "uid": "u2"}
+                ]
+            },
+            "spec": {
+                "containers": [
+                    {
+                        "name": "app",
+                        "image": "app:1",
+                        "args": ["--a", "--b"],
+                        "ports": [{"containerPort": 80, "protocol": "TCP"}],
+                        "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                        "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}
+                    },
+                    {"name": "sidecar", "image": "side:1"}
+                ],
+                "volumes": [{"name": "data", "configMap": {"name": "cm"}}],
+                "tolerations": [{"key": "k1", "operator": "Exists"}],
+                "nodeSelector": {"disk": "ssd"}
+            },
+            "status": {
+                "phase": "Running",
+                "conditions": [
+                    {"type": "Ready", "status": "False"},
+                    {"type": "Initialized", "status": "True"}
+                ]
+            }
+        })
+    }
+
+    fn at<'v>(v: &'v Value, path: &str) -> &'v Value {
+        v.pointer(path).unwrap_or(&Value::Null)
+    }
+
+    #[test]
+    fn pod_null_deletes_key() {
+        let t = pod();
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"metadata": {"labels": {"tier": null, "new": "x"}}}),
+        );
+        assert_eq!(
+            at(&out, "/metadata/labels"),
+            &json!({"app": "web", "new": "x"})
+        );
+        let out = ok(&t, base_pod(), json!({"spec": {"nodeSelector": null}}));
+        assert!(out.pointer("/spec/nodeSelector").is_none());
+        // null for a key that is not there is not stored
+        let out = ok(&t, base_pod(), json!({"spec": {"restartPolicy": null}}));
+        assert!(out.pointer("/spec/restartPolicy").is_none());
+    }
+
+    #[test]
+    fn pod_lists_without_strategy_are_replaced() {
+        let t = pod();
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"spec": {
+                "tolerations": [{"key": "k2", "operator": "Equal", "value": "v"}],
+                "containers": [{"name": "app", "args": ["--c"]}]
+            }}),
+        );
+        assert_eq!(
+            at(&out, "/spec/tolerations"),
+            &json!([{"key": "k2", "operator": "Equal", "value": "v"}])
+        );
+        assert_eq!(at(&out, "/spec/containers/0/args"), &json!(["--c"]));
+    }
+
+    #[test]
+    fn pod_containers_merge_by_name() {
+        let t = pod();
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"spec": {"containers": [{"name": "sidecar", "image": "side:2"}]}}),
+        );
+        let containers = at(&out, "/spec/containers");
+        assert_eq!(containers.as_array().map(Vec::len), Some(2));
+        assert_eq!(at(&out, "/spec/containers/0/image"), &json!("app:1"));
+        assert_eq!(
+            at(&out, "/spec/containers/1"),
+            &json!({"name": "sidecar", "image": "side:2"})
+        );
+        assert_eq!(
+            at(&out, "/spec/containers/0/env"),
+            at(&base_pod(), "/spec/containers/0/env")
+        );
+    }
+
+    #[test]
+    fn pod_new_merge_list_item_goes_first_without_set_element_order() {
+        let t = pod();
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"spec": {"containers": [{"name": "new", "image": "n:1"}]}}),
+        );
+        let names: Vec<&Value> = at(&out, "/spec/containers")
+            .as_array()
+            .map(|a| a.iter().map(|c| &c["name"]).collect())
+            .unwrap_or_default();
+        assert_eq!(names, [&json!("new"), &json!("app"), &json!("sidecar")]);
+        // with $setElementOrder (what kubectl sends) the requested order wins
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"spec": {
+                "$setElementOrder/containers": [{"name": "app"}, {"name": "sidecar"}, {"name": "new"}],
+                "containers": [{"name": "new", "image": "n:1"}]
+            }}),
+        );
+        let names: Vec<&Value> = at(&out, "/spec/containers")
+            .as_array()
+            .map(|a| a.iter().map(|c| &c["name"]).collect())
+            .unwrap_or_default();
+        assert_eq!(names, [&json!("app"), &json!("sidecar"), &json!("new")]);
+    }
+
+    #[test]
+    fn pod_nested_merge_lists() {
+        let t = pod();
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"spec": {"containers": [{
+                "name": "app",
+                "ports": [{"containerPort": 80, "name": "http"}, {"containerPort": 443}],
+                "env": [{"name": "B", "value": "20"}, {"name": "C", "value": "3"}],
+                "volumeMounts": [{"mountPath": "/data", "readOnly": true}]
+            }]}}),
+        );
+        assert_eq!(
+            at(&out, "/spec/containers/0/ports"),
+            &json!([{"containerPort": 80, "protocol": "TCP", "name": "http"}, {"containerPort": 443}])
+        );
+        assert_eq!(
+            at(&out, "/spec/containers/0/env"),
+            &json!([{"name": "A", "value": "1"}, {"name": "B", "value": "20"}, {"name": "C", "value": "3"}])
+        );
+        assert_eq!(
+            at(&out, "/spec/containers/0/volumeMounts"),
+            &json!([{"name": "data", "mountPath": "/data", "readOnly": true}])
+        );
+    }
+
+    #[test]
+    fn pod_delete_item_by_merge_key() {
+        let t = pod();
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"spec": {"containers": [{"name": "app", "$patch": "delete"}]}}),
+        );
+        assert_eq!(
+            at(&out, "/spec/containers"),
+            &json!([{"name": "sidecar", "image": "side:1"}])
+        );
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"spec": {"containers": [{"name": "app", "env": [{"name": "A", "$patch": "delete"}]}]}}),
+        );
+        assert_eq!(
+            at(&out, "/spec/containers/0/env"),
+            &json!([{"name": "B", "value": "2"}])
+        );
+    }
+
+    #[test]
+    fn pod_replace_list_directive() {
+        let t = pod();
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"spec": {"containers": [{"$patch": "replace"}, {"name": "only", "image": "o:1"}]}}),
+        );
+        assert_eq!(
+            at(&out, "/spec/containers"),
+            &json!([{"name": "only", "image": "o:1"}])
+        );
+    }
+
+    #[test]
+    fn pod_replace_and_delete_map_directives() {
+        let t = pod();
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"spec": {"containers": [{"name": "app", "resources": {"$patch": "replace", "limits": {"cpu": "2"}}}]}}),
+        );
+        assert_eq!(
+            at(&out, "/spec/containers/0/resources"),
+            &json!({"limits": {"cpu": "2"}})
+        );
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"metadata": {"labels": {"$patch": "replace", "only": "me"}}}),
+        );
+        assert_eq!(at(&out, "/metadata/labels"), &json!({"only": "me"}));
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"spec": {"nodeSelector": {"$patch": "delete"}}}),
+        );
+        assert_eq!(at(&out, "/spec/nodeSelector"), &json!({}));
+    }
+
+    #[test]
+    fn pod_retain_keys_on_volume_source() {
+        let t = pod();
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"spec": {"volumes": [
+                {"name": "data", "$retainKeys": ["emptyDir", "name"], "emptyDir": {}}
+            ]}}),
+        );
+        assert_eq!(
+            at(&out, "/spec/volumes"),
+            &json!([{"name": "data", "emptyDir": {}}])
+        );
+        // without the directive the old source stays
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"spec": {"volumes": [{"name": "data", "emptyDir": {}}]}}),
+        );
+        assert_eq!(
+            at(&out, "/spec/volumes"),
+            &json!([{"name": "data", "configMap": {"name": "cm"}, "emptyDir": {}}])
+        );
+    }
+
+    #[test]
+    fn pod_retain_keys_errors_are_bad_requests() {
+        let t = pod();
+        let e = err(
+            &t,
+            base_pod(),
+            json!({"spec": {"volumes": [{"name": "data", "$retainKeys": ["name"], "emptyDir": {}}]}}),
+        );
+        assert_eq!(e, SmpError::BadPatchFormatForRetainKeys);
+        assert_eq!(e.http_status(), 400);
+        let e = err(
+            &t,
+            base_pod(),
+            json!({"spec": {"$retainKeys": "containers"}}),
+        );
+        assert_eq!(e, SmpError::BadPatchFormatForRetainKeys);
+    }
+
+    #[test]
+    fn pod_finalizers_are_a_set() {
+        let t = pod();
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"metadata": {"finalizers": ["b", "c"]}}),
+        );
+        assert_eq!(at(&out, "/metadata/finalizers"), &json!(["a", "b", "c"]));
+        let out = ok(&t, base_pod(), json!({"metadata": {"finalizers": ["a"]}}));
+        assert_eq!(at(&out, "/metadata/finalizers"), &json!(["a", "b"]));
+        // a new value not ordered by $setElementOrder goes first, as upstream does
+        let out = ok(&t, base_pod(), json!({"metadata": {"finalizers": ["c"]}}));
+        assert_eq!(at(&out, "/metadata/finalizers"), &json!(["c", "a", "b"]));
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a", "zz"]}}),
+        );
+        assert_eq!(at(&out, "/metadata/finalizers"), &json!(["b"]));
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"metadata": {"$setElementOrder/finalizers": ["a", "b", "c"], "finalizers": ["c"]}}),
+        );
+        assert_eq!(at(&out, "/metadata/finalizers"), &json!(["a", "b", "c"]));
+    }
+
+    #[test]
+    fn pod_owner_references_merge_by_uid() {
+        let t = pod();
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"metadata": {"ownerReferences": [{"uid": "u2", "controller": true}]}}),
+        );
+        assert_eq!(
+            at(&out, "/metadata/ownerReferences/1"),
+            &json!({"apiVersion": "v1", "kind": "Foo", "name": "f", "uid": "u2", "controller": true})
+        );
+        assert_eq!(at(&out, "/metadata/ownerReferences/0/uid"), &json!("u1"));
+    }
+
+    #[test]
+    fn pod_status_conditions_merge_by_type() {
+        let t = pod();
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({"status": {
+                "$setElementOrder/conditions": [{"type": "Ready"}, {"type": "Initialized"}, {"type": "PodScheduled"}],
+                "conditions": [
+                    {"type": "Ready", "status": "True"},
+                    {"type": "PodScheduled", "status": "True"}
+                ]
+            }}),
+        );
+        assert_eq!(
+            at(&out, "/status/conditions"),
+            &json!([
+                {"type": "Ready", "status": "True"},
+                {"type": "Initialized", "status": "True"},
+                {"type": "PodScheduled", "status": "True"}
+            ])
+        );
+    }
+
+    #[test]
+    fn delete_from_primitive_list_ignores_strategy() {
+        let t = merge_item();
+        check(
+            &t,
+            json!({"nonMergingIntList": [1, 2, 3, 2]}),
+            json!({"$deleteFromPrimitiveList/nonMergingIntList": [2]}),
+            json!({"nonMergingIntList": [1, 3]}),
+        );
+        // nothing to delete from: nothing is created
+        check(
+            &t,
+            json!({}),
+            json!({"$deleteFromPrimitiveList/mergingIntList": [2]}),
+            json!({}),
+        );
+    }
+
+    // ---- directives never stored ---------------------------------------------------------
+
+    fn assert_no_directives(v: &Value) {
+        match v {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    assert!(
+                        !(k == "$patch"
+                            || k == "$retainKeys"
+                            || k.starts_with("$setElementOrder")
+                            || k.starts_with("$deleteFromPrimitiveList")),
+                        "directive {k} in output"
+                    );
+                    assert_no_directives(v);
+                }
+            }
+            Value::Array(a) => a.iter().for_each(assert_no_directives),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn directives_in_new_fields_are_never_stored() {
+        let t = pod();
+        let original =
+            json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app"}]}});
+        let out = ok(
+            &t,
+            original,
+            json!({
+                "metadata": {"labels": {"a": "b", "gone": null}, "annotations": {"$patch": "replace", "x": "y"}},
+                "spec": {
+                    "volumes": [
+                        {"name": "v", "$retainKeys": ["name", "emptyDir"], "emptyDir": {}},
+                        {"name": "w", "$patch": "delete"}
+                    ],
+                    "nodeSelector": {"$setElementOrder/x": [], "$deleteFromPrimitiveList/y": [1], "k": "v"},
+                    "containers": [{
+                        "name": "new",
+                        "$setElementOrder/ports": [{"containerPort": 1}],
+                        "ports": [{"containerPort": 1}],
+                        "resources": {"$patch": "delete", "limits": {"cpu": "1"}},
+                        "env": [{"name": "E", "value": null}]
+                    }]
+                }
+            }),
+        );
+        assert_no_directives(&out);
+        assert_eq!(at(&out, "/metadata/labels"), &json!({"a": "b"}));
+        // upstream removeDirectives drops a new map carrying $patch entirely
+        assert!(out.pointer("/metadata/annotations").is_none());
+        assert_eq!(
+            at(&out, "/spec/volumes"),
+            &json!([{"name": "v", "emptyDir": {}}])
+        );
+        assert_eq!(at(&out, "/spec/nodeSelector"), &json!({"k": "v"}));
+        assert_eq!(
+            at(&out, "/spec/containers/0"),
+            &json!({"name": "new", "ports": [{"containerPort": 1}], "resources": {"limits": {"cpu": "1"}}, "env": [{"name": "E"}]})
+        );
+    }
+
+    #[test]
+    fn directives_in_replaced_values_are_never_stored() {
+        let t = pod();
+        let out = ok(
+            &t,
+            base_pod(),
+            json!({
+                "spec": {
+                    "tolerations": [{"key": "k", "$patch": "delete", "$retainKeys": ["key"]}],
+                    "containers": [
+                        {"$patch": "replace"},
+                        {"name": "x", "env": [{"name": "A", "$patch": "delete"}], "args": null}
+                    ]
+                },
+                "metadata": {"labels": {"$patch": "replace", "$retainKeys": ["a"], "a": "1", "b": null}}
+            }),
+        );
+        assert_no_directives(&out);
+        assert_eq!(at(&out, "/spec/tolerations"), &json!([{"key": "k"}]));
+        assert_eq!(
+            at(&out, "/spec/containers"),
+            &json!([{"name": "x", "env": [{"name": "A"}]}])
+        );
+        assert_eq!(at(&out, "/metadata/labels"), &json!({"a": "1"}));
+    }
+
+    // ---- errors --------------------------------------------------------------------------
+
+    #[test]
+    fn error_unknown_patch_directive_on_map() {
+        let t = pod();
+        let e = err(
+            &t,
+            base_pod(),
+            json!({"metadata": {"labels": {"$patch": "foo", "a": "b"}}}),
+        );
+        assert_eq!(
+            e.to_string(),
+            "unknown patch type: foo in map: map[$patch:foo a:b]"
+        );
+        assert_eq!(e.http_status(), 500);
+        // upstream has no `merge` for maps either
+        let e = err(&t, base_pod(), json!({"spec": {"$patch": "merge"}}));
+        assert!(matches!(e, SmpError::BadPatchType { .. }), "{e}");
+        let e = err(&t, base_pod(), json!({"$patch": 5}));
+        assert_eq!(
+            e.to_string(),
+            "unknown patch type: %!s(int64=5) in map: map[$patch:5]"
+        );
+    }
+
+    #[test]
+    fn error_unknown_patch_directive_in_list() {
+        let t = pod();
+        let e = err(
+            &t,
+            base_pod(),
+            json!({"spec": {"containers": [{"name": "app", "$patch": "nope"}]}}),
+        );
+        assert_eq!(
+            e.to_string(),
+            "unknown patch type: nope in map: map[$patch:nope name:app]"
+        );
+        let e = err(
+            &t,
+            base_pod(),
+            json!({"spec": {"containers": [{"name": "app", "$patch": "merge"}]}}),
+        );
+        assert_eq!(e, SmpError::MergeListDirective);
+        let e = err(
+            &t,
+            base_pod(),
+            json!({"spec": {"containers": [{"$patch": "delete"}]}}),
+        );
+        assert_eq!(
+            e.to_string(),
+            "map: map[$patch:delete] does not contain declared merge key: name"
+        );
+    }
+
+    #[test]
+    fn error_missing_merge_key_in_pod() {
+        let t = pod();
+        let e = err(
+            &t,
+            base_pod(),
+            json!({"spec": {"containers": [{"image": "nginx:1.25"}]}}),
+        );
+        assert_eq!(
+            e.to_string(),
+            "map: map[image:nginx:1.25] does not contain declared merge key: name"
+        );
+        // a server-side item without its merge key fails too
+        let e = err(
+            &t,
+            json!({"spec": {"imagePullSecrets": [{}]}}),
+            json!({"spec": {"imagePullSecrets": [{"name": "s"}]}}),
+        );
+        assert!(matches!(e, SmpError::NoMergeKey { .. }), "{e}");
+    }
+
+    #[test]
+    fn error_non_map_items_in_keyed_list() {
+        let t = pod();
+        let e = err(&t, base_pod(), json!({"spec": {"containers": ["app"]}}));
+        assert!(matches!(e, SmpError::ElementTypesNotIdentical(_)), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("list element types are not identical: [["),
+            "{e}"
+        );
+        let e = err(
+            &t,
+            json!({"spec": {"containers": []}}),
+            json!({"spec": {"containers": ["app"]}}),
+        );
+        assert_eq!(
+            e,
+            SmpError::BadArgType {
+                expected: "map[string]interface {}",
+                actual: "string"
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "expected a map[string]interface {}, but received a string"
+        );
+    }
+
+    #[test]
+    fn error_lists_of_lists() {
+        let t = pod();
+        let e = err(
+            &t,
+            json!({"metadata": {"finalizers": []}}),
+            json!({"metadata": {"finalizers": [["x"]]}}),
+        );
+        assert_eq!(e, SmpError::NoListOfLists);
+        assert_eq!(e.http_status(), 422);
+    }
+
+    #[test]
+    fn error_malformed_parallel_list_keys() {
+        let t = pod();
+        let e = err(
+            &t,
+            base_pod(),
+            json!({"metadata": {"$deleteFromPrimitiveListfinalizers": ["a"]}}),
+        );
+        assert_eq!(e, SmpError::BadPatchFormatForPrimitiveList);
+        assert_eq!(e.http_status(), 400);
+        let e = err(
+            &t,
+            base_pod(),
+            json!({"metadata": {"$setElementOrder": ["a"]}}),
+        );
+        assert_eq!(e, SmpError::BadPatchFormatForSetElementOrderList);
+        let e = err(
+            &t,
+            base_pod(),
+            json!({"metadata": {"$setElementOrder/finalizers": "a"}}),
+        );
+        assert_eq!(
+            e.to_string(),
+            "expected a []interface {}, but received a string"
+        );
+        let e = err(
+            &t,
+            json!({"metadata": {"finalizers": []}}),
+            json!({"metadata": {"$setElementOrder/finalizers": []}}),
+        );
+        assert_eq!(e, SmpError::NoElements);
+    }
+
+    #[test]
+    fn error_patch_not_an_object() {
+        let t = pod();
+        let e = err(&t, base_pod(), json!(["a"]));
+        assert_eq!(
+            e.to_string(),
+            "json: cannot unmarshal array into Go value of type map[string]interface {}"
+        );
+        assert_eq!(e.http_status(), 400);
+        assert_eq!(err(&t, json!("x"), json!({})), SmpError::BadJsonDoc);
+        // a JSON null patch decodes to an empty map: nothing changes
+        assert_eq!(ok(&t, base_pod(), Value::Null), base_pod());
+    }
+
+    #[test]
+    fn error_uncomparable_merge_key_values_do_not_panic() {
+        let t = pod();
+        let e = err(
+            &t,
+            json!({"spec": {"containers": [{"name": {"a": 1}}]}}),
+            json!({"spec": {"containers": [{"name": {"a": 1}}]}}),
+        );
+        assert!(matches!(e, SmpError::Internal(_)), "{e}");
+        assert_eq!(e.http_status(), 500);
+        let e = err(
+            &t,
+            json!({"metadata": {"finalizers": []}}),
+            json!({"metadata": {"finalizers": [null]}}),
+        );
+        assert!(matches!(e, SmpError::Internal(_)), "{e}");
+    }
+
+    #[test]
+    fn error_too_deep() {
+        let mut deep = json!(1);
+        for _ in 0..MAX_DEPTH + 5 {
+            deep = json!({ "a": deep });
+        }
+        let e = err(&pod(), json!({}), deep);
+        assert_eq!(e, SmpError::TooDeep);
+        let mut ok_depth = json!(1);
+        for _ in 0..MAX_DEPTH - 2 {
+            ok_depth = json!({ "a": ok_depth });
+        }
+        let out = untyped(ok_depth.clone(), ok_depth.clone());
+        assert_eq!(out, ok_depth);
+    }
+
+    // ---- untyped: JSON merge patch -------------------------------------------------------
+
+    #[test]
+    fn untyped_is_json_merge_patch_rfc7386() {
+        let cases = [
+            (json!({"a": "b"}), json!({"a": "c"}), json!({"a": "c"})),
+            (
+                json!({"a": "b"}),
+                json!({"b": "c"}),
+                json!({"a": "b", "b": "c"}),
+            ),
+            (json!({"a": "b"}), json!({"a": null}), json!({})),
+            (
+                json!({"a": "b", "b": "c"}),
+                json!({"a": null}),
+                json!({"b": "c"}),
+            ),
+            (json!({"a": ["b"]}), json!({"a": "c"}), json!({"a": "c"})),
+            (json!({"a": "c"}), json!({"a": ["b"]}), json!({"a": ["b"]})),
+            (
+                json!({"a": {"b": "c"}}),
+                json!({"a": {"b": "d", "c": null}}),
+                json!({"a": {"b": "d"}}),
+            ),
+            (
+                json!({"a": [{"b": "c"}]}),
+                json!({"a": [1]}),
+                json!({"a": [1]}),
+            ),
+            (
+                json!({"e": null}),
+                json!({"a": 1}),
+                json!({"e": null, "a": 1}),
+            ),
+            (
+                json!({}),
+                json!({"a": {"bb": {"ccc": null}}}),
+                json!({"a": {"bb": {}}}),
+            ),
+        ];
+        for (original, patch, expected) in cases {
+            assert_eq!(
+                untyped(original.clone(), patch.clone()),
+                expected,
+                "{original} + {patch}"
+            );
+        }
+    }
+
+    #[test]
+    fn untyped_subtree_inside_typed_object() {
+        let t = pod();
+        let original = json!({"spec": {"containers": [{
+            "name": "app",
+            "env": [{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "x", "apiVersion": "v1"}, "list": [1, 2]}}]
+        }]}});
+        let out = ok(
+            &t,
+            original,
+            json!({"spec": {"containers": [{
+                "name": "app",
+                "env": [{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "y"}, "list": [3]}}]
+            }]}}),
+        );
+        assert_eq!(
+            at(&out, "/spec/containers/0/env/0/valueFrom"),
+            &json!({"fieldRef": {"fieldPath": "y", "apiVersion": "v1"}, "list": [3]})
+        );
+    }
+
+    #[test]
+    fn atomic_map_does_not_change_smp() {
+        let mut b = B::default();
+        let s = b.scalar();
+        let inner = b.s.push(Node {
+            shape: Shape::Object {
+                fields: BTreeMap::from([("a".to_owned(), s), ("b".to_owned(), s)]),
+                additional: None,
+            },
+            atomic_map: true,
+            ..Node::default()
+        });
+        let root = b.obj(&[("m", inner)]);
+        let t = (b.s, root);
+        check(
+            &t,
+            json!({"m": {"a": 1, "b": 2}}),
+            json!({"m": {"b": 3}}),
+            json!({"m": {"a": 1, "b": 3}}),
+        );
+    }
+
+    // ---- Go compatibility helpers --------------------------------------------------------
+
+    #[test]
+    fn go_float_formatting_matches_fmt_v() {
+        let cases = [
+            (1.5, "1.5"),
+            (1e6, "1e+06"),
+            (123456.0, "123456"),
+            (1234567.0, "1.234567e+06"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (-2.25, "-2.25"),
+            (1e21, "1e+21"),
+        ];
+        for (f, s) in cases {
+            assert_eq!(go_float(f), s, "{f}");
+        }
+        let t = merge_item();
+        let e = err(
+            &t,
+            json!({"mergingList": [{"name": 1}]}),
+            json!({"mergingList": [{"value": 2.5}]}),
+        );
+        assert_eq!(
+            e.to_string(),
+            "map: map[value:2.5] does not contain declared merge key: name"
+        );
+    }
+
+    #[test]
+    fn go_stable_sort_matches_std_for_consistent_order() {
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        for n in [0usize, 1, 2, 5, 19, 20, 21, 39, 40, 41, 64, 100, 257] {
+            for _ in 0..5 {
+                let mut v: Vec<(u64, usize)> = (0..n)
+                    .map(|i| {
+                        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                        ((seed >> 33) % 7, i)
+                    })
+                    .collect();
+                let mut expected = v.clone();
+                expected.sort_by_key(|x| x.0);
+                go_stable_sort(&mut v, &|a, b| a.0 < b.0);
+                assert_eq!(v, expected, "n={n}");
+            }
+        }
+    }
+
+    #[test]
+    fn go_stable_sort_with_upstream_comparator_does_not_panic() {
+        // upstream's "not found sorts first" comparator reverses items it cannot find
+        let mut v = vec![(None, 'a'), (None, 'b'), (None, 'c')];
+        go_stable_sort(&mut v, &|x: &(Option<usize>, char), y| match (x.0, y.0) {
+            (Some(a), Some(b)) => a < b,
+            _ => true,
+        });
+        assert_eq!(v, vec![(None, 'c'), (None, 'b'), (None, 'a')]);
+        for n in [3usize, 25, 70] {
+            let mut v: Vec<(Option<usize>, usize)> = (0..n)
+                .map(|i| (if i % 3 == 0 { None } else { Some(n - i) }, i))
+                .collect();
+            go_stable_sort(&mut v, &|x, y| match (x.0, y.0) {
+                (Some(a), Some(b)) => a < b,
+                _ => true,
+            });
+            assert_eq!(v.len(), n);
+        }
+    }
+
+    /// Many odd combinations: every one must return, none may panic.
+    #[test]
+    fn odd_inputs_never_panic() {
+        let fragments = [
+            json!(null),
+            json!(1),
+            json!(1.5),
+            json!("s"),
+            json!(true),
+            json!([]),
+            json!({}),
+            json!([null]),
+            json!([1, "a"]),
+            json!([[1]]),
+            json!([{"name": "app"}]),
+            json!([{"name": "app", "$patch": "delete"}]),
+            json!([{"$patch": "replace"}]),
+            json!([{"$patch": 3}]),
+            json!({"$patch": "delete"}),
+            json!({"$patch": ["x"]}),
+            json!({"$retainKeys": [{"a": 1}]}),
+            json!({"$retainKeys": ["name"], "name": "x"}),
+            json!([{"name": {"x": 1}}]),
+            json!([{"name": [1]}]),
+        ];
+        let keys = [
+            "containers",
+            "finalizers",
+            "labels",
+            "$setElementOrder/containers",
+            "$setElementOrder/finalizers",
+            "$deleteFromPrimitiveList/finalizers",
+            "$deleteFromPrimitiveList/containers",
+            "$setElementOrder/",
+            "$deleteFromPrimitiveList/",
+            "$retainKeys",
+            "$patch",
+        ];
+        let t = pod();
+        let originals = [
+            base_pod(),
+            json!({}),
+            json!({"spec": {"containers": [{"name": "app"}, {"name": "x"}]}, "metadata": {"finalizers": ["a"]}}),
+        ];
+        let mut runs = 0;
+        for original in &originals {
+            for k1 in keys {
+                for f1 in &fragments {
+                    for k2 in ["containers", "$setElementOrder/containers", "finalizers"] {
+                        for f2 in &fragments {
+                            let mut inner = serde_json::Map::new();
+                            inner.insert(k1.to_owned(), f1.clone());
+                            inner.insert(k2.to_owned(), f2.clone());
+                            let section = if k1.contains("finalizers") || k1 == "labels" {
+                                "metadata"
+                            } else {
+                                "spec"
+                            };
+                            let patch = json!({ section: Value::Object(inner) });
+                            match apply(&t.0, Some(t.1), original, &patch) {
+                                Ok(v) => assert_no_directives(&v),
+                                Err(e) => assert!(!e.to_string().is_empty()),
+                            }
+                            let _ = apply(&Schema::default(), None, original, &patch);
+                            runs += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(runs > 10_000);
     }
 }

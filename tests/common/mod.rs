@@ -1,0 +1,108 @@
+//! Shared helpers for integration tests: an in-process simulator on an ephemeral port, kube-rs
+//! clients for it, kubectl with its kubeconfig, and small object builders.
+#![allow(dead_code)] // each test binary uses a different subset of these helpers
+
+use std::path::PathBuf;
+use std::process::Output;
+use std::time::Duration;
+
+use leasehold::sim::{SimOptions, Simulator};
+use serde_json::{Value, json};
+
+/// A running simulator plus a kubeconfig file for it.
+pub struct TestSim {
+    pub sim: Simulator,
+    pub client: kube::Client,
+    pub kubeconfig: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts a simulator with default options on 127.0.0.1:0.
+pub async fn start() -> TestSim {
+    start_with(SimOptions::default()).await
+}
+
+/// Starts a simulator with the given options.
+pub async fn start_with(opts: SimOptions) -> TestSim {
+    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), opts).await.expect("simulator starts");
+    let client = sim.client().await.expect("client");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, sim.kubeconfig()).expect("write kubeconfig");
+    TestSim { sim, client, kubeconfig, _dir: dir }
+}
+
+impl TestSim {
+    /// Runs `kubectl` with this simulator's kubeconfig. Async, so the in-process simulator
+    /// keeps serving while kubectl waits for it.
+    pub async fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_with_env(args, &[]).await
+    }
+
+    /// Runs `kubectl` with extra environment variables.
+    pub async fn kubectl_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut cmd = tokio::process::Command::new(kubectl_path());
+        cmd.args(args).env("KUBECONFIG", &self.kubeconfig).env_remove("KUBERNETES_SERVICE_HOST").kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        tokio::time::timeout(Duration::from_secs(60), cmd.output()).await.expect("kubectl finishes within 60 s").expect("kubectl runs")
+    }
+
+    /// Raw HTTP request through the kube client; returns (status, body as JSON or string).
+    pub async fn raw(&self, method: &str, path: &str, content_type: Option<&str>, body: Vec<u8>) -> (u16, Value) {
+        let mut req = http::Request::builder().method(method).uri(path);
+        if let Some(ct) = content_type {
+            req = req.header("content-type", ct);
+        }
+        let req = req.body(body).unwrap();
+        let resp = self.client.send(req.map(kube::client::Body::from)).await.expect("request sent");
+        let status = resp.status().as_u16();
+        let bytes = http_body_util::BodyExt::collect(resp.into_body()).await.expect("body").to_bytes();
+        let v = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        (status, v)
+    }
+}
+
+/// `/usr/bin/kubectl` unless `KUBECTL` says otherwise.
+pub fn kubectl_path() -> String {
+    std::env::var("KUBECTL").unwrap_or_else(|_| "/usr/bin/kubectl".into())
+}
+
+/// Polls `f` until it returns Some or the timeout passes.
+pub async fn eventually<T, F, Fut>(timeout: Duration, mut f: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return Some(v);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A Lease object.
+pub fn mk_lease(name: &str, holder: &str) -> Value {
+    json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": { "name": name },
+        "spec": { "holderIdentity": holder, "leaseDurationSeconds": 10 }
+    })
+}
+
+/// A Pod object with one container.
+pub fn mk_pod(name: &str, labels: Value) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": { "name": name, "labels": labels },
+        "spec": { "containers": [{ "name": "app", "image": "example/app:1" }] }
+    })
+}
