@@ -21,8 +21,27 @@ pub struct Cli {
 /// The roles the binary can play.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the demo on the built-in simulator (no cluster needed).
+    Demo(DemoArgs),
     /// Run the Kubernetes API simulator (an in-memory kube-apiserver for demos and tests).
     Sim(SimArgs),
+}
+
+/// Flags of `leasehold demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Address of the simulated Kubernetes API.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    pub listen: SocketAddr,
+    /// Member pods in the demo cluster.
+    #[arg(long, default_value_t = 3)]
+    pub members: usize,
+    /// Targets (one Lease each).
+    #[arg(long, default_value_t = 300)]
+    pub targets: usize,
+    /// Where to write the simulator's kubeconfig.
+    #[arg(long, default_value = "leasehold-demo.kubeconfig")]
+    pub kubeconfig_out: PathBuf,
 }
 
 /// Flags of `leasehold sim`.
@@ -57,6 +76,9 @@ pub struct SimArgs {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Sim(args) => run_sim(args).await,
+        Command::Demo(a) => {
+            crate::demo::run(crate::demo::DemoOptions { listen: a.listen, members: a.members, targets: a.targets, kubeconfig_out: a.kubeconfig_out }).await
+        }
     }
 }
 

@@ -468,7 +468,7 @@ fn manager<'a>(ctx: &'a Ctx<'_>, name: &'a str, time: &'a str, api_version: &'a 
 }
 
 /// Prepares a new object for storage: name, namespace, system metadata, defaults, validation.
-fn prepare_new(ctx: &Ctx<'_>, txn: &Txn<'_>, v: &mut Value) -> ApiResult<String> {
+fn prepare_new(ctx: &Ctx<'_>, txn: &Txn<'_>, v: &mut Value, applied: bool) -> ApiResult<String> {
     let rt = ctx.rt();
     let meta = meta_mut(v);
     if rt.namespaced {
@@ -494,8 +494,11 @@ fn prepare_new(ctx: &Ctx<'_>, txn: &Txn<'_>, v: &mut Value) -> ApiResult<String>
         }
         meta.insert("name".into(), json!(name));
     }
-    for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "managedFields"] {
+    for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
         meta.remove(k);
+    }
+    if !applied {
+        meta.remove("managedFields");
     }
     meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
     meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
@@ -526,7 +529,7 @@ pub fn create(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
 fn create_in(ctx: &Ctx<'_>, txn: &mut Txn<'_>, v: &mut Value, applied: Option<()>) -> ApiResult<(StatusCode, Value)> {
     let rt = ctx.rt();
     let (sid, converted) = storage(rt, ctx.req.type_id);
-    let name = prepare_new(ctx, txn, v)?;
+    let name = prepare_new(ctx, txn, v, applied.is_some())?;
     let causes = strategy::validate(rt, v, None);
     if !causes.is_empty() {
         return Err(ApiError::invalid(rt, &name, &causes));
@@ -766,7 +769,8 @@ fn run_apply(ctx: &Ctx<'_>, live: Option<&Value>, applied: &Value) -> ApiResult<
             let causes: Vec<Cause> = e.causes().into_iter().map(|(reason, message, field)| Cause { reason, message, field }).collect();
             ApiError::conflict_with_causes(rt, ctx.name(), e.message(), &causes)
         }
-        _ => ApiError::bad_request(e.message()),
+        apply::ApplyError::Invalid(_) => ApiError::bad_request(e.message()),
+        apply::ApplyError::Internal(_) => ApiError::internal(e.message()),
     })
 }
 
