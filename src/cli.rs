@@ -77,7 +77,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Sim(args) => run_sim(args).await,
         Command::Demo(a) => {
-            crate::demo::run(crate::demo::DemoOptions { listen: a.listen, members: a.members, targets: a.targets, kubeconfig_out: a.kubeconfig_out }).await
+            crate::demo::run(crate::demo::DemoOptions {
+                listen: a.listen,
+                members: a.members,
+                targets: a.targets,
+                kubeconfig_out: a.kubeconfig_out,
+            })
+            .await
         }
     }
 }
@@ -85,15 +91,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 async fn run_sim(args: SimArgs) -> anyhow::Result<()> {
     let auth = match &args.auth_file {
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            serde_json::from_str(&text).with_context(|| format!("{}: not a valid auth table", p.display()))?
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            serde_json::from_str(&text)
+                .with_context(|| format!("{}: not a valid auth table", p.display()))?
         }
         None => Default::default(),
     };
-    let opts = SimOptions { history: args.history, bookmark_interval: Duration::from_secs(args.bookmark_interval.max(1)), auth, anonymous: !args.no_anonymous, ..Default::default() };
+    let opts = SimOptions {
+        history: args.history,
+        bookmark_interval: Duration::from_secs(args.bookmark_interval.max(1)),
+        auth,
+        anonymous: !args.no_anonymous,
+        ..Default::default()
+    };
     let simulator = Simulator::start(args.listen, opts).await?;
     if let Some(path) = &args.kubeconfig_out {
-        std::fs::write(path, simulator.kubeconfig()).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, simulator.kubeconfig())
+            .with_context(|| format!("writing {}", path.display()))?;
         println!("kubeconfig written to {}", path.display());
     }
     println!("Kubernetes API simulator at {}", simulator.url());
@@ -106,7 +121,7 @@ async fn run_sim(args: SimArgs) -> anyhow::Result<()> {
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    let result = match kubelet {
+    match kubelet {
         Some(mut k) => tokio::select! {
             r = simulator.run_until(shutdown) => r,
             r = &mut k => match r {
@@ -116,6 +131,5 @@ async fn run_sim(args: SimArgs) -> anyhow::Result<()> {
             },
         },
         None => simulator.run_until(shutdown).await,
-    };
-    result
+    }
 }

@@ -38,11 +38,20 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     let simulator = Simulator::start(opts.listen, SimOptions::default()).await?;
     let client = simulator.client().await?;
     let mut kubelet = tokio::spawn(sim::kubelet::run(client.clone(), Default::default()));
-    seed(&client, opts.members, opts.targets).await.context("seeding the demo cluster")?;
-    std::fs::write(&opts.kubeconfig_out, simulator.kubeconfig()).with_context(|| format!("writing {}", opts.kubeconfig_out.display()))?;
-    println!("Leasehold demo (simulator stage): Kubernetes API at {}", simulator.url());
+    seed(&client, opts.members, opts.targets)
+        .await
+        .context("seeding the demo cluster")?;
+    std::fs::write(&opts.kubeconfig_out, simulator.kubeconfig())
+        .with_context(|| format!("writing {}", opts.kubeconfig_out.display()))?;
+    println!(
+        "Leasehold demo (simulator stage): Kubernetes API at {}",
+        simulator.url()
+    );
     println!("  kubeconfig: {}", opts.kubeconfig_out.display());
-    println!("  try: KUBECONFIG={} kubectl -n {NAMESPACE} get pods,svc,leases", opts.kubeconfig_out.display());
+    println!(
+        "  try: KUBECONFIG={} kubectl -n {NAMESPACE} get pods,svc,leases",
+        opts.kubeconfig_out.display()
+    );
     println!("  The control plane and dashboard are not part of the demo yet; Ctrl-C stops it.");
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -61,7 +70,9 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
 pub async fn seed(client: &Client, members: usize, targets: usize) -> anyhow::Result<()> {
     let pp = PostParams::default();
     let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": NAMESPACE } }))?;
-    Api::<Namespace>::all(client.clone()).create(&pp, &ns).await?;
+    Api::<Namespace>::all(client.clone())
+        .create(&pp, &ns)
+        .await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     for i in 0..members {
         let name = format!("{CLUSTER}-{i}");
@@ -76,14 +87,23 @@ pub async fn seed(client: &Client, members: usize, targets: usize) -> anyhow::Re
     }
     let svcs: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
     for (name, spec) in [
-        (CLUSTER.to_owned(), json!({ "clusterIP": "None", "selector": { "app": CLUSTER }, "ports": [{ "name": "api", "port": 7890 }] })),
-        (format!("{CLUSTER}-api"), json!({ "type": "LoadBalancer", "selector": { "app": CLUSTER }, "ports": [{ "name": "api", "port": 80, "targetPort": 7890 }] })),
+        (
+            CLUSTER.to_owned(),
+            json!({ "clusterIP": "None", "selector": { "app": CLUSTER }, "ports": [{ "name": "api", "port": 7890 }] }),
+        ),
+        (
+            format!("{CLUSTER}-api"),
+            json!({ "type": "LoadBalancer", "selector": { "app": CLUSTER }, "ports": [{ "name": "api", "port": 80, "targetPort": 7890 }] }),
+        ),
     ] {
-        let svc: Service = serde_json::from_value(json!({ "metadata": { "name": name }, "spec": spec }))?;
+        let svc: Service =
+            serde_json::from_value(json!({ "metadata": { "name": name }, "spec": spec }))?;
         svcs.create(&pp, &svc).await?;
     }
     let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
-    let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
     for t in 0..targets {
         let holder = format!("{CLUSTER}-{}", t % members.max(1));
         let lease: Lease = serde_json::from_value(json!({
