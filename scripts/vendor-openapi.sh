@@ -7,7 +7,8 @@
 # for each served group-version below, keeps only the paths of the served resources (their
 # namespaced, cluster-wide and watch forms, plus the listed subresources and the
 # group-version discovery path), only the component schemas reachable from those paths
-# (following $ref transitively), drops every `description`, keeps every `x-kubernetes-*`
+# (following $ref transitively), drops operation descriptions (keeping schema ones for
+# `kubectl explain`), keeps every `x-kubernetes-*`
 # extension and every `parameters` list, and writes compact JSON with sorted keys.
 set -euo pipefail
 
@@ -134,9 +135,11 @@ for line in os.environ["SERVED_LIST"].splitlines():
     if "securitySchemes" in doc.get("components", {}):
         components["securitySchemes"] = doc["components"]["securitySchemes"]
     out = {k: v for k, v in doc.items() if k not in ("paths", "components")}
-    out["paths"] = paths
+    # Operation descriptions are dropped (verbose, unused); schema descriptions are kept for
+    # `kubectl explain`.
+    out["paths"] = strip(paths)
     out["components"] = components
-    text = json.dumps(strip(out), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    text = json.dumps(out, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     dst = os.path.join(out_dir, gv.replace("/", "__") + ".json")
     with open(dst, "w", encoding="utf-8") as f:
         f.write(text)
