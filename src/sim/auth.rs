@@ -11,6 +11,10 @@ use serde_json::{Value, json};
 
 /// The group that may do anything, as in Kubernetes.
 pub const MASTERS: &str = "system:masters";
+/// The group every authenticated user is in.
+pub const AUTHENTICATED: &str = "system:authenticated";
+/// The default ClusterRole (and binding) that lets every authenticated user review itself.
+const BASIC_USER: &str = "system:basic-user";
 /// The token the simulator writes into its own kubeconfig.
 pub const DEFAULT_ADMIN_TOKEN: &str = "leasehold-sim-admin";
 
@@ -27,7 +31,10 @@ pub struct User {
 
 impl std::fmt::Debug for User {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("User").field("name", &self.name).field("groups", &self.groups).finish_non_exhaustive()
+        f.debug_struct("User")
+            .field("name", &self.name)
+            .field("groups", &self.groups)
+            .finish_non_exhaustive()
     }
 }
 
@@ -85,7 +92,7 @@ impl AuthTable {
                 token: token.to_owned(),
                 name: "leasehold-sim-admin".into(),
                 uid: "admin".into(),
-                groups: vec![MASTERS.into(), "system:authenticated".into()],
+                groups: vec![MASTERS.into(), AUTHENTICATED.into()],
             }],
             rules: vec![],
         }
@@ -93,13 +100,20 @@ impl AuthTable {
 
     /// Finds the user behind a bearer token (constant-time per comparison).
     pub fn authenticate(&self, token: &str) -> Option<Identity> {
-        self.users.iter().find(|u| ct_eq(u.token.as_bytes(), token.as_bytes())).map(|u| {
-            let mut groups = u.groups.clone();
-            if !groups.iter().any(|g| g == "system:authenticated") {
-                groups.push("system:authenticated".into());
-            }
-            Identity { name: u.name.clone(), uid: u.uid.clone(), groups }
-        })
+        self.users
+            .iter()
+            .find(|u| ct_eq(u.token.as_bytes(), token.as_bytes()))
+            .map(|u| {
+                let mut groups = u.groups.clone();
+                if !groups.iter().any(|g| g == AUTHENTICATED) {
+                    groups.push(AUTHENTICATED.into());
+                }
+                Identity {
+                    name: u.name.clone(),
+                    uid: u.uid.clone(),
+                    groups,
+                }
+            })
     }
 
     /// Whether `who` may do `what`, and the rule that allowed it.
@@ -107,19 +121,44 @@ impl AuthTable {
         if who.groups.iter().any(|g| g == MASTERS) {
             return Some(format!("allowed by group {MASTERS:?}"));
         }
+        // The default `system:basic-user` ClusterRole, bound to every authenticated user: a
+        // user may always ask what it may do (`kubectl auth can-i`, `kubectl auth whoami`).
+        let basic_user = what.verb == "create"
+            && what.subresource.is_empty()
+            && matches!(
+                (what.group.as_str(), what.resource.as_str()),
+                (
+                    "authorization.k8s.io",
+                    "selfsubjectaccessreviews" | "selfsubjectrulesreviews"
+                ) | ("authentication.k8s.io", "selfsubjectreviews")
+            );
+        if basic_user && who.groups.iter().any(|g| g == AUTHENTICATED) {
+            return Some(format!(
+                "RBAC: allowed by ClusterRoleBinding \"{BASIC_USER}\" of ClusterRole \"{BASIC_USER}\" to Group \"{AUTHENTICATED}\""
+            ));
+        }
         let subject_matches = |s: &String| {
             s.strip_prefix("user:").is_some_and(|u| u == who.name)
-                || s.strip_prefix("group:").is_some_and(|g| who.groups.iter().any(|x| x == g))
+                || s.strip_prefix("group:")
+                    .is_some_and(|g| who.groups.iter().any(|x| x == g))
         };
         let any = |list: &[String], v: &str| list.iter().any(|x| x == "*" || x == v);
-        let resource = if what.subresource.is_empty() { what.resource.clone() } else { format!("{}/{}", what.resource, what.subresource) };
+        let resource = if what.subresource.is_empty() {
+            what.resource.clone()
+        } else {
+            format!("{}/{}", what.resource, what.subresource)
+        };
         self.rules
             .iter()
             .find(|r| {
                 r.subjects.iter().any(subject_matches)
                     && any(&r.verbs, &what.verb)
-                    && (r.api_groups.is_empty() && what.group.is_empty() || any(&r.api_groups, &what.group))
-                    && (any(&r.resources, &resource) || r.resources.iter().any(|x| x == &format!("{}/*", what.resource)))
+                    && (r.api_groups.is_empty() && what.group.is_empty()
+                        || any(&r.api_groups, &what.group))
+                    && (any(&r.resources, &resource)
+                        || r.resources
+                            .iter()
+                            .any(|x| x == &format!("{}/*", what.resource)))
                     && (r.namespaces.is_empty() || any(&r.namespaces, &what.namespace))
             })
             .map(|r| format!("allowed by rule {:?}", r.name))
@@ -127,10 +166,22 @@ impl AuthTable {
 
     /// The apiserver's 403 message for a denied request.
     pub fn forbidden_message(who: &Identity, what: &Attributes, qualified: &str) -> String {
-        let name = if what.name.is_empty() { String::new() } else { format!(" {:?}", what.name) };
+        let name = if what.name.is_empty() {
+            String::new()
+        } else {
+            format!(" {:?}", what.name)
+        };
         let group = format!(" in API group {:?}", what.group);
-        let scope = if what.namespace.is_empty() { " at the cluster scope".to_owned() } else { format!(" in the namespace {:?}", what.namespace) };
-        let res = if what.subresource.is_empty() { what.resource.clone() } else { format!("{}/{}", what.resource, what.subresource) };
+        let scope = if what.namespace.is_empty() {
+            " at the cluster scope".to_owned()
+        } else {
+            format!(" in the namespace {:?}", what.namespace)
+        };
+        let res = if what.subresource.is_empty() {
+            what.resource.clone()
+        } else {
+            format!("{}/{}", what.resource, what.subresource)
+        };
         format!(
             "{qualified}{name} is forbidden: User {:?} cannot {} resource {:?}{group}{scope}",
             who.name, what.verb, res
@@ -150,7 +201,12 @@ impl AuthTable {
     }
 
     /// The `status` of a SubjectAccessReview for `spec` (or of a self review for `who`).
-    pub fn access_review_status(&self, spec: &Value, who: Option<&Identity>, namespace: Option<&str>) -> Value {
+    pub fn access_review_status(
+        &self,
+        spec: &Value,
+        who: Option<&Identity>,
+        namespace: Option<&str>,
+    ) -> Value {
         let id = match who {
             Some(w) => w.clone(),
             None => Identity {
@@ -158,7 +214,11 @@ impl AuthTable {
                 uid: spec["uid"].as_str().unwrap_or_default().to_owned(),
                 groups: spec["groups"]
                     .as_array()
-                    .map(|a| a.iter().filter_map(|g| g.as_str().map(str::to_owned)).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|g| g.as_str().map(str::to_owned))
+                            .collect()
+                    })
                     .unwrap_or_default(),
             },
         };
@@ -170,7 +230,9 @@ impl AuthTable {
                 group: s("group"),
                 resource: s("resource"),
                 subresource: s("subresource"),
-                namespace: namespace.map(str::to_owned).unwrap_or_else(|| s("namespace")),
+                namespace: namespace
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| s("namespace")),
                 name: s("name"),
             };
             return match self.authorize(&id, &attrs) {
@@ -197,7 +259,12 @@ mod tests {
 
     fn table() -> AuthTable {
         let mut t = AuthTable::with_admin("admin-token");
-        t.users.push(User { token: "v".into(), name: "viewer".into(), uid: "1".into(), groups: vec!["viewers".into()] });
+        t.users.push(User {
+            token: "v".into(),
+            name: "viewer".into(),
+            uid: "1".into(),
+            groups: vec!["viewers".into()],
+        });
         t.rules.push(Rule {
             name: "view".into(),
             subjects: vec!["group:viewers".into()],
@@ -214,7 +281,12 @@ mod tests {
         let t = table();
         assert!(t.authenticate("nope").is_none());
         let v = t.authenticate("v").unwrap();
-        let mut a = Attributes { verb: "get".into(), group: "leasehold.io".into(), resource: "clusters".into(), ..Default::default() };
+        let mut a = Attributes {
+            verb: "get".into(),
+            group: "leasehold.io".into(),
+            resource: "clusters".into(),
+            ..Default::default()
+        };
         assert!(t.authorize(&v, &a).is_some());
         a.verb = "create".into();
         assert!(t.authorize(&v, &a).is_none());
@@ -229,7 +301,10 @@ mod tests {
         let s = t.token_review_status(&json!({"token": "v"}));
         assert_eq!(s["authenticated"], true);
         assert_eq!(s["user"]["username"], "viewer");
-        assert_eq!(t.token_review_status(&json!({"token": "x"})), json!({"user": {}}));
+        assert_eq!(
+            t.token_review_status(&json!({"token": "x"})),
+            json!({"user": {}})
+        );
         let sar = json!({"user": "viewer", "groups": ["viewers"], "resourceAttributes": {"verb": "list", "group": "leasehold.io", "resource": "clusters"}});
         assert_eq!(t.access_review_status(&sar, None, None)["allowed"], true);
     }
@@ -242,8 +317,18 @@ mod tests {
 
     #[test]
     fn forbidden_message_matches_rbac() {
-        let who = Identity { name: "bob".into(), uid: String::new(), groups: vec![] };
-        let what = Attributes { verb: "create".into(), group: "coordination.k8s.io".into(), resource: "leases".into(), namespace: "default".into(), ..Default::default() };
+        let who = Identity {
+            name: "bob".into(),
+            uid: String::new(),
+            groups: vec![],
+        };
+        let what = Attributes {
+            verb: "create".into(),
+            group: "coordination.k8s.io".into(),
+            resource: "leases".into(),
+            namespace: "default".into(),
+            ..Default::default()
+        };
         assert_eq!(
             AuthTable::forbidden_message(&who, &what, "leases.coordination.k8s.io"),
             "leases.coordination.k8s.io is forbidden: User \"bob\" cannot create resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"default\""

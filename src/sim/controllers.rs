@@ -37,7 +37,10 @@ fn stored_types() -> impl Iterator<Item = TypeId> {
 fn sweep(shared: &Shared) {
     let ns_type = registry::id_of("", "namespaces");
     let (_, all) = shared.store.snapshot(ns_type, None);
-    for ns in all.iter().filter(|n| n.field("status.phase").as_deref() == Some("Terminating")) {
+    for ns in all
+        .iter()
+        .filter(|n| n.field("status.phase").as_deref() == Some("Terminating"))
+    {
         let name = ns.field("metadata.name").unwrap_or_default();
         let mut remaining = 0usize;
         for t in stored_types() {
@@ -45,14 +48,16 @@ fn sweep(shared: &Shared) {
             for item in items {
                 remaining += 1;
                 let v = item.value();
-                if v.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null()) {
+                if v.pointer("/metadata/deletionTimestamp")
+                    .is_some_and(|d| !d.is_null())
+                {
                     continue;
                 }
                 let obj_name = item.field("metadata.name").unwrap_or_default();
-                if let Err(e) = internal::delete(shared, t, &name, &obj_name) {
-                    if e.code != 404 {
-                        tracing::warn!(namespace = %name, object = %obj_name, error = %e, "namespace cleanup could not delete an object");
-                    }
+                if let Err(e) = internal::delete(shared, t, &name, &obj_name)
+                    && e.code != 404
+                {
+                    tracing::warn!(namespace = %name, object = %obj_name, error = %e, "namespace cleanup could not delete an object");
                 }
             }
         }
@@ -61,7 +66,13 @@ fn sweep(shared: &Shared) {
             let finalizers: Vec<String> = v
                 .pointer("/spec/finalizers")
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).filter(|f| *f != "kubernetes").map(str::to_owned).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .filter(|f| *f != "kubernetes")
+                        .map(str::to_owned)
+                        .collect()
+                })
                 .unwrap_or_default();
             if let Err(e) = internal::finalize(shared, &name, finalizers)
                 && e.code != 404

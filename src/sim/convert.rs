@@ -16,7 +16,9 @@ const RENAMES: &[(&str, &str)] = &[
 ];
 
 fn rename(v: &Value, api_version: &str, to_core: bool) -> Value {
-    let Some(obj) = v.as_object() else { return v.clone() };
+    let Some(obj) = v.as_object() else {
+        return v.clone();
+    };
     let mut out = Map::new();
     for (k, val) in obj {
         let renamed = RENAMES

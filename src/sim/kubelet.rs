@@ -3,8 +3,9 @@
 //! simulator and on a real kube-apiserver that has no nodes (the envtest situation).
 //!
 //! - pods on the node (or every pod, with `all_pods`) become Running and Ready with an IP;
-//! - a terminating pod is removed when its grace period ends (or at once, through
-//!   [`finish`]); [`crash`] removes a pod with no grace at all;
+//! - a terminating pod is removed once its grace period has passed since the kubelet saw the
+//!   deletion, as a kubelet's SIGTERM-then-SIGKILL does (or at once, through [`finish`]);
+//!   [`crash`] removes a pod with no grace at all, [`fail`] marks it Failed;
 //! - `type: LoadBalancer` Services get `status.loadBalancer.ingress`;
 //! - each Service with a selector gets an EndpointSlice listing its pods' IPs and readiness.
 
@@ -60,10 +61,26 @@ pub async fn run(client: Client, opts: KubeletOptions) -> anyhow::Result<()> {
     let services: Api<Service> = Api::all(client.clone());
     let (pod_store, pod_writer) = reflector::store();
     let (svc_store, svc_writer) = reflector::store();
-    let pod_events = reflector(pod_writer, watcher(pods, watcher::Config::default()).default_backoff()).applied_objects().map(|_| ());
-    let svc_events = reflector(svc_writer, watcher(services, watcher::Config::default()).default_backoff()).applied_objects().map(|_| ());
+    let pod_events = reflector(
+        pod_writer,
+        watcher(pods, watcher::Config::default()).default_backoff(),
+    )
+    .applied_objects()
+    .map(|_| ());
+    let svc_events = reflector(
+        svc_writer,
+        watcher(services, watcher::Config::default()).default_backoff(),
+    )
+    .applied_objects()
+    .map(|_| ());
     let mut events = futures::stream::select(Box::pin(pod_events), Box::pin(svc_events));
-    let mut state = State { client, opts, next_ip: 1, assigned: BTreeMap::new() };
+    let mut state = State {
+        client,
+        opts,
+        next_ip: 1,
+        assigned: BTreeMap::new(),
+        terminating: BTreeMap::new(),
+    };
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -87,43 +104,99 @@ struct State {
     next_ip: u32,
     /// Pod uid → IP.
     assigned: BTreeMap<String, String>,
+    /// Pod uid → when its containers must be gone: first sight of the deletion plus
+    /// `deletionGracePeriodSeconds` (shortened when a later delete shortens the period).
+    /// `deletionTimestamp` is only whole seconds, so it is not precise enough to wait for.
+    terminating: BTreeMap<String, tokio::time::Instant>,
 }
 
 impl State {
-    fn ip_for(&mut self, uid: &str) -> String {
+    /// A free pod IP: not assigned by this loop and not in use by any pod (another kubelet
+    /// run, or a restart of this one, may have handed out addresses already).
+    fn ip_for(&mut self, uid: &str, in_use: &HashSet<String>) -> String {
         if let Some(ip) = self.assigned.get(uid) {
             return ip.clone();
         }
-        let ip = Ipv4Addr::from(POD_CIDR_BASE + self.next_ip).to_string();
-        self.next_ip += 1;
+        let mine: HashSet<&String> = self.assigned.values().collect();
+        let ip = loop {
+            let candidate = Ipv4Addr::from(POD_CIDR_BASE + self.next_ip).to_string();
+            self.next_ip = if self.next_ip >= 0xfffe {
+                1
+            } else {
+                self.next_ip + 1
+            };
+            if !in_use.contains(&candidate) && !mine.contains(&candidate) {
+                break candidate;
+            }
+        };
         self.assigned.insert(uid.to_owned(), ip.clone());
         ip
     }
 
-    async fn reconcile(&mut self, pods: &[std::sync::Arc<Pod>], svcs: &[std::sync::Arc<Service>]) -> anyhow::Result<()> {
-        let now = Timestamp::now();
+    async fn reconcile(
+        &mut self,
+        pods: &[std::sync::Arc<Pod>],
+        svcs: &[std::sync::Arc<Service>],
+    ) -> anyhow::Result<()> {
+        let now = tokio::time::Instant::now();
+        let live: HashSet<String> = pods.iter().filter_map(|p| p.uid()).collect();
+        self.terminating.retain(|uid, _| live.contains(uid));
+        self.assigned.retain(|uid, _| live.contains(uid));
+        let in_use: HashSet<String> = pods
+            .iter()
+            .filter_map(|p| p.status.as_ref().and_then(|s| s.pod_ip.clone()))
+            .collect();
         for pod in pods {
             let ns = pod.namespace().unwrap_or_default();
             let name = pod.name_any();
             let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
-            let scheduled = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| !n.is_empty());
+            let scheduled = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .is_some_and(|n| !n.is_empty());
             if !(scheduled || self.opts.all_pods) {
                 continue;
             }
-            if let Some(deadline) = pod.metadata.deletion_timestamp.as_ref() {
-                if deadline.0 <= now {
-                    let uid = pod.uid();
-                    let dp = DeleteParams { grace_period_seconds: Some(0), preconditions: Some(Preconditions { uid, resource_version: None }), ..Default::default() };
+            if pod.metadata.deletion_timestamp.is_some() {
+                let grace = pod
+                    .metadata
+                    .deletion_grace_period_seconds
+                    .unwrap_or(0)
+                    .max(0);
+                let uid = pod.uid().unwrap_or_default();
+                let by = now + Duration::from_secs(grace.unsigned_abs());
+                let deadline = self.terminating.entry(uid.clone()).or_insert(by);
+                *deadline = (*deadline).min(by);
+                if *deadline <= now {
+                    let dp = DeleteParams {
+                        grace_period_seconds: Some(0),
+                        preconditions: Some(Preconditions {
+                            uid: Some(uid),
+                            resource_version: None,
+                        }),
+                        ..Default::default()
+                    };
                     let _ = api.delete(&name, &dp).await;
                 }
                 continue;
             }
-            let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+            let phase = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.clone())
+                .unwrap_or_default();
             let uid = pod.uid().unwrap_or_default();
             if (phase == "Pending" || phase.is_empty()) && !self.assigned.contains_key(&uid) {
-                let ip = self.ip_for(&uid);
+                let ip = self.ip_for(&uid, &in_use);
                 let status = running_status(pod, &ip, true);
-                let _ = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": status }))).await;
+                let _ = api
+                    .patch_status(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({ "status": status })),
+                    )
+                    .await;
             }
         }
         self.load_balancers(svcs).await;
@@ -133,13 +206,24 @@ impl State {
     async fn load_balancers(&self, svcs: &[std::sync::Arc<Service>]) {
         let taken: HashSet<String> = svcs
             .iter()
-            .flat_map(|s| s.status.as_ref().and_then(|st| st.load_balancer.as_ref()).and_then(|lb| lb.ingress.clone()).unwrap_or_default())
+            .flat_map(|s| {
+                s.status
+                    .as_ref()
+                    .and_then(|st| st.load_balancer.as_ref())
+                    .and_then(|lb| lb.ingress.clone())
+                    .unwrap_or_default()
+            })
             .filter_map(|i| i.ip)
             .collect();
         let mut next = 0u32;
         for svc in svcs {
             let is_lb = svc.spec.as_ref().and_then(|s| s.type_.as_deref()) == Some("LoadBalancer");
-            let has = svc.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|lb| lb.ingress.as_ref()).is_some_and(|i| !i.is_empty());
+            let has = svc
+                .status
+                .as_ref()
+                .and_then(|s| s.load_balancer.as_ref())
+                .and_then(|lb| lb.ingress.as_ref())
+                .is_some_and(|i| !i.is_empty());
             if !is_lb || has {
                 continue;
             }
@@ -150,15 +234,33 @@ impl State {
                     break candidate;
                 }
             };
-            let api: Api<Service> = Api::namespaced(self.client.clone(), &svc.namespace().unwrap_or_default());
+            let api: Api<Service> =
+                Api::namespaced(self.client.clone(), &svc.namespace().unwrap_or_default());
             let patch = json!({ "status": { "loadBalancer": { "ingress": [{ "ip": ip, "ipMode": "VIP" }] } } });
-            let _ = api.patch_status(&svc.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await;
+            let _ = api
+                .patch_status(
+                    &svc.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
+                .await;
         }
     }
 
-    async fn endpoint_slices(&self, pods: &[std::sync::Arc<Pod>], svcs: &[std::sync::Arc<Service>]) -> anyhow::Result<()> {
+    async fn endpoint_slices(
+        &self,
+        pods: &[std::sync::Arc<Pod>],
+        svcs: &[std::sync::Arc<Service>],
+    ) -> anyhow::Result<()> {
         for svc in svcs {
-            let Some(selector) = svc.spec.as_ref().and_then(|s| s.selector.clone()).filter(|s| !s.is_empty()) else { continue };
+            let Some(selector) = svc
+                .spec
+                .as_ref()
+                .and_then(|s| s.selector.clone())
+                .filter(|s| !s.is_empty())
+            else {
+                continue;
+            };
             let ns = svc.namespace().unwrap_or_default();
             let svc_name = svc.name_any();
             let mut matching: Vec<&Pod> = pods
@@ -167,6 +269,11 @@ impl State {
                 .filter(|p| p.namespace().as_deref() == Some(&ns))
                 .filter(|p| selector.iter().all(|(k, v)| p.labels().get(k) == Some(v)))
                 .filter(|p| p.status.as_ref().and_then(|s| s.pod_ip.as_ref()).is_some())
+                // Pods in a terminal phase are no endpoints (the controller's ShouldPodBeInEndpoints).
+                .filter(|p| {
+                    let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                    !matches!(phase, Some("Failed" | "Succeeded"))
+                })
                 .collect();
             matching.sort_by_key(|p| p.name_any());
             let endpoints: Vec<Value> = matching
@@ -197,15 +304,22 @@ impl State {
                 })
                 .collect();
             let api: Api<EndpointSlice> = Api::namespaced(self.client.clone(), &ns);
-            let lp = ListParams::default().labels(&format!("kubernetes.io/service-name={svc_name}"));
+            let lp =
+                ListParams::default().labels(&format!("kubernetes.io/service-name={svc_name}"));
             let existing = api.list(&lp).await?;
             let desired = json!({ "endpoints": endpoints, "ports": ports });
             match existing.items.first() {
                 Some(slice) => {
                     let current = json!({ "endpoints": serde_json::to_value(&slice.endpoints)?, "ports": serde_json::to_value(&slice.ports)? });
                     if normalize(&current) != normalize(&desired) {
-                        let patch = json!({ "endpoints": desired["endpoints"], "ports": desired["ports"] });
-                        api.patch(&slice.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await?;
+                        let patch =
+                            json!({ "endpoints": desired["endpoints"], "ports": desired["ports"] });
+                        api.patch(
+                            &slice.name_any(),
+                            &PatchParams::default(),
+                            &Patch::Merge(patch),
+                        )
+                        .await?;
                     }
                 }
                 None => {
@@ -220,9 +334,60 @@ impl State {
                         "endpoints": desired["endpoints"],
                         "ports": desired["ports"],
                     }))?;
-                    api.create(&PostParams { field_manager: Some(MANAGER.into()), ..Default::default() }, &slice).await?;
+                    api.create(
+                        &PostParams {
+                            field_manager: Some(MANAGER.into()),
+                            ..Default::default()
+                        },
+                        &slice,
+                    )
+                    .await?;
                 }
             }
+        }
+        self.collect_orphaned_slices(svcs).await
+    }
+
+    /// The garbage collector's part: slices whose owning Service (by uid) is gone, or no longer
+    /// selects pods, are deleted.
+    async fn collect_orphaned_slices(
+        &self,
+        svcs: &[std::sync::Arc<Service>],
+    ) -> anyhow::Result<()> {
+        let owners: HashSet<String> = svcs
+            .iter()
+            .filter(|s| {
+                s.spec
+                    .as_ref()
+                    .and_then(|sp| sp.selector.as_ref())
+                    .is_some_and(|sel| !sel.is_empty())
+            })
+            .filter_map(|s| s.uid())
+            .collect();
+        let all: Api<EndpointSlice> = Api::all(self.client.clone());
+        let lp = ListParams::default().labels(&format!(
+            "endpointslice.kubernetes.io/managed-by={MANAGED_BY}"
+        ));
+        for slice in all.list(&lp).await?.items {
+            let owner = slice
+                .metadata
+                .owner_references
+                .as_ref()
+                .and_then(|o| o.iter().find(|r| r.kind == "Service"))
+                .map(|r| r.uid.clone());
+            if owner.is_some_and(|uid| owners.contains(&uid)) {
+                continue;
+            }
+            let api: Api<EndpointSlice> =
+                Api::namespaced(self.client.clone(), &slice.namespace().unwrap_or_default());
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: slice.uid(),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            let _ = api.delete(&slice.name_any(), &dp).await;
         }
         Ok(())
     }
@@ -282,7 +447,15 @@ fn running_status(pod: &Pod, ip: &str, ready: bool) -> Value {
 /// Crash control: the pod disappears at once, with no graceful termination.
 pub async fn crash(client: &Client, namespace: &str, name: &str) -> kube::Result<()> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    api.delete(name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.map(|_| ())
+    api.delete(
+        name,
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await
+    .map(|_| ())
 }
 
 /// The containers of a terminating pod have exited: it is removed now, as a kubelet does
@@ -290,17 +463,74 @@ pub async fn crash(client: &Client, namespace: &str, name: &str) -> kube::Result
 pub async fn finish(client: &Client, namespace: &str, name: &str) -> kube::Result<()> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let pod = api.get(name).await?;
-    let dp = DeleteParams { grace_period_seconds: Some(0), preconditions: Some(Preconditions { uid: pod.uid(), resource_version: None }), ..Default::default() };
+    let dp = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: pod.uid(),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
     api.delete(name, &dp).await.map(|_| ())
 }
 
 /// Flips a running pod's readiness (a failing readiness probe, or its recovery).
-pub async fn set_ready(client: &Client, namespace: &str, name: &str, ready: bool) -> kube::Result<()> {
+pub async fn set_ready(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    ready: bool,
+) -> kube::Result<()> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let pod = api.get_status(name).await?;
-    let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default();
+    let ip = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ip.clone())
+        .unwrap_or_default();
     let status = running_status(&pod, &ip, ready);
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({ "status": { "conditions": status["conditions"], "containerStatuses": status["containerStatuses"] } })))
         .await
         .map(|_| ())
+}
+
+/// Crash control, the other way: every container exits with 137 (killed) and the pod is
+/// marked Failed, as a kubelet reports a pod whose containers died and will not restart. A
+/// finished pod is deleted at once by the API server, with no grace period.
+pub async fn fail(client: &Client, namespace: &str, name: &str) -> kube::Result<()> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let pod = api.get_status(name).await?;
+    let now = now_micro();
+    let running = running_status(&pod, "", false);
+    let containers: Vec<Value> = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.clone())
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            let started = c.state.as_ref().and_then(|s| s.running.as_ref()).and_then(|r| r.started_at.as_ref()).map(|t| t.0.to_string());
+            json!({
+                "name": c.name,
+                "image": c.image,
+                "imageID": c.image_id,
+                "containerID": c.container_id,
+                "ready": false,
+                "started": false,
+                "restartCount": c.restart_count,
+                "state": { "terminated": {
+                    "exitCode": 137, "reason": "Error", "startedAt": started.unwrap_or_else(|| now.clone()),
+                    "finishedAt": now, "containerID": c.container_id
+                } }
+            })
+        })
+        .collect();
+    let status = json!({ "phase": "Failed", "conditions": running["conditions"], "containerStatuses": containers });
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .map(|_| ())
 }

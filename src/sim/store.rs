@@ -45,7 +45,10 @@ impl Stored {
 
     /// The value of a selectable field ("" when absent, as the apiserver treats it).
     pub fn field(&self, name: &str) -> Option<String> {
-        self.fields.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone())
+        self.fields
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.clone())
     }
 }
 
@@ -167,7 +170,9 @@ impl Store {
 
     /// Reads one object.
     pub fn get(&self, type_id: TypeId, namespace: &str, name: &str) -> Option<Arc<Stored>> {
-        self.lock().objects[type_id as usize].get(&(namespace.to_owned(), name.to_owned())).cloned()
+        self.lock().objects[type_id as usize]
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
     }
 
     /// Runs `f` with exclusive access; everything it commits is one atomic step for readers.
@@ -187,7 +192,9 @@ impl Store {
     pub fn events_after(&self, rv: u64, max: usize) -> Result<Vec<Arc<Event>>, Compacted> {
         let inner = self.lock();
         if rv < inner.compacted {
-            return Err(Compacted { compacted: inner.compacted });
+            return Err(Compacted {
+                compacted: inner.compacted,
+            });
         }
         let start = inner.history.partition_point(|e| e.rv <= rv);
         Ok(inner.history.range(start..).take(max).cloned().collect())
@@ -209,14 +216,18 @@ impl Store {
         let inner = self.lock();
         let at = q.at.unwrap_or(inner.rv).min(inner.rv);
         let map = &inner.objects[q.type_id as usize];
-        let in_scope = |k: &Key| q.namespace.is_none_or(|ns| k.0 == ns) && q.after.as_ref().is_none_or(|a| k > a);
+        let in_scope = |k: &Key| {
+            q.namespace.is_none_or(|ns| k.0 == ns) && q.after.as_ref().is_none_or(|a| k > a)
+        };
 
         // State at `at`: the newest objects, with every later change undone. The first event
         // after `at` for a key holds the key's state at `at` in `prev`.
         let mut undo: BTreeMap<Key, Option<Arc<Stored>>> = BTreeMap::new();
         if at < inner.rv {
             if at < inner.compacted {
-                return Err(Compacted { compacted: inner.compacted });
+                return Err(Compacted {
+                    compacted: inner.compacted,
+                });
             }
             let start = inner.history.partition_point(|e| e.rv <= at);
             for e in inner.history.range(start..) {
@@ -230,14 +241,19 @@ impl Store {
             }
         }
 
-        let current: Box<dyn Iterator<Item = (&Key, &Arc<Stored>)>> = match (&q.after, q.namespace) {
+        let current: Box<dyn Iterator<Item = (&Key, &Arc<Stored>)>> = match (&q.after, q.namespace)
+        {
             (Some(after), Some(ns)) if after.0 == ns => Box::new(
-                map.range((std::ops::Bound::Excluded(after.clone()), std::ops::Bound::Unbounded))
-                    .take_while(move |(k, _)| k.0 == ns),
+                map.range((
+                    std::ops::Bound::Excluded(after.clone()),
+                    std::ops::Bound::Unbounded,
+                ))
+                .take_while(move |(k, _)| k.0 == ns),
             ),
-            (Some(after), None) => {
-                Box::new(map.range((std::ops::Bound::Excluded(after.clone()), std::ops::Bound::Unbounded)))
-            }
+            (Some(after), None) => Box::new(map.range((
+                std::ops::Bound::Excluded(after.clone()),
+                std::ops::Bound::Unbounded,
+            ))),
             (_, Some(ns)) => Box::new(ns_range(map, ns).filter(move |(k, _)| in_scope(k))),
             (None, None) => Box::new(map.iter()),
         };
@@ -295,9 +311,13 @@ impl Store {
     }
 }
 
-fn ns_range<'a>(map: &'a BTreeMap<Key, Arc<Stored>>, ns: &str) -> impl Iterator<Item = (&'a Key, &'a Arc<Stored>)> {
+fn ns_range<'a>(
+    map: &'a BTreeMap<Key, Arc<Stored>>,
+    ns: &str,
+) -> impl Iterator<Item = (&'a Key, &'a Arc<Stored>)> {
     let ns_owned = ns.to_owned();
-    map.range((ns.to_owned(), String::new())..).take_while(move |(k, _)| k.0 == ns_owned)
+    map.range((ns.to_owned(), String::new())..)
+        .take_while(move |(k, _)| k.0 == ns_owned)
 }
 
 /// Exclusive access to the store inside [`Store::transact`].
@@ -311,7 +331,9 @@ pub type Indexer = fn(TypeId, &Value) -> (BTreeMap<String, String>, Vec<(&'stati
 impl Txn<'_> {
     /// Reads one object.
     pub fn get(&self, type_id: TypeId, namespace: &str, name: &str) -> Option<Arc<Stored>> {
-        self.inner.objects[type_id as usize].get(&(namespace.to_owned(), name.to_owned())).cloned()
+        self.inner.objects[type_id as usize]
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
     }
 
     /// The resourceVersion the next commit will get.
@@ -336,29 +358,67 @@ impl Txn<'_> {
         }
         let (labels, fields) = index(type_id, &value);
         let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
-        Arc::new(Stored { rv, json, labels, fields })
+        Arc::new(Stored {
+            rv,
+            json,
+            labels,
+            fields,
+        })
     }
 
     /// Stores `value` (created or replaced) with a new resourceVersion, recording the event.
-    pub fn put(&mut self, type_id: TypeId, namespace: &str, name: &str, value: Value, index: Indexer) -> Arc<Stored> {
+    pub fn put(
+        &mut self,
+        type_id: TypeId,
+        namespace: &str,
+        name: &str,
+        value: Value,
+        index: Indexer,
+    ) -> Arc<Stored> {
         let obj = self.stamp(value, index, type_id);
         let key = (namespace.to_owned(), name.to_owned());
         let prev = self.inner.objects[type_id as usize].insert(key, obj.clone());
-        let kind = if prev.is_some() { EventKind::Modified } else { EventKind::Added };
+        let kind = if prev.is_some() {
+            EventKind::Modified
+        } else {
+            EventKind::Added
+        };
         self.record(type_id, kind, namespace, name, obj.clone(), prev);
         obj
     }
 
     /// Removes an object; `last` is its final state, stored in the event with a new resourceVersion.
-    pub fn delete(&mut self, type_id: TypeId, namespace: &str, name: &str, last: Value, index: Indexer) -> Option<Arc<Stored>> {
+    pub fn delete(
+        &mut self,
+        type_id: TypeId,
+        namespace: &str,
+        name: &str,
+        last: Value,
+        index: Indexer,
+    ) -> Option<Arc<Stored>> {
         let key = (namespace.to_owned(), name.to_owned());
         let prev = self.inner.objects[type_id as usize].remove(&key)?;
         let obj = self.stamp(last, index, type_id);
-        self.record(type_id, EventKind::Deleted, namespace, name, obj.clone(), Some(prev));
+        self.record(
+            type_id,
+            EventKind::Deleted,
+            namespace,
+            name,
+            obj.clone(),
+            Some(prev),
+        );
         Some(obj)
     }
 
-    fn record(&mut self, type_id: TypeId, kind: EventKind, namespace: &str, name: &str, obj: Arc<Stored>, prev: Option<Arc<Stored>>) {
+    fn record(
+        &mut self,
+        type_id: TypeId,
+        kind: EventKind,
+        namespace: &str,
+        name: &str,
+        obj: Arc<Stored>,
+        prev: Option<Arc<Stored>>,
+    ) {
         let inner = &mut *self.inner;
         inner.history.push_back(Arc::new(Event {
             rv: obj.rv,
@@ -386,7 +446,11 @@ mod tests {
     fn idx(_: TypeId, v: &Value) -> (BTreeMap<String, String>, Vec<(&'static str, String)>) {
         let labels = v["metadata"]["labels"]
             .as_object()
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_owned())).collect())
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_owned()))
+                    .collect()
+            })
             .unwrap_or_default();
         (labels, vec![])
     }
@@ -396,7 +460,10 @@ mod tests {
     }
 
     fn names(page: &Page) -> Vec<String> {
-        page.items.iter().map(|s| s.value()["metadata"]["name"].as_str().unwrap().to_owned()).collect()
+        page.items
+            .iter()
+            .map(|s| s.value()["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect()
     }
 
     fn all<'a>() -> &'a dyn Fn(&Stored) -> bool {
@@ -412,7 +479,10 @@ mod tests {
         let b = s.transact(|t| t.put(cms, "default", "b", mk_lease("b", "x"), idx));
         assert!(b.rv > a.rv);
         assert_eq!(s.rv(), b.rv);
-        assert_eq!(a.value()["metadata"]["resourceVersion"], json!(a.rv.to_string()));
+        assert_eq!(
+            a.value()["metadata"]["resourceVersion"],
+            json!(a.rv.to_string())
+        );
     }
 
     #[test]
@@ -428,16 +498,34 @@ mod tests {
             x.delete(t, "default", "a", mk_lease("a", "old"), idx);
             x.put(t, "default", "d", mk_lease("d", "new"), idx);
         });
-        let q = ListQuery { type_id: t, namespace: Some("default"), at: Some(at), after: None, limit: 2, filter: all(), filtered: false };
+        let q = ListQuery {
+            type_id: t,
+            namespace: Some("default"),
+            at: Some(at),
+            after: None,
+            limit: 2,
+            filter: all(),
+            filtered: false,
+        };
         let p1 = s.list(&q).unwrap();
         assert_eq!(names(&p1), ["a", "b"]);
         assert_eq!(p1.items[1].value()["spec"]["holderIdentity"], "old");
         assert_eq!(p1.remaining, Some(1));
-        let q2 = ListQuery { after: p1.last_key.clone(), ..q };
+        let q2 = ListQuery {
+            after: p1.last_key.clone(),
+            ..q
+        };
         let p2 = s.list(&q2).unwrap();
         assert_eq!(names(&p2), ["c"]);
         assert!(p2.last_key.is_none());
-        let now = s.list(&ListQuery { at: None, after: None, limit: 0, ..q2 }).unwrap();
+        let now = s
+            .list(&ListQuery {
+                at: None,
+                after: None,
+                limit: 0,
+                ..q2
+            })
+            .unwrap();
         assert_eq!(names(&now), ["b", "c", "d"]);
     }
 
@@ -451,7 +539,15 @@ mod tests {
         let rv = s.rv();
         assert!(s.events_after(rv - 3, 10).is_ok());
         assert_eq!(s.events_after(rv - 5, 10).unwrap_err().compacted, rv - 3);
-        let q = ListQuery { type_id: t, namespace: None, at: Some(2), after: None, limit: 0, filter: all(), filtered: false };
+        let q = ListQuery {
+            type_id: t,
+            namespace: None,
+            at: Some(2),
+            after: None,
+            limit: 0,
+            filter: all(),
+            filtered: false,
+        };
         assert!(s.list(&q).is_err());
     }
 
@@ -465,7 +561,10 @@ mod tests {
         s.transact(|x| x.delete(t, "default", "a", mk_lease("a", "2"), idx));
         let ev = s.events_after(start, 10).unwrap();
         let kinds: Vec<_> = ev.iter().map(|e| e.kind).collect();
-        assert_eq!(kinds, [EventKind::Added, EventKind::Modified, EventKind::Deleted]);
+        assert_eq!(
+            kinds,
+            [EventKind::Added, EventKind::Modified, EventKind::Deleted]
+        );
         assert!(ev.windows(2).all(|w| w[0].rv < w[1].rv));
     }
 }

@@ -21,9 +21,9 @@ use futures::Stream;
 use serde_json::json;
 use tokio::time::Instant;
 
+use super::registry::TypeId;
 use super::status::ApiError;
 use super::store::{EventKind, Store, Stored};
-use super::registry::TypeId;
 
 /// Events read from the history per wake-up; bounds the time the store lock is held.
 const BATCH: usize = 1024;
@@ -68,8 +68,8 @@ struct State {
     pending: VecDeque<Bytes>,
     first: bool,
     deadline: Instant,
-    next_bookmark: Instant,
-    closing_bookmark_sent: bool,
+    /// When the next BOOKMARK is due (None: no more bookmarks on this watch).
+    next_bookmark: Option<Instant>,
     started: bool,
     done: bool,
 }
@@ -84,6 +84,15 @@ fn line(kind: &str, object: &[u8]) -> Bytes {
     b.freeze()
 }
 
+/// When the next bookmark is due, as the cacher's `nextBookmarkTime`: one interval from now,
+/// but no later than shortly before the timeout; none once that point has passed.
+fn next_bookmark_time(now: Instant, interval: Duration, deadline: Instant) -> Option<Instant> {
+    let heartbeat = now + interval;
+    let pre_timeout = deadline.checked_sub(BOOKMARK_BEFORE_TIMEOUT)?;
+    let at = heartbeat.min(pre_timeout);
+    (at >= now).then_some(at)
+}
+
 impl State {
     fn bookmark(&self, initial_end: bool) -> Bytes {
         let mut meta = json!({ "resourceVersion": self.cursor.to_string() });
@@ -95,7 +104,12 @@ impl State {
     }
 
     fn in_scope(&self, type_id: TypeId, namespace: &str) -> bool {
-        type_id == self.spec.storage_type && self.spec.namespace.as_deref().is_none_or(|ns| ns == namespace)
+        type_id == self.spec.storage_type
+            && self
+                .spec
+                .namespace
+                .as_deref()
+                .is_none_or(|ns| ns == namespace)
     }
 
     fn emit(&mut self, kind: &str, obj: &Stored) {
@@ -109,7 +123,9 @@ impl State {
         match self.spec.start {
             Start::After(rv) => self.cursor = rv,
             Start::Initial { end_bookmark } => {
-                let (rv, items) = self.store.snapshot(self.spec.storage_type, self.spec.namespace.as_deref());
+                let (rv, items) = self
+                    .store
+                    .snapshot(self.spec.storage_type, self.spec.namespace.as_deref());
                 self.cursor = rv;
                 let filter = self.spec.filter.clone();
                 for obj in items.iter().filter(|o| filter(o)) {
@@ -129,8 +145,14 @@ impl State {
             let events = match self.store.events_after(self.cursor, BATCH) {
                 Ok(e) => e,
                 Err(c) => {
-                    let err = ApiError::expired(format!("too old resource version: {} ({})", self.cursor, c.compacted));
-                    self.pending.push_back(line("ERROR", &serde_json::to_vec(&err.to_status()).unwrap_or_default()));
+                    let err = ApiError::expired(format!(
+                        "too old resource version: {} ({})",
+                        self.cursor, c.compacted
+                    ));
+                    self.pending.push_back(line(
+                        "ERROR",
+                        &serde_json::to_vec(&err.to_status()).unwrap_or_default(),
+                    ));
                     return false;
                 }
             };
@@ -176,19 +198,27 @@ impl State {
 }
 
 /// The event stream of one watch request.
-pub fn stream(store: Arc<Store>, spec: WatchSpec) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+pub fn stream(
+    store: Arc<Store>,
+    spec: WatchSpec,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
     let now = Instant::now();
     let rx = store.subscribe();
+    let deadline = now + spec.timeout;
+    let next_bookmark = if spec.bookmarks {
+        next_bookmark_time(now, spec.bookmark_interval, deadline)
+    } else {
+        None
+    };
     let state = State {
-        deadline: now + spec.timeout,
-        next_bookmark: now + spec.bookmark_interval,
+        deadline,
+        next_bookmark,
         store,
         rx,
         spec,
         cursor: 0,
         pending: VecDeque::new(),
         first: true,
-        closing_bookmark_sent: false,
         started: false,
         done: false,
     };
@@ -210,8 +240,7 @@ pub fn stream(store: Arc<Store>, spec: WatchSpec) -> impl Stream<Item = Result<B
             if now >= st.deadline {
                 return None;
             }
-            let closing_at = st.deadline.checked_sub(BOOKMARK_BEFORE_TIMEOUT).unwrap_or(st.deadline);
-            let bookmark_at = if st.closing_bookmark_sent { st.next_bookmark } else { st.next_bookmark.min(closing_at) };
+            let bookmark_at = st.next_bookmark;
             tokio::select! {
                 changed = st.rx.changed() => {
                     if changed.is_err() {
@@ -222,15 +251,12 @@ pub fn stream(store: Arc<Store>, spec: WatchSpec) -> impl Stream<Item = Result<B
                         st.done = true;
                     }
                 }
-                _ = tokio::time::sleep_until(bookmark_at), if st.spec.bookmarks => {
+                _ = tokio::time::sleep_until(bookmark_at.unwrap_or(st.deadline)), if bookmark_at.is_some() => {
                     if !st.drain() {
                         st.done = true;
                         continue;
                     }
-                    if Instant::now() >= closing_at {
-                        st.closing_bookmark_sent = true;
-                    }
-                    st.next_bookmark = Instant::now() + st.spec.bookmark_interval;
+                    st.next_bookmark = next_bookmark_time(Instant::now(), st.spec.bookmark_interval, st.deadline);
                     let b = st.bookmark(false);
                     st.pending.push_back(b);
                 }
