@@ -299,10 +299,19 @@ pub fn record_update(
     }
 
     let cx = Cx::new(schema, node, mgr);
-    let old_base = match old {
+    let mut old_base = match old {
         Some(o) => without_managed_fields(o),
         None => Value::Object(Map::new()),
     };
+    // In the Go types `metadata`, `spec` and `status` are struct values, not pointers: they
+    // exist (empty) on every object, so creating them is no change and earns no "." entry.
+    if let (Some(base), Some(newest)) = (old_base.as_object_mut(), out.as_object()) {
+        for k in ["metadata", "spec", "status"] {
+            if newest.get(k).is_some_and(Value::is_object) {
+                base.entry(k).or_insert_with(|| Value::Object(Map::new()));
+            }
+        }
+    }
     let id = cx.update_id(&cx.name);
     update_stack(&cx, &old_base, &out, &mut managed, &id);
     encode_managed(&mut out, &managed);
@@ -3268,14 +3277,14 @@ mod tests {
                 "fieldsType": "FieldsV1",
                 "fieldsV1": {
                     "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
-                    "f:spec": {".": {}, "f:holderIdentity": {}}
+                    "f:spec": {"f:holderIdentity": {}}
                 }
             })]
         );
         let text = serde_json::to_string(&out["metadata"]["managedFields"][0]["fieldsV1"]).unwrap();
         assert_eq!(
             text,
-            r#"{"f:metadata":{"f:labels":{".":{},"f:app":{}}},"f:spec":{".":{},"f:holderIdentity":{}}}"#
+            r#"{"f:metadata":{"f:labels":{".":{},"f:app":{}}},"f:spec":{"f:holderIdentity":{}}}"#
         );
     }
 
@@ -3292,7 +3301,7 @@ mod tests {
         assert_eq!(entry(&v2, "ctl", "Update")["time"], T2);
         assert_eq!(
             fields(&v2, "ctl", "Update"),
-            json!({"f:spec": {".": {}, "f:holderIdentity": {}, "f:renewTime": {}}})
+            json!({"f:spec": {"f:holderIdentity": {}, "f:renewTime": {}}})
         );
         // A write that changes nothing keeps the entry and its time.
         let v3 = record_update(&f.schema, Some(f.lease), Some(&v2), &v2, &m("ctl", T3));
@@ -3369,7 +3378,7 @@ mod tests {
         let out = record_update(&f.schema, Some(f.widget), Some(&live), &new, &mgr);
         let e = entry(&out, "ctl", "Update");
         assert_eq!(e["subresource"], "status");
-        assert_eq!(e["fieldsV1"], json!({"f:status": {".": {}, "f:phase": {}}}));
+        assert_eq!(e["fieldsV1"], json!({"f:status": {"f:phase": {}}}));
         assert_eq!(entries(&out).len(), 2);
         let mut cfg = widget(json!({}));
         cfg["status"] = json!({"phase": "Broken"});
@@ -3517,7 +3526,7 @@ mod tests {
         assert_eq!(
             bucket["fieldsV1"],
             // u00 created the object with an empty spec, which it owns as a leaf.
-            json!({"f:metadata": {"f:labels": {".": {}, "f:l00": {}, "f:l01": {}}}, "f:spec": {}})
+            json!({"f:metadata": {"f:labels": {".": {}, "f:l00": {}, "f:l01": {}}}})
         );
         assert_eq!(entry(&live, "u00", "Update"), Value::Null);
     }
@@ -3758,8 +3767,7 @@ mod tests {
         assert_eq!(
             fields(&out, "kubectl-client-side-apply", "Update"),
             json!({
-                "f:metadata": {"f:annotations": {".": {}, format!("f:{LAST_APPLIED}"): {}}},
-                "f:spec": {}
+                "f:metadata": {"f:annotations": {".": {}, format!("f:{LAST_APPLIED}"): {}}}
             })
         );
         assert_eq!(
