@@ -702,9 +702,67 @@ async fn f32_deleting_a_namespace_terminates_it_removes_its_contents_then_it() {
     })
     .await;
     assert!(p.is_some(), "the unscheduled pod is removed");
-    let (code, ns_now) = get(&t, "/api/v1/namespaces/doomed").await;
-    assert_eq!(code, 200);
-    assert_eq!(ns_now["status"]["phase"], "Terminating");
+    // The namespace controller reports what holds the namespace in its conditions.
+    let conditions = eventually(SOON, || async {
+        let (_, ns_now) = get(&t, "/api/v1/namespaces/doomed").await;
+        assert_eq!(ns_now["status"]["phase"], "Terminating");
+        let cs = ns_now["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let remaining = cs
+            .iter()
+            .find(|c| c["type"] == "NamespaceContentRemaining")?;
+        (remaining["message"]
+            == "Some resources are remaining: leases.coordination.k8s.io has 1 resource instances")
+            .then_some(cs)
+    })
+    .await
+    .expect("NamespaceContentRemaining names the held lease");
+    let by_type = |ty: &str| {
+        conditions
+            .iter()
+            .find(|c| c["type"] == ty)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(by_type("NamespaceContentRemaining")["status"], "True");
+    assert_eq!(
+        by_type("NamespaceContentRemaining")["reason"],
+        "SomeResourcesRemain"
+    );
+    let fin = by_type("NamespaceFinalizersRemaining");
+    assert_eq!(
+        (
+            fin["status"].as_str(),
+            fin["reason"].as_str(),
+            fin["message"].as_str()
+        ),
+        (
+            Some("True"),
+            Some("SomeFinalizerRemain"),
+            Some("Some finalizers are remaining: example.com/hold in 1 resource instances")
+        )
+    );
+    let discovery = by_type("NamespaceDeletionDiscoveryFailure");
+    assert_eq!(
+        (
+            discovery["status"].as_str(),
+            discovery["reason"].as_str(),
+            discovery["message"].as_str()
+        ),
+        (
+            Some("False"),
+            Some("ResourcesDiscovered"),
+            Some("All resources successfully discovered")
+        )
+    );
+    let out = t.kubectl(&["describe", "namespace", "doomed"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Terminating") && text.contains("NamespaceFinalizersRemaining"),
+        "{text}"
+    );
 
     // Nothing new goes in while it terminates.
     let (code, err) = t
@@ -1451,6 +1509,72 @@ async fn f38_bookmarks_only_when_allowed_periodically_and_before_the_timeout() {
     }
     let b = bookmark.expect("a bookmark");
     assert!(b.metadata.resource_version.parse::<u64>().unwrap() >= rv(&m["object"]));
+}
+
+#[tokio::test]
+async fn f38_kube_rs_watcher_resumes_from_bookmarks_without_relisting() {
+    // Little history and frequent bookmarks: writes elsewhere compact the list's
+    // resourceVersion, but the bookmarks carry the watcher past them, so when its watch times
+    // out it resumes instead of relisting (f37 shows the relist without bookmarks).
+    let t = common::start_with(SimOptions {
+        history: 5,
+        bookmark_interval: Duration::from_millis(100),
+        ..Default::default()
+    })
+    .await;
+    create(&t, LEASES, &mk_lease("a", "1")).await;
+    let api: Api<Lease> = Api::default_namespaced(t.client.clone());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut stream = watcher(api, watcher::Config::default().timeout(3)).boxed();
+    let task = tokio::spawn(async move {
+        while let Some(ev) = stream.next().await {
+            let desc = match ev {
+                Ok(watcher::Event::Init) => "Init".to_owned(),
+                Ok(watcher::Event::InitApply(l)) => {
+                    format!("InitApply {}", l.metadata.name.unwrap())
+                }
+                Ok(watcher::Event::InitDone) => "InitDone".to_owned(),
+                Ok(watcher::Event::Apply(l)) => format!(
+                    "Apply {} {}",
+                    l.metadata.name.unwrap(),
+                    l.spec.unwrap().holder_identity.unwrap()
+                ),
+                Ok(watcher::Event::Delete(l)) => format!("Delete {}", l.metadata.name.unwrap()),
+                Err(e) => format!("Err {e}"),
+            };
+            if tx.send(desc).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    while seen.last().map(String::as_str) != Some("InitDone") {
+        seen.push(
+            tokio::time::timeout(SOON, rx.recv())
+                .await
+                .expect("initial list")
+                .unwrap(),
+        );
+    }
+    assert_eq!(seen, ["Init", "InitApply a", "InitDone"]);
+    for i in 0..10 {
+        create(&t, CONFIGMAPS, &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("c{i}")}})).await;
+    }
+    // Past the first watch's 3 s timeout: the watcher has re-watched from a bookmark.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    merge(
+        &t,
+        &format!("{LEASES}/a"),
+        json!({"spec": {"holderIdentity": "2"}}),
+    )
+    .await;
+    let next = tokio::time::timeout(SOON, rx.recv())
+        .await
+        .expect("the change arrives")
+        .unwrap();
+    assert_eq!(next, "Apply a 2", "no error and no relist in between");
+    assert!(rx.try_recv().is_err());
+    task.abort();
 }
 
 #[tokio::test]
