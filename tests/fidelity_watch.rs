@@ -2707,9 +2707,19 @@ async fn f48_services_get_cluster_ips_load_balancers_ingress_and_endpoint_slices
     );
 
     // A pod that stops being ready stays listed, not ready.
+    let (_, before) = get(&t, &format!("{PODS}/web-1")).await;
     leasehold::sim::kubelet::set_ready(&t.client, "default", "web-1", false)
         .await
         .unwrap();
+    let (_, after) = get(&t, &format!("{PODS}/web-1")).await;
+    let cs = |p: &Value, k: &str| p["status"]["containerStatuses"][0][k].clone();
+    assert_eq!(cs(&after, "ready"), false);
+    assert_eq!(
+        cs(&after, "containerID"),
+        cs(&before, "containerID"),
+        "readiness is not a restart"
+    );
+    assert_eq!(cs(&after, "state"), cs(&before, "state"));
     let mut want: Vec<(String, bool)> = vec![(ips[0].clone(), true), (ips[1].clone(), false)];
     want.sort();
     let slice = eventually(Duration::from_secs(5), || endpoints(want.clone()))
@@ -2785,7 +2795,9 @@ async fn f48_services_get_cluster_ips_load_balancers_ingress_and_endpoint_slices
 #[tokio::test]
 async fn f49_the_kubelet_runs_scheduled_pods_ready_with_ips() {
     let t = common::start().await;
-    create(&t, PODS, &scheduled_pod("p49", json!({"app": "x"}), 30)).await;
+    let mut with_init = scheduled_pod("p49", json!({"app": "x"}), 30);
+    with_init["spec"]["initContainers"] = json!([{"name": "setup", "image": "example/setup:1"}]);
+    create(&t, PODS, &with_init).await;
     create(&t, PODS, &mk_pod("unscheduled", json!({}))).await;
     let k = kubelet(&t, false);
     let p = wait_pod(&t, "p49", "Running", |p| p["status"]["phase"] == "Running").await;
@@ -2826,6 +2838,10 @@ async fn f49_the_kubelet_runs_scheduled_pods_ready_with_ips() {
         s["qosClass"], "BestEffort",
         "the kubelet keeps what it does not own"
     );
+    let init = &s["initContainerStatuses"][0];
+    assert_eq!(init["name"], "setup");
+    assert_eq!(init["state"]["terminated"]["reason"], "Completed");
+    assert_eq!(init["state"]["terminated"]["exitCode"], 0);
     let (_, u) = get(&t, &format!("{PODS}/unscheduled")).await;
     assert_eq!(u["status"]["phase"], "Pending", "no node, no kubelet");
 

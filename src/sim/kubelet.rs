@@ -426,7 +426,28 @@ fn running_status(pod: &Pod, ip: &str, ready: bool) -> Value {
             })
         })
         .collect();
-    json!({
+    // Init containers ran to completion before the app containers started.
+    let init: Vec<Value> = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.init_containers.clone())
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            let id = format!("containerd://{}", uuid::Uuid::new_v4().simple());
+            json!({
+                "name": c.name,
+                "image": c.image.clone().unwrap_or_default(),
+                "imageID": format!("sim://{}", c.image.clone().unwrap_or_default()),
+                "containerID": id,
+                "ready": true,
+                "started": false,
+                "restartCount": 0,
+                "state": { "terminated": { "exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now, "containerID": id } }
+            })
+        })
+        .collect();
+    let mut status = json!({
         "phase": "Running",
         "podIP": ip,
         "podIPs": [{ "ip": ip }],
@@ -441,7 +462,11 @@ fn running_status(pod: &Pod, ip: &str, ready: bool) -> Value {
             { "type": "PodScheduled", "status": "True", "lastTransitionTime": now, "lastProbeTime": null }
         ],
         "containerStatuses": containers,
-    })
+    });
+    if !init.is_empty() {
+        status["initContainerStatuses"] = Value::Array(init);
+    }
+    status
 }
 
 /// Crash control: the pod disappears at once, with no graceful termination.
@@ -483,15 +508,36 @@ pub async fn set_ready(
 ) -> kube::Result<()> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let pod = api.get_status(name).await?;
-    let ip = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.pod_ip.clone())
+    let status = serde_json::to_value(&pod.status).unwrap_or(Value::Null);
+    let now = now_micro();
+    let flag = if ready { "True" } else { "False" };
+    // Only readiness changes: the containers keep running (same IDs, start times, restarts).
+    let mut containers = status["containerStatuses"]
+        .as_array()
+        .cloned()
         .unwrap_or_default();
-    let status = running_status(&pod, &ip, ready);
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({ "status": { "conditions": status["conditions"], "containerStatuses": status["containerStatuses"] } })))
-        .await
-        .map(|_| ())
+    for c in &mut containers {
+        c["ready"] = json!(ready);
+    }
+    let mut conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+    for c in conditions
+        .iter_mut()
+        .filter(|c| c["type"] == "Ready" || c["type"] == "ContainersReady")
+    {
+        if c["status"] != flag {
+            c["status"] = json!(flag);
+            c["lastTransitionTime"] = json!(now);
+        }
+    }
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({ "status": { "conditions": conditions, "containerStatuses": containers } }),
+        ),
+    )
+    .await
+    .map(|_| ())
 }
 
 /// Crash control, the other way: every container exits with 137 (killed) and the pod is
