@@ -43,7 +43,10 @@ pub enum Format {
 
 /// Picks the response format from `Accept`, like the apiserver's content negotiation.
 pub fn negotiate(headers: &HeaderMap, include: IncludeObject) -> ApiResult<Format> {
-    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     if accept.trim().is_empty() {
         return Ok(Format::Json);
     }
@@ -57,8 +60,14 @@ pub fn negotiate(headers: &HeaderMap, include: IncludeObject) -> ApiResult<Forma
         }
         match (param("as"), param("g"), param("v")) {
             (None, _, _) => return Ok(Format::Json),
-            (Some("Table"), Some("meta.k8s.io"), Some("v1" | "v1beta1")) => return Ok(Format::Table(include)),
-            (Some("PartialObjectMetadata" | "PartialObjectMetadataList"), Some("meta.k8s.io"), Some("v1" | "v1beta1")) => {
+            (Some("Table"), Some("meta.k8s.io"), Some("v1" | "v1beta1")) => {
+                return Ok(Format::Table(include));
+            }
+            (
+                Some("PartialObjectMetadata" | "PartialObjectMetadataList"),
+                Some("meta.k8s.io"),
+                Some("v1" | "v1beta1"),
+            ) => {
                 return Ok(Format::PartialMetadata);
             }
             _ => continue,
@@ -86,12 +95,19 @@ fn storage(rt: &ResourceType, type_id: TypeId) -> (TypeId, bool) {
 }
 
 fn to_view(converted: bool, v: Value) -> Value {
-    if converted { convert::event_from_core(&v) } else { v }
+    if converted {
+        convert::event_from_core(&v)
+    } else {
+        v
+    }
 }
 
 fn json_response(code: StatusCode, body: Vec<u8>) -> Response {
     let mut r = (code, body).into_response();
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     r
 }
 
@@ -123,8 +139,18 @@ impl Ctx<'_> {
             Format::Json => v.clone(),
             Format::PartialMetadata => table::partial_metadata(v),
             Format::Table(inc) => {
-                let rv = v.pointer("/metadata/resourceVersion").cloned().unwrap_or(json!(""));
-                table::table(self.rt(), std::slice::from_ref(v), json!({ "resourceVersion": rv }), jiff::Timestamp::now(), inc, true)
+                let rv = v
+                    .pointer("/metadata/resourceVersion")
+                    .cloned()
+                    .unwrap_or(json!(""));
+                table::table(
+                    self.rt(),
+                    std::slice::from_ref(v),
+                    json!({ "resourceVersion": rv }),
+                    jiff::Timestamp::now(),
+                    inc,
+                    true,
+                )
             }
         }
     }
@@ -133,8 +159,17 @@ impl Ctx<'_> {
         if let Some(m) = &self.query.field_manager {
             return m.clone();
         }
-        let ua = self.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
-        ua.split('/').next().unwrap_or(ua).chars().take(128).collect()
+        let ua = self
+            .headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("unknown");
+        ua.split('/')
+            .next()
+            .unwrap_or(ua)
+            .chars()
+            .take(128)
+            .collect()
     }
 }
 
@@ -146,11 +181,18 @@ pub fn get(ctx: &Ctx<'_>) -> ApiResult<Response> {
     let rt = ctx.rt();
     let format = ctx.format()?;
     let (sid, converted) = storage(rt, ctx.req.type_id);
-    let obj = ctx.shared.store.get(sid, &ctx.req.namespace, ctx.name()).ok_or_else(|| ApiError::not_found(rt, ctx.name()))?;
+    let obj = ctx
+        .shared
+        .store
+        .get(sid, &ctx.req.namespace, ctx.name())
+        .ok_or_else(|| ApiError::not_found(rt, ctx.name()))?;
     if format == Format::Json && !converted {
         return Ok(json_response(StatusCode::OK, obj.json.to_vec()));
     }
-    Ok(value_response(StatusCode::OK, &ctx.render(format, &to_view(converted, obj.value()))))
+    Ok(value_response(
+        StatusCode::OK,
+        &ctx.render(format, &to_view(converted, obj.value())),
+    ))
 }
 
 struct Selectors {
@@ -168,13 +210,21 @@ fn selectors(ctx: &Ctx<'_>) -> ApiResult<Selectors> {
         rt.kind,
     )
     .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    Ok(Selectors { labels: Some(labels), fields: Some(fields) })
+    Ok(Selectors {
+        labels: Some(labels),
+        fields: Some(fields),
+    })
 }
 
 fn filter_of(sel: Selectors) -> (Filter, bool) {
-    let filtered = sel.labels.as_ref().is_some_and(|l| !l.is_empty()) || sel.fields.as_ref().is_some_and(|f| !f.is_empty());
+    let filtered = sel.labels.as_ref().is_some_and(|l| !l.is_empty())
+        || sel.fields.as_ref().is_some_and(|f| !f.is_empty());
     let f: Filter = Arc::new(move |o: &Stored| {
-        sel.labels.as_ref().is_none_or(|l| l.matches(&o.labels)) && sel.fields.as_ref().is_none_or(|f| f.matches(&|name| o.field(name)))
+        sel.labels.as_ref().is_none_or(|l| l.matches(&o.labels))
+            && sel
+                .fields
+                .as_ref()
+                .is_none_or(|f| f.matches(&|name| o.field(name)))
     });
     (f, filtered)
 }
@@ -182,7 +232,8 @@ fn filter_of(sel: Selectors) -> (Filter, bool) {
 fn encode_continue(rv: u64, key: &(String, String)) -> String {
     let start = format!("{}/{}\u{0}", key.0, key.1);
     let token = json!({ "v": "meta.k8s.io/v1", "rv": rv, "start": start });
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(&token).unwrap_or_default())
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(&token).unwrap_or_default())
 }
 
 fn decode_continue(token: &str) -> ApiResult<(u64, (String, String))> {
@@ -195,15 +246,21 @@ fn decode_continue(token: &str) -> ApiResult<(u64, (String, String))> {
         return Err(bad("continue key is not valid"));
     }
     let rv = v["rv"].as_u64().filter(|r| *r > 0).ok_or_else(|| bad("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
-    let start = v["start"].as_str().ok_or_else(|| bad("continue key is not valid"))?;
+    let start = v["start"]
+        .as_str()
+        .ok_or_else(|| bad("continue key is not valid"))?;
     let start = start.strip_suffix('\u{0}').unwrap_or(start);
-    let (ns, name) = start.split_once('/').ok_or_else(|| bad("continue key is not valid"))?;
+    let (ns, name) = start
+        .split_once('/')
+        .ok_or_else(|| bad("continue key is not valid"))?;
     Ok((rv, (ns.to_owned(), name.to_owned())))
 }
 
 /// The 410 a continue token gets once its resourceVersion is compacted.
 fn continue_expired() -> ApiError {
-    ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+    ApiError::expired(
+        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+    )
 }
 
 /// LIST (or WATCH when `watch=true`).
@@ -233,12 +290,23 @@ pub async fn list(ctx: &Ctx<'_>) -> ApiResult<Response> {
             (if exact { asked } else { None }, None)
         }
     };
-    let q = ListQuery { type_id: sid, namespace: namespace.as_deref(), at, after, limit: ctx.query.limit, filter: &*filter, filtered };
+    let q = ListQuery {
+        type_id: sid,
+        namespace: namespace.as_deref(),
+        at,
+        after,
+        limit: ctx.query.limit,
+        filter: &*filter,
+        filtered,
+    };
     let page = store.list(&q).map_err(|c| {
         if ctx.query.continue_token.is_some() {
             continue_expired()
         } else {
-            ApiError::expired(format!("The resourceVersion for the provided list is too old. ({})", c.compacted))
+            ApiError::expired(format!(
+                "The resourceVersion for the provided list is too old. ({})",
+                c.compacted
+            ))
         }
     })?;
     let mut meta = json!({ "resourceVersion": page.rv.to_string() });
@@ -250,8 +318,11 @@ pub async fn list(ctx: &Ctx<'_>) -> ApiResult<Response> {
     }
     match format {
         Format::Json if !converted => {
-            let mut b = BytesMut::with_capacity(page.items.iter().map(|i| i.json.len() + 1).sum::<usize>() + 256);
-            let head = json!({ "kind": rt.list_kind(), "apiVersion": rt.api_version(), "metadata": meta });
+            let mut b = BytesMut::with_capacity(
+                page.items.iter().map(|i| i.json.len() + 1).sum::<usize>() + 256,
+            );
+            let head =
+                json!({ "kind": rt.list_kind(), "apiVersion": rt.api_version(), "metadata": meta });
             let head = serde_json::to_vec(&head).unwrap_or_default();
             b.put_slice(&head[..head.len() - 1]);
             b.put_slice(b",\"items\":[");
@@ -265,16 +336,37 @@ pub async fn list(ctx: &Ctx<'_>) -> ApiResult<Response> {
             Ok(json_response(StatusCode::OK, b.to_vec()))
         }
         Format::Json => {
-            let items: Vec<Value> = page.items.iter().map(|i| to_view(true, i.value())).collect();
-            Ok(value_response(StatusCode::OK, &json!({ "kind": rt.list_kind(), "apiVersion": rt.api_version(), "metadata": meta, "items": items })))
+            let items: Vec<Value> = page
+                .items
+                .iter()
+                .map(|i| to_view(true, i.value()))
+                .collect();
+            Ok(value_response(
+                StatusCode::OK,
+                &json!({ "kind": rt.list_kind(), "apiVersion": rt.api_version(), "metadata": meta, "items": items }),
+            ))
         }
         Format::PartialMetadata => {
-            let items: Vec<Value> = page.items.iter().map(|i| table::partial_metadata(&i.value())).collect();
-            Ok(value_response(StatusCode::OK, &json!({ "kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items })))
+            let items: Vec<Value> = page
+                .items
+                .iter()
+                .map(|i| table::partial_metadata(&i.value()))
+                .collect();
+            Ok(value_response(
+                StatusCode::OK,
+                &json!({ "kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items }),
+            ))
         }
         Format::Table(inc) => {
-            let items: Vec<Value> = page.items.iter().map(|i| to_view(converted, i.value())).collect();
-            Ok(value_response(StatusCode::OK, &table::table(rt, &items, meta, jiff::Timestamp::now(), inc, true)))
+            let items: Vec<Value> = page
+                .items
+                .iter()
+                .map(|i| to_view(converted, i.value()))
+                .collect();
+            Ok(value_response(
+                StatusCode::OK,
+                &table::table(rt, &items, meta, jiff::Timestamp::now(), inc, true),
+            ))
         }
     }
 }
@@ -287,41 +379,77 @@ async fn wait_for_rv(ctx: &Ctx<'_>, rv: u64) -> ApiResult<()> {
     let mut rx = store.subscribe();
     let deadline = tokio::time::Instant::now() + FUTURE_RV_WAIT;
     while store.rv() < rv {
-        if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
+        if tokio::time::timeout_at(deadline, rx.changed())
+            .await
+            .is_err()
+        {
             return Err(ApiError::too_large_resource_version(rv, store.rv()));
         }
     }
     Ok(())
 }
 
-fn watch_response(ctx: &Ctx<'_>, format: Format, sid: TypeId, converted: bool, namespace: Option<String>, sel: Selectors) -> ApiResult<Response> {
+fn watch_response(
+    ctx: &Ctx<'_>,
+    format: Format,
+    sid: TypeId,
+    converted: bool,
+    namespace: Option<String>,
+    sel: Selectors,
+) -> ApiResult<Response> {
     let rt = ctx.rt();
     let q = &ctx.query;
     let start = match (q.send_initial_events, q.rv_number()?) {
-        (Some(true), _) => Start::Initial { end_bookmark: q.allow_bookmarks },
+        (Some(true), _) => Start::Initial {
+            end_bookmark: q.allow_bookmarks,
+        },
         (Some(false), Some(rv)) => Start::After(rv),
         (Some(false), None) => Start::After(ctx.shared.store.rv()),
-        (None, None) if q.resource_version.as_deref() == Some("0") || q.resource_version.as_deref().unwrap_or("").is_empty() => {
-            Start::Initial { end_bookmark: false }
+        (None, None)
+            if q.resource_version.as_deref() == Some("0")
+                || q.resource_version.as_deref().unwrap_or("").is_empty() =>
+        {
+            Start::Initial {
+                end_bookmark: false,
+            }
         }
         (None, Some(rv)) => Start::After(rv),
-        (None, None) => Start::Initial { end_bookmark: false },
+        (None, None) => Start::Initial {
+            end_bookmark: false,
+        },
     };
     let (filter, _) = filter_of(sel);
     let now_rt: &'static ResourceType = rt;
     let encode: Encoder = Arc::new(move |o: &Stored, first: bool| match (format, converted) {
         (Format::Json, false) => o.json.clone(),
-        (Format::Json, true) => Bytes::from(serde_json::to_vec(&to_view(true, o.value())).unwrap_or_default()),
-        (Format::PartialMetadata, _) => Bytes::from(serde_json::to_vec(&table::partial_metadata(&o.value())).unwrap_or_default()),
+        (Format::Json, true) => {
+            Bytes::from(serde_json::to_vec(&to_view(true, o.value())).unwrap_or_default())
+        }
+        (Format::PartialMetadata, _) => Bytes::from(
+            serde_json::to_vec(&table::partial_metadata(&o.value())).unwrap_or_default(),
+        ),
         (Format::Table(inc), _) => {
             let v = to_view(converted, o.value());
             let meta = json!({ "resourceVersion": o.rv.to_string() });
-            Bytes::from(serde_json::to_vec(&table::table(now_rt, &[v], meta, jiff::Timestamp::now(), inc, first)).unwrap_or_default())
+            Bytes::from(
+                serde_json::to_vec(&table::table(
+                    now_rt,
+                    &[v],
+                    meta,
+                    jiff::Timestamp::now(),
+                    inc,
+                    first,
+                ))
+                .unwrap_or_default(),
+            )
         }
     });
     let (kind, api_version) = match format {
         Format::Json => (rt.kind.to_owned(), rt.api_version()),
-        Format::PartialMetadata => ("PartialObjectMetadata".to_owned(), "meta.k8s.io/v1".to_owned()),
+        Format::PartialMetadata => (
+            "PartialObjectMetadata".to_owned(),
+            "meta.k8s.io/v1".to_owned(),
+        ),
         Format::Table(_) => ("Table".to_owned(), "meta.k8s.io/v1".to_owned()),
     };
     let spec = WatchSpec {
@@ -332,81 +460,235 @@ fn watch_response(ctx: &Ctx<'_>, format: Format, sid: TypeId, converted: bool, n
         start,
         bookmarks: q.allow_bookmarks,
         bookmark_interval: ctx.shared.options.bookmark_interval,
-        timeout: q.timeout_seconds.map(Duration::from_secs).unwrap_or(DEFAULT_WATCH_TIMEOUT),
+        timeout: q
+            .timeout_seconds
+            .map(Duration::from_secs)
+            .unwrap_or(DEFAULT_WATCH_TIMEOUT),
         kind,
         api_version,
     };
     let body = axum::body::Body::from_stream(watch::stream(ctx.shared.store.clone(), spec));
     let mut resp = (StatusCode::OK, body).into_response();
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
     Ok(resp)
 }
 
 // ---------------------------------------------------------------------------------------------
 // Decoding
 
-/// Decodes a create/update body: JSON object, right kind and apiVersion, Go-typed, with
-/// unknown fields rejected (Strict), reported (Warn, the default) or dropped (Ignore).
+/// Decodes a create/update body the way the apiserver's JSON serializer and versioning
+/// decoder do: find apiVersion/kind (defaulted from the endpoint), decode into that kind,
+/// convert to the endpoint's kind, check the group-version; then Go typing and the
+/// `fieldValidation` directive (unknown fields rejected, reported or dropped). Decoding errors
+/// carry `transformDecodeError`'s wording.
+/// The request body as JSON: protobuf bodies (kubectl's typed clients send them) are decoded
+/// through the vendored `.proto` definitions first.
+fn json_body<'a>(ctx: &Ctx<'_>, body: &'a [u8]) -> ApiResult<std::borrow::Cow<'a, [u8]>> {
+    let ct = ctx.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if !super::protobuf::is_protobuf(ct) {
+        return Ok(std::borrow::Cow::Borrowed(body));
+    }
+    let v = super::protobuf::decode(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok(std::borrow::Cow::Owned(serde_json::to_vec(&v).unwrap_or_default()))
+}
+
 fn decode_object(ctx: &Ctx<'_>, body: &[u8], warnings: &mut Vec<String>) -> ApiResult<Value> {
     let rt = ctx.rt();
-    let mut v: Value = serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?;
-    if !v.is_object() {
-        return Err(ApiError::bad_request("couldn't get version/kind; json parse error: json: cannot unmarshal into Go value of type struct { APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }"));
+    let body = &*json_body(ctx, body)?;
+    let unrecognized = |why: String| {
+        ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: {why} ({})",
+            rt.kind,
+            summarize(body)
+        ))
+    };
+    let mut v: Value = serde_json::from_slice(body).map_err(|e| unrecognized(e.to_string()))?;
+    if v.is_null() {
+        v = json!({});
     }
-    check_kind(rt, &mut v)?;
+    if !v.is_object() {
+        return Err(unrecognized(format!(
+            "json: cannot unmarshal {} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}",
+            go_json_type(&v)
+        )));
+    }
+    for field in ["apiVersion", "kind"] {
+        if let Some(x) = v.get(field).filter(|x| !x.is_string() && !x.is_null()) {
+            return Err(unrecognized(format!(
+                "json: cannot unmarshal {} into Go struct field .{field} of type string",
+                go_json_type(x)
+            )));
+        }
+    }
+    let (group, version, kind) = body_gvk(rt, &v);
+    let prefix = format!(
+        "{kind} in version {version:?} cannot be handled as a {}: ",
+        rt.kind
+    );
+    if (group.as_str(), version.as_str(), kind.as_str()) != (rt.group, rt.version, rt.kind) {
+        let gv = if group.is_empty() {
+            version.clone()
+        } else {
+            format!("{group}/{version}")
+        };
+        return Err(ApiError::bad_request(
+            if !registered(&group, &version, &kind) {
+                format!(
+                    "{prefix}no kind {kind:?} is registered for version {gv:?} in scheme \"pkg/api/legacyscheme/scheme.go:30\""
+                )
+            } else if kind != rt.kind {
+                format!(
+                    "{prefix}converting ({version}.{kind}) to ({}.{}): unknown conversion",
+                    internal_package(rt.group),
+                    rt.kind
+                )
+            } else {
+                format!(
+                    "the API version in the data ({gv}) does not match the expected API version ({})",
+                    rt.api_version()
+                )
+            },
+        ));
+    }
+    v["apiVersion"] = json!(rt.api_version());
+    v["kind"] = json!(rt.kind);
     let (_, converted) = storage(rt, ctx.req.type_id);
-    strict_fields(ctx, Some(body), &mut v, warnings)?;
-    strategy::typecheck(rt, &v).map_err(|e| {
-        ApiError::bad_request(format!("{} in version {:?} cannot be handled as a {}: {e}", rt.kind, rt.version, rt.kind))
+    strict_fields(ctx, Some(body), &mut v, warnings, &|problems| {
+        ApiError::bad_request(format!("{prefix}{problems}"))
     })?;
+    strategy::typecheck(rt, &v).map_err(|e| ApiError::bad_request(format!("{prefix}{e}")))?;
     if converted {
         v = convert::event_to_core(&v);
     }
     Ok(v)
 }
 
-/// Body `apiVersion`/`kind` must match the endpoint; missing ones are filled in.
-fn check_kind(rt: &ResourceType, v: &mut Value) -> ApiResult<()> {
-    let api_version = v["apiVersion"].as_str().unwrap_or_default().to_owned();
-    let kind = v["kind"].as_str().unwrap_or_default().to_owned();
-    if !api_version.is_empty() && api_version != rt.api_version() {
-        return Err(ApiError::bad_request(format!(
-            "the API version in the data ({api_version}) does not match the expected API version ({})",
-            rt.api_version()
-        )));
+/// The group, version and kind a body declares, defaulted from the endpoint as the JSON
+/// serializer's `gvkWithDefaults` does.
+fn body_gvk(rt: &ResourceType, v: &Value) -> (String, String, String) {
+    let api_version = v["apiVersion"].as_str().unwrap_or_default();
+    let (mut group, mut version) = match api_version.split_once('/') {
+        Some((g, ver)) => (g.to_owned(), ver.to_owned()),
+        None => (String::new(), api_version.to_owned()),
+    };
+    let mut kind = v["kind"].as_str().unwrap_or_default().to_owned();
+    if kind.is_empty() {
+        kind = rt.kind.to_owned();
     }
-    if !kind.is_empty() && kind != rt.kind {
-        let in_gv = registry::TYPES.iter().any(|t| t.group == rt.group && t.version == rt.version && t.kind == kind);
-        return Err(ApiError::bad_request(if in_gv {
-            format!("the kind in the data ({kind}) does not match the expected kind ({})", rt.kind)
-        } else {
-            format!("no kind {kind:?} is registered for version {:?} in scheme \"pkg/api/legacyscheme/scheme.go:30\"", rt.api_version())
-        }));
+    if version.is_empty() && group.is_empty() {
+        group = rt.group.to_owned();
+        version = rt.version.to_owned();
     }
-    v["apiVersion"] = json!(rt.api_version());
-    v["kind"] = json!(rt.kind);
-    Ok(())
+    if version.is_empty() && group == rt.group {
+        version = rt.version.to_owned();
+    }
+    (group, version, kind)
+}
+
+/// Older versions of the served groups that kube-apiserver's scheme still decodes (the
+/// version check then refuses them).
+const OLDER_VERSIONS: &[(&str, &str)] = &[
+    ("coordination.k8s.io", "v1beta1"),
+    ("discovery.k8s.io", "v1beta1"),
+    ("events.k8s.io", "v1beta1"),
+    ("authentication.k8s.io", "v1beta1"),
+    ("authorization.k8s.io", "v1beta1"),
+];
+
+/// Whether the apiserver's scheme knows this group/version/kind (as far as the simulator
+/// can tell: its own kinds, in their served and older versions).
+fn registered(group: &str, version: &str, kind: &str) -> bool {
+    registry::TYPES.iter().any(|t| {
+        t.group == group
+            && t.kind == kind
+            && (t.version == version || OLDER_VERSIONS.contains(&(group, version)))
+    })
+}
+
+/// The Go package of a group's internal types, for conversion error messages.
+fn internal_package(group: &str) -> &str {
+    match group {
+        "" | "events.k8s.io" => "core",
+        g => g.split('.').next().unwrap_or(g),
+    }
+}
+
+/// `summarizeData(body, 30)` of the apiserver's decode errors.
+fn summarize(body: &[u8]) -> String {
+    const MAX: usize = 30;
+    match body.first() {
+        None => "<empty>".to_owned(),
+        Some(b'{') if body.len() > MAX => format!("{} ...", String::from_utf8_lossy(&body[..MAX])),
+        Some(b'{') => String::from_utf8_lossy(body).into_owned(),
+        Some(_) => {
+            let hex: String = body.iter().take(MAX).map(|b| format!("{b:02x}")).collect();
+            if body.len() > MAX {
+                format!("{hex} ...")
+            } else {
+                hex
+            }
+        }
+    }
+}
+
+/// The JSON type name Go's `encoding/json` uses in unmarshal errors.
+fn go_json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "bool",
+        Value::Null => "null",
+    }
 }
 
 /// Applies the `fieldValidation` directive and always drops unknown fields, as decoding into
-/// Go structs does.
-fn strict_fields(ctx: &Ctx<'_>, raw: Option<&[u8]>, v: &mut Value, warnings: &mut Vec<String>) -> ApiResult<()> {
-    let Some(node) = ctx.node() else { return Ok(()) };
-    let directive = ctx.query.field_validation.as_deref().unwrap_or("Warn");
-    if !matches!(directive, "Strict" | "Warn" | "Ignore") {
-        return Err(ApiError::bad_request(format!("fieldValidation ({directive}) must be one of \"Ignore\", \"Warn\", or \"Strict\"")));
-    }
+/// Go structs does. `strict_error` turns `strict decoding error: …` into the request's error.
+fn strict_fields(
+    ctx: &Ctx<'_>,
+    raw: Option<&[u8]>,
+    v: &mut Value,
+    warnings: &mut Vec<String>,
+    strict_error: &dyn Fn(String) -> ApiError,
+) -> ApiResult<()> {
+    let Some(node) = ctx.node() else {
+        return Ok(());
+    };
+    let directive = ctx
+        .query
+        .field_validation
+        .as_deref()
+        .filter(|d| !d.is_empty())
+        .unwrap_or("Warn");
     let problems: Vec<String> = match raw {
         Some(raw) => match openapi::strict_errors(&ctx.shared.schema, node, raw) {
             Ok(errs) => errs.iter().map(ToString::to_string).collect(),
-            Err(_) => openapi::unknown_fields(&ctx.shared.schema, node, v).iter().map(|f| format!("unknown field {f:?}")).collect(),
+            Err(_) => openapi::unknown_fields(&ctx.shared.schema, node, v)
+                .iter()
+                .map(|f| format!("unknown field {f:?}"))
+                .collect(),
         },
-        None => openapi::unknown_fields(&ctx.shared.schema, node, v).iter().map(|f| format!("unknown field {f:?}")).collect(),
+        None => openapi::unknown_fields(&ctx.shared.schema, node, v)
+            .iter()
+            .map(|f| format!("unknown field {f:?}"))
+            .collect(),
     };
     if !problems.is_empty() {
         match directive {
-            "Strict" => return Err(ApiError::bad_request(format!("strict decoding error: {}", problems.join(", ")))),
+            "Strict" => {
+                return Err(strict_error(format!(
+                    "strict decoding error: {}",
+                    problems.join(", ")
+                )));
+            }
             "Warn" => warnings.extend(problems),
             _ => {}
         }
@@ -458,13 +740,27 @@ fn admit_namespace(ctx: &Ctx<'_>, txn: &Txn<'_>, name: &str) -> ApiResult<()> {
         .get(ns_type, "", &ctx.req.namespace)
         .ok_or_else(|| ApiError::not_found(registry::get(ns_type), &ctx.req.namespace))?;
     if ns.field("status.phase").as_deref() == Some("Terminating") {
-        return Err(ApiError::namespace_terminating(rt, name, &ctx.req.namespace));
+        return Err(ApiError::namespace_terminating(
+            rt,
+            name,
+            &ctx.req.namespace,
+        ));
     }
     Ok(())
 }
 
-fn manager<'a>(ctx: &'a Ctx<'_>, name: &'a str, time: &'a str, api_version: &'a str) -> Manager<'a> {
-    Manager { name, api_version, time, subresource: ctx.req.subresource.as_deref() }
+fn manager<'a>(
+    ctx: &'a Ctx<'_>,
+    name: &'a str,
+    time: &'a str,
+    api_version: &'a str,
+) -> Manager<'a> {
+    Manager {
+        name,
+        api_version,
+        time,
+        subresource: ctx.req.subresource.as_deref(),
+    }
 }
 
 /// Prepares a new object for storage: name, namespace, system metadata, defaults, validation.
@@ -472,21 +768,30 @@ fn prepare_new(ctx: &Ctx<'_>, txn: &Txn<'_>, v: &mut Value, applied: bool) -> Ap
     let rt = ctx.rt();
     let meta = meta_mut(v);
     if rt.namespaced {
-        let ns = meta.get("namespace").and_then(Value::as_str).unwrap_or_default();
+        let ns = meta
+            .get("namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         if !ns.is_empty() && ns != ctx.req.namespace {
-            return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
         }
         meta.insert("namespace".into(), json!(ctx.req.namespace));
     } else {
         meta.remove("namespace");
     }
-    if meta.get("resourceVersion").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
-        return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
-    }
     let (sid, _) = storage(rt, ctx.req.type_id);
-    let mut name = meta.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let mut name = meta
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     if name.is_empty()
-        && let Some(prefix) = meta.get("generateName").and_then(Value::as_str).filter(|p| !p.is_empty())
+        && let Some(prefix) = meta
+            .get("generateName")
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
     {
         name = super::names::generate(prefix);
         while txn.get(sid, &ctx.req.namespace, &name).is_some() {
@@ -494,7 +799,13 @@ fn prepare_new(ctx: &Ctx<'_>, txn: &Txn<'_>, v: &mut Value, applied: bool) -> Ap
         }
         meta.insert("name".into(), json!(name));
     }
-    for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+    for k in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+    ] {
         meta.remove(k);
     }
     if !applied {
@@ -515,26 +826,52 @@ pub fn create(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
     if ctx.req.name.is_some() {
         return Err(ApiError::method_not_allowed());
     }
+    check_body_type(ctx)?;
+    ctx.query
+        .validate_write_options("CreateOptions", Vec::new())?;
     let mut warnings = Vec::new();
     let mut v = decode_object(ctx, body, &mut warnings)?;
     if rt.review {
         return review(ctx, v);
     }
-    let (code, out) = ctx.shared.store.transact(|txn| create_in(ctx, txn, &mut v, None))?;
-    Ok(with_warnings(value_response(code, &ctx.render(ctx.format()?, &out)), &warnings))
+    let (code, out) = ctx
+        .shared
+        .store
+        .transact(|txn| create_in(ctx, txn, &mut v, None))?;
+    Ok(with_warnings(
+        value_response(code, &ctx.render(ctx.format()?, &out)),
+        &warnings,
+    ))
 }
 
 /// Creates `v` inside a transaction; `applied` carries managedFields already computed by an
 /// apply. Returns the stored object in the request's view.
-fn create_in(ctx: &Ctx<'_>, txn: &mut Txn<'_>, v: &mut Value, applied: Option<()>) -> ApiResult<(StatusCode, Value)> {
+fn create_in(
+    ctx: &Ctx<'_>,
+    txn: &mut Txn<'_>,
+    v: &mut Value,
+    applied: Option<()>,
+) -> ApiResult<(StatusCode, Value)> {
     let rt = ctx.rt();
     let (sid, converted) = storage(rt, ctx.req.type_id);
     let name = prepare_new(ctx, txn, v, applied.is_some())?;
+    // Admission (NamespaceLifecycle) runs before the strategy's validation.
+    admit_namespace(ctx, txn, &name)?;
     let causes = strategy::validate(rt, v, None);
     if !causes.is_empty() {
         return Err(ApiError::invalid(rt, &name, &causes));
     }
-    admit_namespace(ctx, txn, &name)?;
+    if v.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty())
+    {
+        // etcd3's Create refuses it with a plain error, which reaches the client as a 500
+        // without a reason.
+        return Err(ApiError::unknown(
+            500,
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
     if txn.get(sid, &ctx.req.namespace, &name).is_some() {
         return Err(ApiError::already_exists(rt, &name));
     }
@@ -542,7 +879,13 @@ fn create_in(ctx: &Ctx<'_>, txn: &mut Txn<'_>, v: &mut Value, applied: Option<()
         let mgr_name = ctx.manager();
         let time = now_rfc3339();
         let av = rt.api_version();
-        *v = apply::record_update(&ctx.shared.schema, ctx.node(), None, v, &manager(ctx, &mgr_name, &time, &av));
+        *v = apply::record_update(
+            &ctx.shared.schema,
+            ctx.node(),
+            None,
+            v,
+            &manager(ctx, &mgr_name, &time, &av),
+        );
     }
     if ctx.query.dry_run {
         return Ok((StatusCode::CREATED, to_view(converted, v.clone())));
@@ -558,32 +901,63 @@ pub fn update(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
     if name.is_empty() || rt.review {
         return Err(ApiError::method_not_allowed());
     }
+    check_body_type(ctx)?;
+    ctx.query
+        .validate_write_options("UpdateOptions", Vec::new())?;
     let mut warnings = Vec::new();
     let mut v = decode_object(ctx, body, &mut warnings)?;
-    let body_name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let body_name = v
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     if body_name != name {
-        return Err(ApiError::bad_request(format!("the name of the object ({body_name}) does not match the name on the URL ({name})")));
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
     }
     let (sid, _) = storage(rt, ctx.req.type_id);
-    let (code, out) = ctx.shared.store.transact(|txn| -> ApiResult<(StatusCode, Value)> {
-        let Some(old) = txn.get(sid, &ctx.req.namespace, &name) else {
-            if rt.create_on_update && ctx.req.subresource.is_none() {
-                meta_mut(&mut v).remove("resourceVersion");
-                return create_in(ctx, txn, &mut v, None);
+    let (code, out) = ctx
+        .shared
+        .store
+        .transact(|txn| -> ApiResult<(StatusCode, Value)> {
+            let Some(old) = txn.get(sid, &ctx.req.namespace, &name) else {
+                if rt.create_on_update && ctx.req.subresource.is_none() {
+                    meta_mut(&mut v).remove("resourceVersion");
+                    return create_in(ctx, txn, &mut v, None);
+                }
+                return Err(ApiError::not_found(rt, &name));
+            };
+            let rv_given = v
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            if rv_given.is_empty() && !rt.unconditional_update {
+                // The registry store names the resource, not the kind, here (`Invalid value: 0x0`
+                // is Go's %#v of the uint64 0).
+                let cause = Cause::invalid(
+                    "metadata.resourceVersion",
+                    &json!("0x0"),
+                    "must be specified for an update",
+                )
+                .with_raw_value("0x0");
+                return Err(ApiError::invalid_kind(
+                    rt.group,
+                    rt.resource,
+                    &name,
+                    &[cause],
+                ));
             }
-            return Err(ApiError::not_found(rt, &name));
-        };
-        let rv_given = v.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
-        if rv_given.is_empty() && !rt.unconditional_update {
-            return Err(ApiError::invalid(rt, &name, &[Cause::invalid("metadata.resourceVersion", &json!("0x0"), "must be specified for an update")
-                .with_raw_value("0x0")]));
-        }
-        if rv_given.is_empty() {
-            meta_mut(&mut v).insert("resourceVersion".into(), json!(old.rv.to_string()));
-        }
-        finish_update(ctx, txn, &old, v, false)
-    })?;
-    Ok(with_warnings(value_response(code, &ctx.render(ctx.format()?, &out)), &warnings))
+            if rv_given.is_empty() {
+                meta_mut(&mut v).insert("resourceVersion".into(), json!(old.rv.to_string()));
+            }
+            finish_update(ctx, txn, &old, v, false)
+        })?;
+    Ok(with_warnings(
+        value_response(code, &ctx.render(ctx.format()?, &out)),
+        &warnings,
+    ))
 }
 
 impl Cause {
@@ -595,20 +969,52 @@ impl Cause {
 
 /// Common tail of update and patch: precondition, strategy, validation, managed fields,
 /// no-op detection, finalizer completion, commit.
-fn finish_update(ctx: &Ctx<'_>, txn: &mut Txn<'_>, old: &Stored, mut new: Value, applied: bool) -> ApiResult<(StatusCode, Value)> {
+fn finish_update(
+    ctx: &Ctx<'_>,
+    txn: &mut Txn<'_>,
+    old: &Stored,
+    mut new: Value,
+    applied: bool,
+) -> ApiResult<(StatusCode, Value)> {
     let rt = ctx.rt();
     let name = ctx.name().to_owned();
     let (sid, converted) = storage(rt, ctx.req.type_id);
-    let given = new.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let given = new
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     if !given.is_empty() {
-        let rv = parse_rv(&given).map_err(|_| ApiError::invalid(rt, &name, &[Cause::invalid("metadata.resourceVersion", &json!(given), "must be a valid resource version")]))?;
+        let rv = parse_rv(&given).map_err(|_| {
+            ApiError::invalid(
+                rt,
+                &name,
+                &[Cause::invalid(
+                    "metadata.resourceVersion",
+                    &json!(given),
+                    "must be a valid resource version",
+                )],
+            )
+        })?;
         if rv != old.rv {
             return Err(ApiError::conflict(rt, &name, ApiError::MODIFIED));
         }
     }
     let old_v = old.value();
+    // `EnsureObjectNamespaceMatchesRequestNamespace`.
     if rt.namespaced {
+        let ns = new
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !ns.is_empty() && ns != ctx.req.namespace {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
         meta_mut(&mut new).insert("namespace".into(), json!(ctx.req.namespace));
+    } else {
+        meta_mut(&mut new).remove("namespace");
     }
     if rt.kind == "Service" {
         super::services::keep_allocations(&old_v, &mut new);
@@ -622,23 +1028,49 @@ fn finish_update(ctx: &Ctx<'_>, txn: &mut Txn<'_>, old: &Stored, mut new: Value,
         let mgr_name = ctx.manager();
         let time = now_rfc3339();
         let av = rt.api_version();
-        new = apply::record_update(&ctx.shared.schema, ctx.node(), Some(&old_v), &new, &manager(ctx, &mgr_name, &time, &av));
+        new = apply::record_update(
+            &ctx.shared.schema,
+            ctx.node(),
+            Some(&old_v),
+            &new,
+            &manager(ctx, &mgr_name, &time, &av),
+        );
     }
     meta_mut(&mut new).insert("resourceVersion".into(), json!(old.rv.to_string()));
     if unchanged(&old_v, &new) {
         return Ok((StatusCode::OK, to_view(converted, old_v)));
     }
-    let deleting = new.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null());
-    let finalizers_empty = new.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(Vec::is_empty);
-    let graceful_pending = rt.kind == "Pod" && new.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) > 0;
+    let deleting = new
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|d| !d.is_null());
+    let finalizers_empty = new
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty);
+    let graceful_pending = rt.kind == "Pod"
+        && new
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            > 0;
     if ctx.query.dry_run {
         return Ok((StatusCode::OK, to_view(converted, new)));
     }
     if deleting && finalizers_empty && !graceful_pending && rt.kind != "Namespace" {
         let gone = txn.delete(sid, &ctx.req.namespace, &name, new, strategy::index);
-        return Ok((StatusCode::OK, to_view(converted, gone.map(|g| g.value()).unwrap_or_default())));
+        return Ok((
+            StatusCode::OK,
+            to_view(converted, gone.map(|g| g.value()).unwrap_or_default()),
+        ));
     }
-    if rt.kind == "Namespace" && deleting && finalizers_empty && new.pointer("/spec/finalizers").and_then(Value::as_array).is_none_or(Vec::is_empty) {
+    if rt.kind == "Namespace"
+        && deleting
+        && finalizers_empty
+        && new
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty)
+    {
         let gone = txn.delete(sid, "", &name, new, strategy::index);
         return Ok((StatusCode::OK, gone.map(|g| g.value()).unwrap_or_default()));
     }
@@ -651,7 +1083,10 @@ fn finish_update(ctx: &Ctx<'_>, txn: &mut Txn<'_>, old: &Stored, mut new: Value,
 fn unchanged(old: &Value, new: &Value) -> bool {
     fn strip(v: &Value) -> Value {
         let mut c = v.clone();
-        if let Some(mf) = c.pointer_mut("/metadata/managedFields").and_then(Value::as_array_mut) {
+        if let Some(mf) = c
+            .pointer_mut("/metadata/managedFields")
+            .and_then(Value::as_array_mut)
+        {
             for e in mf.iter_mut().filter_map(Value::as_object_mut) {
                 e.remove("time");
             }
@@ -677,85 +1112,225 @@ pub fn patch(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
     if name.is_empty() || rt.review {
         return Err(ApiError::method_not_allowed());
     }
-    let ct = ctx.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let ct = ctx
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let media = ct.split(';').next().unwrap_or("").trim();
     let kind = match media {
         "application/json-patch+json" => PatchKind::Json,
         "application/merge-patch+json" => PatchKind::Merge,
         "application/strategic-merge-patch+json" => PatchKind::Strategic,
         "application/apply-patch+yaml" | "application/apply-patch+json" => PatchKind::Apply,
-        _ => return Err(ApiError::unsupported_media_type(ct)),
+        _ => return Err(ApiError::unsupported_media_type(PATCH_TYPES)),
     };
+    let mut option_errs = Vec::new();
     if kind == PatchKind::Apply && ctx.query.field_manager.as_deref().unwrap_or("").is_empty() {
-        return Err(patch_options_invalid(Cause::required("fieldManager", "is required for apply patch")));
+        option_errs.push(Cause::required(
+            "fieldManager",
+            "is required for apply patch",
+        ));
     }
     if kind != PatchKind::Apply && ctx.query.force.is_some() {
-        return Err(patch_options_invalid(Cause::forbidden("force", "may not be specified for non-apply patch")));
+        option_errs.push(Cause::forbidden(
+            "force",
+            "may not be specified for non-apply patch",
+        ));
     }
+    ctx.query
+        .validate_write_options("PatchOptions", option_errs)?;
     let patch: Value = serde_json::from_slice(body).map_err(|e| match kind {
         PatchKind::Apply => ApiError::bad_request(format!("error decoding YAML: {e}")),
+        PatchKind::Strategic => ApiError::bad_request(e.to_string()),
         _ => ApiError::bad_request(format!("error decoding patch: {e}")),
     })?;
+    // Decoding checks of the patch itself, before the object is read.
+    let ops: Option<json_patch::Patch> = match kind {
+        PatchKind::Json => {
+            let Some(list) = patch.as_array() else {
+                return Err(ApiError::bad_request(format!(
+                    "error decoding patch: json: cannot unmarshal {} into Go value of type []handlers.jsonPatchOp",
+                    go_json_type(&patch)
+                )));
+            };
+            if let Some(bad) = list.iter().find(|op| !op.is_object()) {
+                return Err(ApiError::bad_request(format!(
+                    "error decoding patch: json: cannot unmarshal {} into Go value of type handlers.jsonPatchOp",
+                    go_json_type(bad)
+                )));
+            }
+            if list.len() > MAX_JSON_PATCH_OPERATIONS {
+                return Err(ApiError::too_large_message(format!(
+                    "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
+                    list.len()
+                )));
+            }
+            // Operations the patch library cannot even decode (an unknown op, a missing path)
+            // fail when applied, as evanphx/json-patch's do.
+            serde_json::from_value(patch.clone()).ok()
+        }
+        PatchKind::Merge | PatchKind::Strategic if !patch.is_object() => {
+            let prefix = if kind == PatchKind::Merge {
+                "error decoding patch: "
+            } else {
+                ""
+            };
+            return Err(ApiError::bad_request(format!(
+                "{prefix}json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                go_json_type(&patch)
+            )));
+        }
+        _ => None,
+    };
     let mut warnings = Vec::new();
     let (sid, converted) = storage(rt, ctx.req.type_id);
-    let (code, out) = ctx.shared.store.transact(|txn| -> ApiResult<(StatusCode, Value)> {
-        let old = txn.get(sid, &ctx.req.namespace, &name);
-        let Some(old) = old else {
-            if kind == PatchKind::Apply && ctx.req.subresource.is_none() {
-                let mut applied = patch.clone();
-                check_kind(rt, &mut applied)?;
-                let mut v = run_apply(ctx, None, &applied)?;
-                strict_fields(ctx, None, &mut v, &mut warnings)?;
-                if converted {
-                    v = convert::event_to_core(&v);
+    let (code, out) = ctx
+        .shared
+        .store
+        .transact(|txn| -> ApiResult<(StatusCode, Value)> {
+            let old = txn.get(sid, &ctx.req.namespace, &name);
+            let Some(old) = old else {
+                if kind == PatchKind::Apply && ctx.req.subresource.is_none() {
+                    let mut v = run_apply(ctx, None, &patch)?;
+                    strict_fields(ctx, None, &mut v, &mut warnings, &ApiError::bad_request)?;
+                    if converted {
+                        v = convert::event_to_core(&v);
+                    }
+                    if v.pointer("/metadata/name")
+                        .and_then(Value::as_str)
+                        .is_some_and(|n| n != name)
+                    {
+                        return Err(name_mismatch(
+                            v.pointer("/metadata/name")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default(),
+                            &name,
+                        ));
+                    }
+                    meta_mut(&mut v).insert("name".into(), json!(name));
+                    return create_in(ctx, txn, &mut v, Some(()));
                 }
-                meta_mut(&mut v).insert("name".into(), json!(name));
-                return create_in(ctx, txn, &mut v, Some(()));
-            }
-            return Err(ApiError::not_found(rt, &name));
-        };
-        let old_view = to_view(converted, old.value());
-        let mut new = match kind {
-            PatchKind::Json => {
-                let ops: json_patch::Patch = serde_json::from_value(patch.clone())
-                    .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-                let mut doc = old_view.clone();
-                json_patch::patch(&mut doc, &ops).map_err(|e| unprocessable_patch(rt, &name, &e.to_string()))?;
-                doc
-            }
-            PatchKind::Merge => {
-                if !patch.is_object() {
-                    return Err(ApiError::bad_request("error decoding patch: json: cannot unmarshal into Go value of type map[string]interface {}"));
+                return Err(ApiError::not_found(rt, &name));
+            };
+            let old_view = to_view(converted, old.value());
+            let mut new = match kind {
+                PatchKind::Json => {
+                    let ops = ops.as_ref().ok_or_else(ApiError::unprocessable)?;
+                    let mut doc = old_view.clone();
+                    json_patch::patch(&mut doc, ops).map_err(|_| ApiError::unprocessable())?;
+                    doc
                 }
-                let mut doc = old_view.clone();
-                json_patch::merge(&mut doc, &patch);
-                doc
-            }
-            PatchKind::Strategic => smp::apply(&ctx.shared.schema, ctx.node(), &old_view, &patch).map_err(|e| match e.http_status() {
-                400 => ApiError::bad_request(e.to_string()),
-                422 => unprocessable_patch(rt, &name, &e.to_string()),
-                _ => ApiError::internal(format!("Internal error occurred: {e}")),
-            })?,
-            PatchKind::Apply => {
-                let mut applied = patch.clone();
-                check_kind(rt, &mut applied)?;
-                if applied.pointer("/metadata/name").and_then(Value::as_str).is_some_and(|n| n != name) {
-                    return Err(ApiError::bad_request(format!("the name of the object ({}) does not match the name on the URL ({name})", applied["metadata"]["name"].as_str().unwrap_or_default())));
+                PatchKind::Merge => {
+                    let mut doc = old_view.clone();
+                    json_patch::merge(&mut doc, &patch);
+                    doc
                 }
-                run_apply(ctx, Some(&old_view), &applied)?
+                PatchKind::Strategic => {
+                    smp::apply(&ctx.shared.schema, ctx.node(), &old_view, &patch).map_err(|e| {
+                        match e.http_status() {
+                            400 => ApiError::bad_request(e.to_string()),
+                            422 => ApiError::unprocessable(),
+                            _ => ApiError::internal(format!("Internal error occurred: {e}")),
+                        }
+                    })?
+                }
+                PatchKind::Apply => run_apply(ctx, Some(&old_view), &patch)?,
+            };
+            let new_name = new
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if new_name != name {
+                return Err(name_mismatch(new_name, &name));
             }
-        };
-        if new.pointer("/metadata/name").and_then(Value::as_str) != Some(name.as_str()) {
-            return Err(ApiError::invalid(rt, &name, &[Cause::invalid("metadata.name", new.pointer("/metadata/name").unwrap_or(&Value::Null), "field is immutable")]));
+            // What a decoding error of the patched object shows as the invalid value: the patched
+            // JSON, or (strategic merge) the patch map as Go's %+v prints it.
+            let shown = match kind {
+                PatchKind::Strategic => go_map_string(&patch),
+                _ => serde_json::to_string(&new).unwrap_or_default(),
+            };
+            let patch_error = |why: String| match kind {
+                PatchKind::Apply => ApiError::bad_request(why),
+                _ => ApiError::invalid_kind(
+                    "",
+                    "",
+                    "",
+                    &[Cause::invalid("patch", &json!(shown), &why)],
+                ),
+            };
+            strategy::typecheck(rt, &new).map_err(&patch_error)?;
+            strict_fields(ctx, None, &mut new, &mut warnings, &patch_error)?;
+            if converted {
+                new = convert::event_to_core(&new);
+            }
+            finish_update(ctx, txn, &old, new, kind == PatchKind::Apply)
+        })?;
+    Ok(with_warnings(
+        value_response(code, &ctx.render(ctx.format()?, &out)),
+        &warnings,
+    ))
+}
+
+/// The patch types the apiserver lists in its 415 for built-in kinds.
+const PATCH_TYPES: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+];
+
+/// Request body media types the simulator decodes. kube-apiserver also takes YAML, protobuf
+/// (kubectl's typed clients send it, e.g. `kubectl create namespace`) and CBOR; the simulator
+/// refuses those with the 415 a server without them would give.
+const BODY_TYPES: &[&str] = &["application/json", "application/vnd.kubernetes.protobuf"];
+
+/// `NegotiateInputSerializer`: an empty Content-Type means JSON.
+fn check_body_type(ctx: &Ctx<'_>) -> ApiResult<()> {
+    let ct = ctx
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let media = ct.split(';').next().unwrap_or("").trim();
+    if media.is_empty() || BODY_TYPES.contains(&media) {
+        Ok(())
+    } else {
+        Err(ApiError::unsupported_media_type(BODY_TYPES))
+    }
+}
+
+/// `maxJSONPatchOperations` of the apiserver's patch handler.
+const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
+/// `checkName`'s 400 when a body or patch renames the object.
+fn name_mismatch(body_name: &str, url_name: &str) -> ApiError {
+    ApiError::bad_request(format!(
+        "the name of the object ({body_name}) does not match the name on the URL ({url_name})"
+    ))
+}
+
+/// A JSON value as Go's `fmt.Sprintf("%+v", v)` prints the `map[string]interface{}` it decodes
+/// to: `map[k:v ...]` with sorted keys, `[a b]` for lists, `<nil>` for null.
+fn go_map_string(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let parts: Vec<String> = keys
+                .iter()
+                .map(|k| format!("{k}:{}", go_map_string(&m[k.as_str()])))
+                .collect();
+            format!("map[{}]", parts.join(" "))
         }
-        strict_fields(ctx, None, &mut new, &mut warnings)?;
-        strategy::typecheck(rt, &new).map_err(|e| unprocessable_patch(rt, &name, &e))?;
-        if converted {
-            new = convert::event_to_core(&new);
-        }
-        finish_update(ctx, txn, &old, new, kind == PatchKind::Apply)
-    })?;
-    Ok(with_warnings(value_response(code, &ctx.render(ctx.format()?, &out)), &warnings))
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(go_map_string).collect::<Vec<_>>().join(" ")
+        ),
+        Value::String(s) => s.clone(),
+        Value::Null => "<nil>".to_owned(),
+        other => other.to_string(),
+    }
 }
 
 fn run_apply(ctx: &Ctx<'_>, live: Option<&Value>, applied: &Value) -> ApiResult<Value> {
@@ -764,26 +1339,30 @@ fn run_apply(ctx: &Ctx<'_>, live: Option<&Value>, applied: &Value) -> ApiResult<
     let time = now_rfc3339();
     let av = rt.api_version();
     let mgr = manager(ctx, &mgr_name, &time, &av);
-    apply::apply(&ctx.shared.schema, ctx.node(), live, applied, &mgr, ctx.query.force.unwrap_or(false)).map_err(|e| match &e {
+    apply::apply(
+        &ctx.shared.schema,
+        ctx.node(),
+        live,
+        applied,
+        &mgr,
+        ctx.query.force.unwrap_or(false),
+    )
+    .map_err(|e| match &e {
         apply::ApplyError::Conflict(_) => {
-            let causes: Vec<Cause> = e.causes().into_iter().map(|(reason, message, field)| Cause { reason, message, field }).collect();
+            let causes: Vec<Cause> = e
+                .causes()
+                .into_iter()
+                .map(|(reason, message, field)| Cause {
+                    reason,
+                    message,
+                    field,
+                })
+                .collect();
             ApiError::conflict_with_causes(rt, ctx.name(), e.message(), &causes)
         }
         apply::ApplyError::Invalid(_) => ApiError::bad_request(e.message()),
-        apply::ApplyError::Internal(_) => ApiError::internal(e.message()),
+        apply::ApplyError::Internal(_) => ApiError::unknown(500, e.message()),
     })
-}
-
-fn patch_options_invalid(cause: Cause) -> ApiError {
-    let mut e = ApiError::bad_request(format!("PatchOptions.meta.k8s.io \"\" is invalid: {}: {}", cause.field, cause.message));
-    e.code = 422;
-    e.reason = "Invalid";
-    e.details = Some(json!({ "group": "meta.k8s.io", "kind": "PatchOptions", "causes": [{ "reason": cause.reason, "message": cause.message, "field": cause.field }] }));
-    e
-}
-
-fn unprocessable_patch(rt: &ResourceType, name: &str, why: &str) -> ApiError {
-    ApiError::invalid(rt, name, &[Cause { reason: "FieldValueInvalid".into(), message: format!("Invalid value: \"patch\": {why}"), field: String::new() }])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -797,15 +1376,31 @@ struct DeleteOptions {
 }
 
 fn delete_options(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<DeleteOptions> {
-    let mut o = DeleteOptions { grace: ctx.query.grace_period_seconds, uid: None, rv: None };
+    let mut o = DeleteOptions {
+        grace: ctx.query.grace_period_seconds,
+        uid: None,
+        rv: None,
+    };
+    let body = &*json_body(ctx, body)?;
     if body.iter().any(|b| !b.is_ascii_whitespace()) {
-        let v: Value = serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?;
+        let v: Value = serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+        })?;
         if let Some(g) = v["gracePeriodSeconds"].as_i64() {
             o.grace = Some(g);
         }
-        o.uid = v.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_owned);
-        o.rv = v.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_owned);
-        if v["dryRun"].as_array().is_some_and(|a| a.iter().any(|x| x == "All")) {
+        o.uid = v
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        o.rv = v
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if v["dryRun"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x == "All"))
+        {
             // Handled through the query flag by callers; the body form is accepted too.
         }
     }
@@ -814,36 +1409,74 @@ fn delete_options(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<DeleteOptions> {
 
 /// DELETE of one object.
 pub fn delete(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
+    ctx.query
+        .validate_write_options("DeleteOptions", Vec::new())?;
     let opts = delete_options(ctx, body)?;
     let name = ctx.name().to_owned();
     let dry = ctx.query.dry_run || body_dry_run(body);
-    let (code, out) = ctx.shared.store.transact(|txn| delete_in(ctx, txn, &ctx.req.namespace.clone(), &name, &opts, dry))?;
+    let (code, out) = ctx
+        .shared
+        .store
+        .transact(|txn| delete_in(ctx, txn, &ctx.req.namespace.clone(), &name, &opts, dry))?;
     Ok(value_response(code, &out))
 }
 
 fn body_dry_run(body: &[u8]) -> bool {
-    serde_json::from_slice::<Value>(body).ok().is_some_and(|v| v["dryRun"].as_array().is_some_and(|a| a.iter().any(|x| x == "All")))
+    serde_json::from_slice::<Value>(body).ok().is_some_and(|v| {
+        v["dryRun"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x == "All"))
+    })
 }
 
-fn delete_in(ctx: &Ctx<'_>, txn: &mut Txn<'_>, namespace: &str, name: &str, opts: &DeleteOptions, dry: bool) -> ApiResult<(StatusCode, Value)> {
+fn delete_in(
+    ctx: &Ctx<'_>,
+    txn: &mut Txn<'_>,
+    namespace: &str,
+    name: &str,
+    opts: &DeleteOptions,
+    dry: bool,
+) -> ApiResult<(StatusCode, Value)> {
     let rt = ctx.rt();
     let (sid, converted) = storage(rt, ctx.req.type_id);
-    let old = txn.get(sid, namespace, name).ok_or_else(|| ApiError::not_found(rt, name))?;
+    let old = txn
+        .get(sid, namespace, name)
+        .ok_or_else(|| ApiError::not_found(rt, name))?;
     let mut v = old.value();
-    let uid = v.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let uid = v
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     if let Some(want) = &opts.uid
         && *want != uid
     {
-        return Err(ApiError::conflict(rt, name, &format!("Precondition failed: UID in precondition: {want}, UID in object meta: {uid}")));
+        return Err(ApiError::conflict(
+            rt,
+            name,
+            &format!("Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"),
+        ));
     }
     if let Some(want) = &opts.rv
         && *want != old.rv.to_string()
     {
-        return Err(ApiError::conflict(rt, name, &format!("Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {}", old.rv)));
+        return Err(ApiError::conflict(
+            rt,
+            name,
+            &format!(
+                "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {}",
+                old.rv
+            ),
+        ));
     }
     let now = now_rfc3339();
-    let has_finalizers = v.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
-    let already_deleting = v.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null());
+    let has_finalizers = v
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty());
+    let already_deleting = v
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|d| !d.is_null());
 
     // Namespaces: Terminating first; the namespace controller empties and removes them.
     if rt.kind == "Namespace" {
@@ -861,18 +1494,34 @@ fn delete_in(ctx: &Ctx<'_>, txn: &mut Txn<'_>, namespace: &str, name: &str, opts
 
     // Pods on a node terminate gracefully.
     if rt.kind == "Pod" {
-        let scheduled = v.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
-        let phase = v.pointer("/status/phase").and_then(Value::as_str).unwrap_or_default();
+        let scheduled = v
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty());
+        let phase = v
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let finished = phase == "Succeeded" || phase == "Failed";
-        let default_grace = v.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(strategy::DEFAULT_POD_GRACE);
+        let default_grace = v
+            .pointer("/spec/terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(strategy::DEFAULT_POD_GRACE);
         let mut grace = opts.grace.unwrap_or(default_grace).max(0);
         if !scheduled || finished {
             grace = 0;
         }
-        let current = v.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
+        let current = v
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64);
         if grace > 0 && current.is_none_or(|c| grace < c) {
-            let at = jiff::Timestamp::now().checked_add(jiff::SignedDuration::from_secs(grace)).unwrap_or(jiff::Timestamp::now());
-            meta_mut(&mut v).insert("deletionTimestamp".into(), json!(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()));
+            let at = jiff::Timestamp::now()
+                .checked_add(jiff::SignedDuration::from_secs(grace))
+                .unwrap_or(jiff::Timestamp::now());
+            meta_mut(&mut v).insert(
+                "deletionTimestamp".into(),
+                json!(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+            );
             meta_mut(&mut v).insert("deletionGracePeriodSeconds".into(), json!(grace));
             if dry {
                 return Ok((StatusCode::OK, v));
@@ -903,8 +1552,14 @@ fn delete_in(ctx: &Ctx<'_>, txn: &mut Txn<'_>, namespace: &str, name: &str, opts
     if dry {
         return Ok((StatusCode::OK, deleted_answer(rt, name, &uid, converted, v)));
     }
-    let gone = txn.delete(sid, namespace, name, v, strategy::index).map(|g| g.value()).unwrap_or_default();
-    Ok((StatusCode::OK, deleted_answer(rt, name, &uid, converted, gone)))
+    let gone = txn
+        .delete(sid, namespace, name, v, strategy::index)
+        .map(|g| g.value())
+        .unwrap_or_default();
+    Ok((
+        StatusCode::OK,
+        deleted_answer(rt, name, &uid, converted, gone),
+    ))
 }
 
 fn deleted_answer(rt: &ResourceType, name: &str, uid: &str, converted: bool, obj: Value) -> Value {
@@ -924,9 +1579,11 @@ pub fn delete_collection(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
     if !rt.verbs.contains(&"deletecollection") {
         return Err(ApiError::method_not_allowed());
     }
+    ctx.query
+        .validate_write_options("DeleteOptions", Vec::new())?;
     let opts = delete_options(ctx, body)?;
     let dry = ctx.query.dry_run || body_dry_run(body);
-    let (sid, converted) = storage(rt, ctx.req.type_id);
+    let (sid, _) = storage(rt, ctx.req.type_id);
     let (filter, _) = filter_of(selectors(ctx)?);
     let namespace = (!ctx.req.namespace.is_empty()).then(|| ctx.req.namespace.clone());
     let items = ctx.shared.store.transact(|txn| -> ApiResult<Vec<Value>> {
@@ -934,18 +1591,42 @@ pub fn delete_collection(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
             .all(sid, namespace.as_deref())
             .iter()
             .filter(|o| filter(o))
-            .map(|o| (o.field("metadata.namespace").unwrap_or_default(), o.field("metadata.name").unwrap_or_default()))
+            .map(|o| {
+                (
+                    o.field("metadata.namespace").unwrap_or_default(),
+                    o.field("metadata.name").unwrap_or_default(),
+                )
+            })
             .collect();
         let mut out = Vec::new();
         for (ns, name) in targets {
-            let sub = Ctx { shared: ctx.shared, req: ResourceRequest { type_id: ctx.req.type_id, rt, namespace: ns.clone(), name: Some(name.clone()), subresource: None }, query: ctx.query.clone(), headers: ctx.headers, who: ctx.who.clone() };
+            let sub = Ctx {
+                shared: ctx.shared,
+                req: ResourceRequest {
+                    type_id: ctx.req.type_id,
+                    rt,
+                    namespace: ns.clone(),
+                    name: Some(name.clone()),
+                    subresource: None,
+                },
+                query: ctx.query.clone(),
+                headers: ctx.headers,
+                who: ctx.who.clone(),
+            };
             let (_, v) = delete_in(&sub, txn, &ns, &name, &opts, dry)?;
             out.push(if v["kind"] == "Status" { json!({}) } else { v });
         }
         Ok(out)
     })?;
-    let items: Vec<Value> = items.into_iter().filter(|v| v.as_object().is_some_and(|o| !o.is_empty())).map(|v| to_view(converted && false, v)).collect();
-    Ok(value_response(StatusCode::OK, &json!({ "kind": rt.list_kind(), "apiVersion": rt.api_version(), "metadata": { "resourceVersion": ctx.shared.store.rv().to_string() }, "items": items })))
+    let items: Vec<Value> = items
+        .into_iter()
+        // delete_in already answered in the request's view (events.k8s.io converted).
+        .filter(|v| v.as_object().is_some_and(|o| !o.is_empty()))
+        .collect();
+    Ok(value_response(
+        StatusCode::OK,
+        &json!({ "kind": rt.list_kind(), "apiVersion": rt.api_version(), "metadata": { "resourceVersion": ctx.shared.store.rv().to_string() }, "items": items }),
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -959,15 +1640,32 @@ fn review(ctx: &Ctx<'_>, mut v: Value) -> ApiResult<Response> {
         "TokenReview" => auth.token_review_status(&spec),
         "SelfSubjectAccessReview" => auth.access_review_status(&spec, Some(&ctx.who), None),
         "LocalSubjectAccessReview" => {
-            let ns = spec.pointer("/resourceAttributes/namespace").and_then(Value::as_str).unwrap_or_default();
+            let ns = spec
+                .pointer("/resourceAttributes/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             if ns != ctx.req.namespace {
-                return Err(ApiError::bad_request(format!("spec.resourceAttributes.namespace must match namespace: {}", ctx.req.namespace)));
+                return Err(ApiError::bad_request(format!(
+                    "spec.resourceAttributes.namespace must match namespace: {}",
+                    ctx.req.namespace
+                )));
             }
             auth.access_review_status(&spec, None, Some(&ctx.req.namespace))
         }
         _ => {
-            if spec["user"].as_str().unwrap_or_default().is_empty() && spec["groups"].as_array().is_none_or(Vec::is_empty) {
-                return Err(ApiError::invalid(rt, "", &[Cause::invalid("spec.user,spec.groups", &json!("[]"), "at least one of user or group must be specified").with_raw_value("[]")]));
+            if spec["user"].as_str().unwrap_or_default().is_empty()
+                && spec["groups"].as_array().is_none_or(Vec::is_empty)
+            {
+                return Err(ApiError::invalid(
+                    rt,
+                    "",
+                    &[Cause::invalid(
+                        "spec.user,spec.groups",
+                        &json!("[]"),
+                        "at least one of user or group must be specified",
+                    )
+                    .with_raw_value("[]")],
+                ));
             }
             auth.access_review_status(&spec, None, None)
         }
@@ -988,9 +1686,13 @@ mod tests {
     #[test]
     fn continue_tokens_round_trip_and_reject_garbage() {
         let tok = encode_continue(42, &("default".into(), "a".into()));
-        assert_eq!(decode_continue(&tok).unwrap(), (42, ("default".into(), "a".into())));
+        assert_eq!(
+            decode_continue(&tok).unwrap(),
+            (42, ("default".into(), "a".into()))
+        );
         assert_eq!(decode_continue("!!!").unwrap_err().code, 400);
-        let no_rv = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(br#"{"v":"meta.k8s.io/v1","rv":0,"start":"a/b\u0000"}"#);
+        let no_rv = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(br#"{"v":"meta.k8s.io/v1","rv":0,"start":"a/b\u0000"}"#);
         assert_eq!(decode_continue(&no_rv).unwrap_err().code, 400);
     }
 
@@ -998,13 +1700,36 @@ mod tests {
     fn accept_header_negotiation() {
         let mut h = HeaderMap::new();
         h.insert(header::ACCEPT, HeaderValue::from_static("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"));
-        assert_eq!(negotiate(&h, IncludeObject::Metadata).unwrap(), Format::Table(IncludeObject::Metadata));
-        h.insert(header::ACCEPT, HeaderValue::from_static("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"));
-        assert_eq!(negotiate(&h, IncludeObject::Metadata).unwrap(), Format::PartialMetadata);
-        h.insert(header::ACCEPT, HeaderValue::from_static("application/vnd.kubernetes.protobuf"));
-        assert_eq!(negotiate(&h, IncludeObject::Metadata).unwrap_err().code, 406);
-        h.insert(header::ACCEPT, HeaderValue::from_static("application/vnd.kubernetes.protobuf, */*"));
-        assert_eq!(negotiate(&h, IncludeObject::Metadata).unwrap(), Format::Json);
+        assert_eq!(
+            negotiate(&h, IncludeObject::Metadata).unwrap(),
+            Format::Table(IncludeObject::Metadata)
+        );
+        h.insert(
+            header::ACCEPT,
+            HeaderValue::from_static(
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+            ),
+        );
+        assert_eq!(
+            negotiate(&h, IncludeObject::Metadata).unwrap(),
+            Format::PartialMetadata
+        );
+        h.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/vnd.kubernetes.protobuf"),
+        );
+        assert_eq!(
+            negotiate(&h, IncludeObject::Metadata).unwrap_err().code,
+            406
+        );
+        h.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/vnd.kubernetes.protobuf, */*"),
+        );
+        assert_eq!(
+            negotiate(&h, IncludeObject::Metadata).unwrap(),
+            Format::Json
+        );
     }
 
     #[test]
@@ -1024,12 +1749,20 @@ pub fn finalize_namespace(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
     if rt.kind != "Namespace" {
         return Err(ApiError::no_route());
     }
+    check_body_type(ctx)?;
+    ctx.query
+        .validate_write_options("UpdateOptions", Vec::new())?;
     let mut warnings = Vec::new();
     let v = decode_object(ctx, body, &mut warnings)?;
     let name = ctx.name().to_owned();
     let out = ctx.shared.store.transact(|txn| -> ApiResult<Value> {
-        let old = txn.get(ctx.req.type_id, "", &name).ok_or_else(|| ApiError::not_found(rt, &name))?;
-        if let Some(rv) = v.pointer("/metadata/resourceVersion").and_then(Value::as_str).filter(|s| !s.is_empty())
+        let old = txn
+            .get(ctx.req.type_id, "", &name)
+            .ok_or_else(|| ApiError::not_found(rt, &name))?;
+        if let Some(rv) = v
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
             && parse_rv(rv)? != old.rv
         {
             return Err(ApiError::conflict(rt, &name, ApiError::MODIFIED));
@@ -1039,14 +1772,28 @@ pub fn finalize_namespace(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
         if ctx.query.dry_run {
             return Ok(new);
         }
-        let deleting = new.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null());
-        let empty = |p: &str| new.pointer(p).and_then(Value::as_array).is_none_or(Vec::is_empty);
+        let deleting = new
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|d| !d.is_null());
+        let empty = |p: &str| {
+            new.pointer(p)
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty)
+        };
         if deleting && empty("/spec/finalizers") && empty("/metadata/finalizers") {
-            return Ok(txn.delete(ctx.req.type_id, "", &name, new, strategy::index).map(|g| g.value()).unwrap_or_default());
+            return Ok(txn
+                .delete(ctx.req.type_id, "", &name, new, strategy::index)
+                .map(|g| g.value())
+                .unwrap_or_default());
         }
-        Ok(txn.put(ctx.req.type_id, "", &name, new, strategy::index).value())
+        Ok(txn
+            .put(ctx.req.type_id, "", &name, new, strategy::index)
+            .value())
     })?;
-    Ok(with_warnings(value_response(StatusCode::OK, &out), &warnings))
+    Ok(with_warnings(
+        value_response(StatusCode::OK, &out),
+        &warnings,
+    ))
 }
 
 /// Requests the simulator makes of itself (start-up objects, the namespace controller): the
@@ -1055,30 +1802,69 @@ pub mod internal {
     use super::*;
     use crate::sim::request::ResourceRequest;
 
-    fn ctx<'a>(shared: &'a Shared, headers: &'a HeaderMap, type_id: TypeId, namespace: &str, name: Option<&str>) -> Ctx<'a> {
+    fn ctx<'a>(
+        shared: &'a Shared,
+        headers: &'a HeaderMap,
+        type_id: TypeId,
+        namespace: &str,
+        name: Option<&str>,
+    ) -> Ctx<'a> {
         let rt = registry::get(type_id);
         Ctx {
             shared,
-            req: ResourceRequest { type_id, rt, namespace: namespace.to_owned(), name: name.map(str::to_owned), subresource: None },
-            query: Query { field_manager: Some("kube-apiserver".into()), ..Query::default() },
+            req: ResourceRequest {
+                type_id,
+                rt,
+                namespace: namespace.to_owned(),
+                name: name.map(str::to_owned),
+                subresource: None,
+            },
+            query: Query {
+                field_manager: Some("kube-apiserver".into()),
+                ..Query::default()
+            },
             headers,
-            who: Identity { name: "system:apiserver".into(), uid: String::new(), groups: vec![crate::sim::auth::MASTERS.into()] },
+            who: Identity {
+                name: "system:apiserver".into(),
+                uid: String::new(),
+                groups: vec![crate::sim::auth::MASTERS.into()],
+            },
         }
     }
 
     /// Creates an object (AlreadyExists is an error for the caller to judge).
-    pub fn create(shared: &Shared, type_id: TypeId, namespace: &str, mut v: Value) -> ApiResult<Value> {
+    pub fn create(
+        shared: &Shared,
+        type_id: TypeId,
+        namespace: &str,
+        mut v: Value,
+    ) -> ApiResult<Value> {
         let headers = HeaderMap::new();
         let c = ctx(shared, &headers, type_id, namespace, None);
-        shared.store.transact(|txn| create_in(&c, txn, &mut v, None)).map(|(_, v)| v)
+        shared
+            .store
+            .transact(|txn| create_in(&c, txn, &mut v, None))
+            .map(|(_, v)| v)
     }
 
     /// Deletes an object with default options (graceful where the kind is).
-    pub fn delete(shared: &Shared, type_id: TypeId, namespace: &str, name: &str) -> ApiResult<Value> {
+    pub fn delete(
+        shared: &Shared,
+        type_id: TypeId,
+        namespace: &str,
+        name: &str,
+    ) -> ApiResult<Value> {
         let headers = HeaderMap::new();
         let c = ctx(shared, &headers, type_id, namespace, Some(name));
-        let opts = DeleteOptions { grace: None, uid: None, rv: None };
-        shared.store.transact(|txn| delete_in(&c, txn, namespace, name, &opts, false)).map(|(_, v)| v)
+        let opts = DeleteOptions {
+            grace: None,
+            uid: None,
+            rv: None,
+        };
+        shared
+            .store
+            .transact(|txn| delete_in(&c, txn, namespace, name, &opts, false))
+            .map(|(_, v)| v)
     }
 
     /// Sets a namespace's `spec.finalizers`, removing it when nothing holds it any more.

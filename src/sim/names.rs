@@ -92,7 +92,11 @@ pub fn qualified_name(key: &str) -> Vec<String> {
         if p.is_empty() {
             errs.push("prefix part must be non-empty".to_owned());
         } else {
-            errs.extend(dns1123_subdomain(p).into_iter().map(|e| format!("prefix part {e}")));
+            errs.extend(
+                dns1123_subdomain(p)
+                    .into_iter()
+                    .map(|e| format!("prefix part {e}")),
+            );
         }
     }
     if name.is_empty() {
@@ -103,7 +107,11 @@ pub fn qualified_name(key: &str) -> Vec<String> {
         }
         let b = name.as_bytes();
         let alnum = |c: u8| c.is_ascii_alphanumeric();
-        if !(alnum(b[0]) && alnum(b[b.len() - 1]) && b.iter().all(|&c| alnum(c) || c == b'-' || c == b'_' || c == b'.')) {
+        if !(alnum(b[0])
+            && alnum(b[b.len() - 1])
+            && b.iter()
+                .all(|&c| alnum(c) || c == b'-' || c == b'_' || c == b'.'))
+        {
             errs.push("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')".to_owned());
         }
     }
@@ -118,7 +126,12 @@ pub fn label_value(v: &str) -> Vec<String> {
     }
     let b = v.as_bytes();
     let alnum = |c: u8| c.is_ascii_alphanumeric();
-    if !b.is_empty() && !(alnum(b[0]) && alnum(b[b.len() - 1]) && b.iter().all(|&c| alnum(c) || c == b'-' || c == b'_' || c == b'.')) {
+    let valid = b.is_empty()
+        || (alnum(b[0])
+            && alnum(b[b.len() - 1])
+            && b.iter()
+                .all(|&c| alnum(c) || c == b'-' || c == b'_' || c == b'.'));
+    if !valid {
         errs.push("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".to_owned());
     }
     errs

@@ -31,7 +31,11 @@ const NAMESPACE_SUBRESOURCES: &[&str] = &["status", "finalize"];
 
 /// Parses `/api/v1/...` and `/apis/{group}/{version}/...`.
 pub fn parse_path(path: &str) -> ApiResult<Target> {
-    let parts: Vec<&str> = path.trim_matches('/').split('/').filter(|p| !p.is_empty()).collect();
+    let parts: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|p| !p.is_empty())
+        .collect();
     let (group, version, rest) = match parts.as_slice() {
         ["api", "v1", rest @ ..] if !rest.is_empty() => ("", "v1", rest),
         ["apis", g, v, rest @ ..] if !rest.is_empty() => (*g, *v, rest),
@@ -49,14 +53,16 @@ pub fn parse_path(path: &str) -> ApiResult<Target> {
         [r] => (*r, None, None),
         [r, n] => (*r, Some(*n), None),
         [r, n, s] => (*r, Some(*n), Some(*s)),
-        _ => return Err(ApiError::no_route()),
+        _ => return Err(unknown_resource(group)),
     };
     let Some((type_id, rt)) = registry::lookup(group, version, resource) else {
-        return Err(ApiError::no_route());
+        return Err(unknown_resource(group));
     };
     if rt.resource == "namespaces" {
         // `/api/v1/namespaces/{name}`: the namespace is the object.
-        let name = name.map(str::to_owned).or_else(|| (!namespace.is_empty()).then(|| namespace.clone()));
+        let name = name
+            .map(str::to_owned)
+            .or_else(|| (!namespace.is_empty()).then(|| namespace.clone()));
         return Ok(Target::Resource(ResourceRequest {
             type_id,
             rt,
@@ -83,6 +89,17 @@ pub fn parse_path(path: &str) -> ApiResult<Target> {
     }))
 }
 
+/// The 404 for a path naming no served resource. Paths under `/api/` and under a served API
+/// group reach go-restful, whose 404 has empty `details`; anything else falls through to the
+/// apiserver's NotFoundHandler, whose Status has none.
+fn unknown_resource(group: &str) -> ApiError {
+    if group.is_empty() || registry::group_versions().iter().any(|(g, _)| *g == group) {
+        ApiError::no_route()
+    } else {
+        ApiError::path_not_found()
+    }
+}
+
 /// Parsed query parameters of list, watch and write requests.
 #[derive(Debug, Default, Clone)]
 pub struct Query {
@@ -97,6 +114,8 @@ pub struct Query {
     pub allow_bookmarks: bool,
     pub send_initial_events: Option<bool>,
     pub dry_run: bool,
+    /// The `dryRun` value as given (validated per verb by [`Query::validate_write_options`]).
+    pub dry_run_value: Option<String>,
     pub field_manager: Option<String>,
     pub force: Option<bool>,
     pub field_validation: Option<String>,
@@ -108,7 +127,9 @@ fn parse_bool(name: &str, v: &str) -> ApiResult<bool> {
     match v {
         "true" | "1" | "True" | "TRUE" | "t" | "T" => Ok(true),
         "false" | "0" | "False" | "FALSE" | "f" | "F" | "" => Ok(false),
-        _ => Err(ApiError::bad_request(format!("failed to parse query parameter {name}: strconv.ParseBool: parsing {v:?}: invalid syntax"))),
+        _ => Err(ApiError::bad_request(format!(
+            "failed to parse query parameter {name}: strconv.ParseBool: parsing {v:?}: invalid syntax"
+        ))),
     }
 }
 
@@ -120,17 +141,15 @@ fn parse_int<T: std::str::FromStr>(name: &str, v: &str) -> ApiResult<T> {
 impl Query {
     /// Decodes the raw query string.
     pub fn parse(raw: Option<&str>) -> ApiResult<Self> {
-        let pairs: HashMap<String, String> = raw
-            .map(|q| {
-                form_urlencoded_pairs(q)
-            })
-            .unwrap_or_default();
+        let pairs: HashMap<String, String> = raw.map(form_urlencoded_pairs).unwrap_or_default();
         let mut q = Query::default();
         for (k, v) in &pairs {
             match k.as_str() {
                 "watch" => q.watch = parse_bool(k, v)?,
                 "resourceVersion" => q.resource_version = Some(v.clone()),
-                "resourceVersionMatch" => q.resource_version_match = Some(v.clone()).filter(|s| !s.is_empty()),
+                "resourceVersionMatch" => {
+                    q.resource_version_match = Some(v.clone()).filter(|s| !s.is_empty())
+                }
                 "limit" => q.limit = parse_int::<i64>(k, v)?.max(0) as usize,
                 "continue" => q.continue_token = Some(v.clone()).filter(|s| !s.is_empty()),
                 "labelSelector" => q.label_selector = Some(v.clone()).filter(|s| !s.is_empty()),
@@ -139,10 +158,8 @@ impl Query {
                 "allowWatchBookmarks" => q.allow_bookmarks = parse_bool(k, v)?,
                 "sendInitialEvents" => q.send_initial_events = Some(parse_bool(k, v)?),
                 "dryRun" => {
-                    if v != "All" {
-                        return Err(ApiError::bad_request(format!("Invalid dryRun value: {v:?}. Valid values are: \"All\"")).with_reason_invalid());
-                    }
-                    q.dry_run = true;
+                    q.dry_run = v == "All";
+                    q.dry_run_value = Some(v.clone());
                 }
                 "fieldManager" => q.field_manager = Some(v.clone()),
                 "force" => q.force = Some(parse_bool(k, v)?),
@@ -155,42 +172,123 @@ impl Query {
         Ok(q)
     }
 
+    /// `ValidateCreateOptions`, `ValidateUpdateOptions`, `ValidatePatchOptions` (apart from the
+    /// apply-specific rules, which the patch handler adds as `extra`) and
+    /// `ValidateDeleteOptions`: 422 `{CreateOptions,…}.meta.k8s.io "" is invalid`.
+    /// `options_kind` is `CreateOptions`, `UpdateOptions`, `PatchOptions` or `DeleteOptions`.
+    pub fn validate_write_options(&self, options_kind: &str, extra: Vec<Cause>) -> ApiResult<()> {
+        let mut errs = extra;
+        if options_kind != "DeleteOptions"
+            && let Some(m) = &self.field_manager
+        {
+            if m.chars().count() > 128 {
+                errs.push(Cause {
+                    reason: "FieldValueTooLong".into(),
+                    message: "Too long: may not be more than 128 bytes".into(),
+                    field: "fieldManager".into(),
+                });
+            }
+            for (i, c) in m.chars().enumerate() {
+                if c.is_control() {
+                    errs.push(Cause::invalid(
+                        "fieldManager",
+                        &serde_json::json!(m),
+                        &format!("invalid character U+{:04X} (at position {i})", c as u32),
+                    ));
+                }
+            }
+        }
+        if let Some(v) = &self.dry_run_value
+            && v != "All"
+        {
+            let mut c = Cause::not_supported("dryRun", &serde_json::json!(""), &["All"]);
+            c.message = format!("Unsupported value: []string{{{v:?}}}: supported values: \"All\"");
+            errs.push(c);
+        }
+        if options_kind != "DeleteOptions"
+            && let Some(v) = &self.field_validation
+            && !matches!(v.as_str(), "" | "Ignore" | "Warn" | "Strict")
+        {
+            errs.push(Cause::not_supported(
+                "fieldValidation",
+                &serde_json::json!(v),
+                &["", "Ignore", "Strict", "Warn"],
+            ));
+        }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::options_invalid(options_kind, &errs))
+        }
+    }
+
     /// `ValidateListOptions` of the apiserver: 422 on contradictory options.
     pub fn validate_list(&self) -> ApiResult<()> {
         let mut errs = Vec::new();
         let m = self.resource_version_match.as_deref();
         if self.watch {
             if self.send_initial_events.is_some() && m != Some("NotOlderThan") {
-                errs.push(Cause::forbidden("resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
+                errs.push(Cause::forbidden(
+                    "resourceVersionMatch",
+                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                ));
             }
             if let Some(m) = m {
                 if self.send_initial_events.is_none() {
                     errs.push(Cause::forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
                 }
                 if m != "NotOlderThan" {
-                    errs.push(Cause::not_supported("resourceVersionMatch", &serde_json::json!(m), &["NotOlderThan"]));
+                    errs.push(Cause::not_supported(
+                        "resourceVersionMatch",
+                        &serde_json::json!(m),
+                        &["NotOlderThan"],
+                    ));
                 }
                 if self.continue_token.is_some() {
-                    errs.push(Cause::forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+                    errs.push(Cause::forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    ));
                 }
             }
         } else {
             if let Some(m) = m {
-                if self.resource_version.as_deref().unwrap_or_default().is_empty() {
-                    errs.push(Cause::forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"));
+                if self
+                    .resource_version
+                    .as_deref()
+                    .unwrap_or_default()
+                    .is_empty()
+                {
+                    errs.push(Cause::forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                    ));
                 }
                 if self.continue_token.is_some() {
-                    errs.push(Cause::forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+                    errs.push(Cause::forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    ));
                 }
                 if m != "Exact" && m != "NotOlderThan" {
-                    errs.push(Cause::not_supported("resourceVersionMatch", &serde_json::json!(m), &["Exact", "NotOlderThan", ""]));
+                    errs.push(Cause::not_supported(
+                        "resourceVersionMatch",
+                        &serde_json::json!(m),
+                        &["Exact", "NotOlderThan", ""],
+                    ));
                 }
                 if m == "Exact" && self.resource_version.as_deref() == Some("0") {
-                    errs.push(Cause::forbidden("resourceVersionMatch", "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
+                    errs.push(Cause::forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                    ));
                 }
             }
             if self.send_initial_events.is_some() {
-                errs.push(Cause::forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"));
+                errs.push(Cause::forbidden(
+                    "sendInitialEvents",
+                    "sendInitialEvents is forbidden for list",
+                ));
             }
         }
         if errs.is_empty() {
@@ -210,12 +308,23 @@ impl Query {
 
 /// Parses a resourceVersion given by a client.
 pub fn parse_rv(s: &str) -> ApiResult<u64> {
-    s.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: strconv.ParseUint: parsing {s:?}: invalid syntax")))
+    s.parse::<u64>().map_err(|_| {
+        ApiError::bad_request(format!(
+            "invalid resource version: strconv.ParseUint: parsing {s:?}: invalid syntax"
+        ))
+    })
 }
 
 fn list_options_invalid(errs: &[Cause]) -> ApiError {
-    let parts: Vec<String> = errs.iter().map(|c| format!("{}: {}", c.field, c.message)).collect();
-    let joined = if parts.len() == 1 { parts[0].clone() } else { format!("[{}]", parts.join(", ")) };
+    let parts: Vec<String> = errs
+        .iter()
+        .map(|c| format!("{}: {}", c.field, c.message))
+        .collect();
+    let joined = if parts.len() == 1 {
+        parts[0].clone()
+    } else {
+        format!("[{}]", parts.join(", "))
+    };
     let mut e = ApiError::bad_request(format!("ListOptions.meta.k8s.io \"\" is invalid: {joined}"));
     e.code = 422;
     e.reason = "Invalid";
@@ -225,14 +334,6 @@ fn list_options_invalid(errs: &[Cause]) -> ApiError {
         "causes": errs.iter().map(|c| serde_json::json!({"reason": c.reason, "message": c.message, "field": c.field})).collect::<Vec<_>>()
     }));
     e
-}
-
-impl ApiError {
-    fn with_reason_invalid(mut self) -> Self {
-        self.code = 422;
-        self.reason = "Invalid";
-        self
-    }
 }
 
 /// Minimal `application/x-www-form-urlencoded` query decoding (`+` is a space, `%XX` escapes).
@@ -253,7 +354,10 @@ fn percent_decode(s: &str) -> String {
     while i < b.len() {
         match b[i] {
             b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => match std::str::from_utf8(&b[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            b'%' if i + 2 < b.len() => match std::str::from_utf8(&b[i + 1..i + 3])
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+            {
                 Some(x) => {
                     out.push(x);
                     i += 2;
@@ -281,28 +385,66 @@ mod tests {
     #[test]
     fn paths_map_to_resources() {
         let r = res("/apis/coordination.k8s.io/v1/namespaces/default/leases/x");
-        assert_eq!((r.rt.resource, r.namespace.as_str(), r.name.as_deref()), ("leases", "default", Some("x")));
+        assert_eq!(
+            (r.rt.resource, r.namespace.as_str(), r.name.as_deref()),
+            ("leases", "default", Some("x"))
+        );
         let r = res("/apis/coordination.k8s.io/v1/leases");
         assert_eq!((r.namespace.as_str(), r.name.as_deref()), ("", None));
         let r = res("/api/v1/namespaces/default");
-        assert_eq!((r.rt.resource, r.name.as_deref()), ("namespaces", Some("default")));
+        assert_eq!(
+            (r.rt.resource, r.name.as_deref()),
+            ("namespaces", Some("default"))
+        );
         let r = res("/api/v1/namespaces/default/status");
-        assert_eq!((r.rt.resource, r.name.as_deref(), r.subresource.as_deref()), ("namespaces", Some("default"), Some("status")));
+        assert_eq!(
+            (r.rt.resource, r.name.as_deref(), r.subresource.as_deref()),
+            ("namespaces", Some("default"), Some("status"))
+        );
         let r = res("/api/v1/namespaces/ns/pods/p/status");
-        assert_eq!((r.rt.resource, r.subresource.as_deref()), ("pods", Some("status")));
+        assert_eq!(
+            (r.rt.resource, r.subresource.as_deref()),
+            ("pods", Some("status"))
+        );
         assert!(matches!(parse_path("/api"), Ok(Target::NonResource)));
-        assert_eq!(parse_path("/api/v1/namespaces/x/widgets").unwrap_err().code, 404);
-        assert_eq!(parse_path("/apis/coordination.k8s.io/v1/namespaces/d/leases/x/status").unwrap_err().code, 404);
+        assert_eq!(
+            parse_path("/api/v1/namespaces/x/widgets").unwrap_err().code,
+            404
+        );
+        assert_eq!(
+            parse_path("/apis/coordination.k8s.io/v1/namespaces/d/leases/x/status")
+                .unwrap_err()
+                .code,
+            404
+        );
     }
 
     #[test]
     fn query_decoding() {
-        let q = Query::parse(Some("labelSelector=app%3Dweb%2Ctier+in+(a)&limit=5&watch=1")).unwrap();
+        let q = Query::parse(Some(
+            "labelSelector=app%3Dweb%2Ctier+in+(a)&limit=5&watch=1",
+        ))
+        .unwrap();
         assert_eq!(q.label_selector.as_deref(), Some("app=web,tier in (a)"));
         assert_eq!(q.limit, 5);
         assert!(q.watch);
         assert_eq!(Query::parse(Some("limit=x")).unwrap_err().code, 400);
-        assert_eq!(Query::parse(Some("dryRun=Some")).unwrap_err().code, 422);
+        let q = Query::parse(Some("dryRun=Some")).unwrap();
+        assert!(!q.dry_run);
+        let e = q
+            .validate_write_options("CreateOptions", vec![])
+            .unwrap_err();
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            e.message,
+            "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"Some\"}: supported values: \"All\""
+        );
+        assert!(
+            Query::parse(Some("dryRun=All"))
+                .unwrap()
+                .validate_write_options("PatchOptions", vec![])
+                .is_ok()
+        );
     }
 
     #[test]
@@ -310,8 +452,17 @@ mod tests {
         let q = Query::parse(Some("watch=true&sendInitialEvents=true")).unwrap();
         let e = q.validate_list().unwrap_err();
         assert_eq!(e.code, 422);
-        assert!(e.message.contains("sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"), "{}", e.message);
-        let ok = Query::parse(Some("watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan")).unwrap();
+        assert!(
+            e.message.contains(
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+            ),
+            "{}",
+            e.message
+        );
+        let ok = Query::parse(Some(
+            "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+        ))
+        .unwrap();
         assert!(ok.validate_list().is_ok());
     }
 }

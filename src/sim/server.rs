@@ -14,7 +14,7 @@ use serde_json::Value;
 use tower_http::trace::TraceLayer;
 
 use super::Shared;
-use super::auth::{AuthTable, Attributes, Identity};
+use super::auth::{Attributes, AuthTable, Identity};
 use super::discovery;
 use super::handlers::{self, Ctx};
 use super::openapi;
@@ -26,10 +26,19 @@ pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
 /// The router of the simulated API server.
 pub fn router(shared: Arc<Shared>) -> Router {
-    Router::new().fallback(dispatch).layer(TraceLayer::new_for_http()).with_state(shared)
+    Router::new()
+        .fallback(dispatch)
+        .layer(TraceLayer::new_for_http())
+        .with_state(shared)
 }
 
-async fn dispatch(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, headers: HeaderMap, body: Body) -> Response {
+async fn dispatch(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     match route(&shared, method, &uri, &headers, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
@@ -38,7 +47,10 @@ async fn dispatch(State(shared): State<Arc<Shared>>, method: Method, uri: Uri, h
 
 fn json_ok(v: &Value) -> Response {
     let mut r = (StatusCode::OK, serde_json::to_vec(v).unwrap_or_default()).into_response();
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     r
 }
 
@@ -55,8 +67,16 @@ fn authenticate(shared: &Shared, headers: &HeaderMap) -> ApiResult<Identity> {
         }),
         None => Err(ApiError::unauthorized()),
         Some(h) => {
-            let token = h.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")).map(str::trim).ok_or_else(ApiError::unauthorized)?;
-            shared.auth.authenticate(token).ok_or_else(ApiError::unauthorized)
+            let token = h
+                .to_str()
+                .ok()
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .map(str::trim)
+                .ok_or_else(ApiError::unauthorized)?;
+            shared
+                .auth
+                .authenticate(token)
+                .ok_or_else(ApiError::unauthorized)
         }
     }
 }
@@ -75,7 +95,13 @@ fn verb(method: &Method, has_name: bool, watch: bool) -> Option<&'static str> {
     })
 }
 
-async fn route(shared: &Arc<Shared>, method: Method, uri: &Uri, headers: &HeaderMap, body: Body) -> ApiResult<Response> {
+async fn route(
+    shared: &Arc<Shared>,
+    method: Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
     let path = uri.path();
     match path {
         "/healthz" | "/livez" | "/readyz" => return Ok((StatusCode::OK, "ok").into_response()),
@@ -88,7 +114,8 @@ async fn route(shared: &Arc<Shared>, method: Method, uri: &Uri, headers: &Header
         Target::Resource(r) => r,
     };
     let query = Query::parse(uri.query())?;
-    let v = verb(&method, req.name.is_some(), query.watch).ok_or_else(ApiError::method_not_allowed)?;
+    let v =
+        verb(&method, req.name.is_some(), query.watch).ok_or_else(ApiError::method_not_allowed)?;
     if !req.rt.verbs.contains(&v) && req.subresource.is_none() {
         return Err(ApiError::method_not_allowed());
     }
@@ -101,7 +128,11 @@ async fn route(shared: &Arc<Shared>, method: Method, uri: &Uri, headers: &Header
         name: req.name.clone().unwrap_or_default(),
     };
     if shared.auth.authorize(&who, &attrs).is_none() {
-        let mut e = ApiError::forbidden(AuthTable::forbidden_message(&who, &attrs, &req.rt.qualified()));
+        let mut e = ApiError::forbidden(AuthTable::forbidden_message(
+            &who,
+            &attrs,
+            &req.rt.qualified(),
+        ));
         let mut d = serde_json::json!({ "kind": req.rt.resource });
         if !req.rt.group.is_empty() {
             d["group"] = req.rt.group.into();
@@ -114,11 +145,19 @@ async fn route(shared: &Arc<Shared>, method: Method, uri: &Uri, headers: &Header
     }
     let body = match method {
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE => {
-            axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| ApiError::too_large(MAX_BODY))?
+            axum::body::to_bytes(body, MAX_BODY)
+                .await
+                .map_err(|_| ApiError::too_large(MAX_BODY))?
         }
         _ => Default::default(),
     };
-    let ctx = Ctx { shared, req, query, headers, who };
+    let ctx = Ctx {
+        shared,
+        req,
+        query,
+        headers,
+        who,
+    };
     let sub = ctx.req.subresource.as_deref();
     match (method.as_str(), ctx.req.name.is_some(), sub) {
         ("GET", true, _) => handlers::get(&ctx),
@@ -133,7 +172,12 @@ async fn route(shared: &Arc<Shared>, method: Method, uri: &Uri, headers: &Header
     }
 }
 
-fn non_resource(shared: &Shared, path: &str, query: Option<&str>, headers: &HeaderMap) -> ApiResult<Response> {
+fn non_resource(
+    shared: &Shared,
+    path: &str,
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
     let trimmed = path.trim_end_matches('/');
     let parts: Vec<&str> = trimmed.trim_start_matches('/').split('/').collect();
     let doc = match parts.as_slice() {
@@ -148,17 +192,39 @@ fn non_resource(shared: &Shared, path: &str, query: Option<&str>, headers: &Head
             let (text, hash) = openapi::v3_document(&gv).ok_or_else(ApiError::no_route)?;
             let _ = query;
             let mut r = (StatusCode::OK, text).into_response();
-            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
             if let Ok(etag) = HeaderValue::from_str(&format!("\"{hash}\"")) {
                 r.headers_mut().insert(header::ETAG, etag);
             }
-            r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, immutable"));
-            if headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) == Some(&format!("\"{hash}\"")) {
+            r.headers_mut().insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("public, immutable"),
+            );
+            if headers
+                .get(header::IF_NONE_MATCH)
+                .and_then(|v| v.to_str().ok())
+                == Some(&format!("\"{hash}\""))
+            {
                 return Ok(StatusCode::NOT_MODIFIED.into_response());
             }
             return Ok(r);
         }
         _ => None,
     };
-    doc.map(|d| json_ok(&d)).ok_or_else(ApiError::no_route)
+    doc.map(|d| json_ok(&d))
+        .ok_or_else(|| match parts.as_slice() {
+            // Under a served root go-restful answers (empty details); elsewhere the NotFoundHandler.
+            ["api", ..] => ApiError::no_route(),
+            ["apis", g, ..]
+                if super::registry::group_versions()
+                    .iter()
+                    .any(|(sg, _)| sg == g) =>
+            {
+                ApiError::no_route()
+            }
+            _ => ApiError::path_not_found(),
+        })
 }

@@ -34,7 +34,12 @@ pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        Self { code, reason, message: message.into(), details: None }
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
     }
 
     fn with_details(mut self, details: Value) -> Self {
@@ -52,20 +57,43 @@ impl ApiError {
 
     /// 404 for a missing object: `pods "x" not found`.
     pub fn not_found(rt: &ResourceType, name: &str) -> Self {
-        Self::new(404, "NotFound", format!("{} \"{}\" not found", rt.qualified(), name))
-            .with_details(Self::name_details(rt, name))
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{}\" not found", rt.qualified(), name),
+        )
+        .with_details(Self::name_details(rt, name))
     }
 
-    /// 404 for a path that names no resource.
+    /// 404 for a path under a served group-version that names no resource: go-restful's
+    /// answer, which the apiserver renders through `NewGenericServerResponse` (empty details).
     pub fn no_route() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
-            .with_details(json!({}))
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .with_details(json!({}))
+    }
+
+    /// 404 for a path no API group serves at all: the apiserver's `NotFoundHandler`, whose
+    /// Status carries no details.
+    pub fn path_not_found() -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
     }
 
     /// 409 for a create of an existing object.
     pub fn already_exists(rt: &ResourceType, name: &str) -> Self {
-        Self::new(409, "AlreadyExists", format!("{} \"{}\" already exists", rt.qualified(), name))
-            .with_details(Self::name_details(rt, name))
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{}\" already exists", rt.qualified(), name),
+        )
+        .with_details(Self::name_details(rt, name))
     }
 
     /// 409 for a stale `resourceVersion` or failed precondition.
@@ -73,7 +101,12 @@ impl ApiError {
         Self::new(
             409,
             "Conflict",
-            format!("Operation cannot be fulfilled on {} \"{}\": {}", rt.qualified(), name, why),
+            format!(
+                "Operation cannot be fulfilled on {} \"{}\": {}",
+                rt.qualified(),
+                name,
+                why
+            ),
         )
         .with_details(Self::name_details(rt, name))
     }
@@ -82,7 +115,12 @@ impl ApiError {
     pub const MODIFIED: &'static str = "the object has been modified; please apply your changes to the latest version and try again";
 
     /// 409 with explicit causes (server-side apply field-manager conflicts).
-    pub fn conflict_with_causes(rt: &ResourceType, name: &str, message: String, causes: &[Cause]) -> Self {
+    pub fn conflict_with_causes(
+        rt: &ResourceType,
+        name: &str,
+        message: String,
+        causes: &[Cause],
+    ) -> Self {
         let mut d = Self::name_details(rt, name);
         d["causes"] = causes_json(causes);
         Self::new(409, "Conflict", message).with_details(d)
@@ -90,17 +128,67 @@ impl ApiError {
 
     /// 422 with field causes: `Lease.coordination.k8s.io "x" is invalid: spec.y: ...`.
     pub fn invalid(rt: &ResourceType, name: &str, causes: &[Cause]) -> Self {
+        Self::invalid_kind(rt.group, rt.kind, name, causes)
+    }
+
+    /// `errors.NewInvalid(schema.GroupKind{group, kind}, name, causes)`: the message names
+    /// `kind.group`, details leave out what is empty (Go's `omitempty`). The apiserver also
+    /// passes a resource as the kind (`leases.coordination.k8s.io "x" is invalid`) and empty
+    /// group and kind (` "" is invalid: patch: ...`).
+    pub fn invalid_kind(group: &str, kind: &str, name: &str, causes: &[Cause]) -> Self {
         let parts: Vec<String> = causes
             .iter()
-            .map(|c| if c.field.is_empty() { c.message.clone() } else { format!("{}: {}", c.field, c.message) })
+            .map(|c| {
+                if c.field.is_empty() {
+                    c.message.clone()
+                } else {
+                    format!("{}: {}", c.field, c.message)
+                }
+            })
             .collect();
-        let joined = if parts.len() == 1 { parts[0].clone() } else { format!("[{}]", parts.join(", ")) };
-        let mut d = json!({ "name": name, "kind": rt.kind, "causes": causes_json(causes) });
-        if !rt.group.is_empty() {
-            d["group"] = json!(rt.group);
+        let joined = if parts.len() == 1 {
+            parts[0].clone()
+        } else {
+            format!("[{}]", parts.join(", "))
+        };
+        let mut d = serde_json::Map::new();
+        if !name.is_empty() {
+            d.insert("name".into(), json!(name));
         }
-        Self::new(422, "Invalid", format!("{} \"{}\" is invalid: {}", rt.group_kind(), name, joined))
-            .with_details(d)
+        if !group.is_empty() {
+            d.insert("group".into(), json!(group));
+        }
+        if !kind.is_empty() {
+            d.insert("kind".into(), json!(kind));
+        }
+        d.insert("causes".into(), causes_json(causes));
+        let group_kind = if group.is_empty() {
+            kind.to_owned()
+        } else {
+            format!("{kind}.{group}")
+        };
+        Self::new(
+            422,
+            "Invalid",
+            format!("{group_kind} {name:?} is invalid: {joined}"),
+        )
+        .with_details(Value::Object(d))
+    }
+
+    /// 422 for invalid request options (`CreateOptions.meta.k8s.io "" is invalid: ...`).
+    pub fn options_invalid(options_kind: &str, causes: &[Cause]) -> Self {
+        Self::invalid_kind("meta.k8s.io", options_kind, "", causes)
+    }
+
+    /// 422 as `NewGenericServerResponse(422, ...)` renders it: a JSON patch that cannot be
+    /// applied (a failed `test`, a missing path). The patch library's own message is dropped.
+    pub fn unprocessable() -> Self {
+        Self::new(
+            422,
+            "Invalid",
+            "the server rejected our request due to an error in our request",
+        )
+        .with_details(json!({}))
     }
 
     /// 400 Bad Request.
@@ -146,23 +234,53 @@ impl ApiError {
 
     /// 405 Method Not Allowed.
     pub fn method_not_allowed() -> Self {
-        Self::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
-            .with_details(json!({}))
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
+        .with_details(json!({}))
     }
 
     /// 406 Not Acceptable.
     pub fn not_acceptable(accept: &str) -> Self {
-        Self::new(406, "NotAcceptable", format!("only the following media types are accepted: application/json, application/yaml (asked for {accept})"))
+        Self::new(
+            406,
+            "NotAcceptable",
+            format!(
+                "only the following media types are accepted: application/json, application/yaml (asked for {accept})"
+            ),
+        )
     }
 
     /// 413 Request Entity Too Large.
     pub fn too_large(limit: usize) -> Self {
-        Self::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
     }
 
-    /// 415 Unsupported Media Type.
-    pub fn unsupported_media_type(content_type: &str) -> Self {
-        Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type})"))
+    /// 413 with the apiserver's own explanation (`NewRequestEntityTooLargeError`).
+    pub fn too_large_message(message: impl Into<String>) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: {}", message.into()),
+        )
+    }
+
+    /// 415 Unsupported Media Type, as `negotiation.NewUnsupportedMediaTypeError(accepted)`.
+    pub fn unsupported_media_type(accepted: &[&str]) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                accepted.join(", ")
+            ),
+        )
     }
 
     /// 504 when a resourceVersion is ahead of the store and does not arrive in time.
@@ -171,6 +289,12 @@ impl ApiError {
             "causes": [{ "reason": "ResourceVersionTooLarge", "message": "Too large resource version" }],
             "retryAfterSeconds": 1
         }))
+    }
+
+    /// A plain Go error reaching the client (`ErrorToAPIStatus` default): the given code,
+    /// no reason (`StatusReasonUnknown` is empty and omitted).
+    pub fn unknown(code: u16, message: impl Into<String>) -> Self {
+        Self::new(code, "", message)
     }
 
     /// 500 Internal Error (never expected; carries no internals).
@@ -189,6 +313,11 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty()
+            && let Some(o) = s.as_object_mut()
+        {
+            o.remove("reason");
+        }
         if let Some(d) = &self.details {
             s["details"] = d.clone();
         }
@@ -222,19 +351,35 @@ impl Cause {
     }
     /// `field.Required`.
     pub fn required(field: &str, detail: &str) -> Self {
-        let message = if detail.is_empty() { "Required value".to_owned() } else { format!("Required value: {detail}") };
-        Self { reason: "FieldValueRequired".into(), message, field: field.into() }
+        let message = if detail.is_empty() {
+            "Required value".to_owned()
+        } else {
+            format!("Required value: {detail}")
+        };
+        Self {
+            reason: "FieldValueRequired".into(),
+            message,
+            field: field.into(),
+        }
     }
     /// `field.Forbidden`.
     pub fn forbidden(field: &str, detail: &str) -> Self {
-        Self { reason: "FieldValueForbidden".into(), message: format!("Forbidden: {detail}"), field: field.into() }
+        Self {
+            reason: "FieldValueForbidden".into(),
+            message: format!("Forbidden: {detail}"),
+            field: field.into(),
+        }
     }
     /// `field.NotSupported`.
     pub fn not_supported(field: &str, value: &Value, valid: &[&str]) -> Self {
         let quoted: Vec<String> = valid.iter().map(|v| format!("\"{v}\"")).collect();
         Self {
             reason: "FieldValueNotSupported".into(),
-            message: format!("Unsupported value: {}: supported values: {}", go_value(value), quoted.join(", ")),
+            message: format!(
+                "Unsupported value: {}: supported values: {}",
+                go_value(value),
+                quoted.join(", ")
+            ),
             field: field.into(),
         }
     }
@@ -254,8 +399,10 @@ impl IntoResponse for ApiError {
         let body = serde_json::to_vec(&self.to_status()).unwrap_or_default();
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut resp = (code, body).into_response();
-        resp.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         resp
     }
 }

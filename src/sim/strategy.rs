@@ -17,12 +17,19 @@ use super::status::{Cause, go_value};
 pub const DEFAULT_POD_GRACE: i64 = 30;
 
 /// Labels and selectable field values of an object, for the store's indexes.
-pub fn index(type_id: TypeId, v: &Value) -> (BTreeMap<String, String>, Vec<(&'static str, String)>) {
+pub fn index(
+    type_id: TypeId,
+    v: &Value,
+) -> (BTreeMap<String, String>, Vec<(&'static str, String)>) {
     let rt = get(type_id);
     let labels = v
         .pointer("/metadata/labels")
         .and_then(Value::as_object)
-        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                .collect()
+        })
         .unwrap_or_default();
     let mut fields = vec![
         ("metadata.name", str_at(v, "/metadata/name")),
@@ -44,7 +51,10 @@ pub fn index(type_id: TypeId, v: &Value) -> (BTreeMap<String, String>, Vec<(&'st
             ("involvedObject.name", "/involvedObject/name"),
             ("involvedObject.uid", "/involvedObject/uid"),
             ("involvedObject.apiVersion", "/involvedObject/apiVersion"),
-            ("involvedObject.resourceVersion", "/involvedObject/resourceVersion"),
+            (
+                "involvedObject.resourceVersion",
+                "/involvedObject/resourceVersion",
+            ),
             ("involvedObject.fieldPath", "/involvedObject/fieldPath"),
             ("reason", "/reason"),
             ("reportingComponent", "/reportingComponent"),
@@ -53,14 +63,20 @@ pub fn index(type_id: TypeId, v: &Value) -> (BTreeMap<String, String>, Vec<(&'st
         ],
         ("", "Namespace") => &[("status.phase", "/status/phase")],
         ("", "Secret") => &[("type", "/type")],
-        ("", "Service") => &[("spec.clusterIP", "/spec/clusterIP"), ("spec.type", "/spec/type")],
+        ("", "Service") => &[
+            ("spec.clusterIP", "/spec/clusterIP"),
+            ("spec.type", "/spec/type"),
+        ],
         _ => &[],
     };
     for (name, ptr) in extra {
         fields.push((name, str_at(v, ptr)));
     }
     if (rt.group, rt.kind) == ("", "Pod") {
-        let host = v.pointer("/spec/hostNetwork").and_then(Value::as_bool).unwrap_or(false);
+        let host = v
+            .pointer("/spec/hostNetwork")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         fields.push(("spec.hostNetwork", host.to_string()));
         let ips: Vec<&str> = v
             .pointer("/status/podIPs")
@@ -97,10 +113,18 @@ pub fn typecheck(rt: &ResourceType, v: &Value) -> Result<(), String> {
         ("coordination.k8s.io", "Lease") => check::<api::coordination::v1::Lease>(v),
         ("discovery.k8s.io", "EndpointSlice") => check::<api::discovery::v1::EndpointSlice>(v),
         ("events.k8s.io", "Event") => check::<api::events::v1::Event>(v),
-        ("authentication.k8s.io", "TokenReview") => check::<api::authentication::v1::TokenReview>(v),
-        ("authorization.k8s.io", "SubjectAccessReview") => check::<api::authorization::v1::SubjectAccessReview>(v),
-        ("authorization.k8s.io", "SelfSubjectAccessReview") => check::<api::authorization::v1::SelfSubjectAccessReview>(v),
-        ("authorization.k8s.io", "LocalSubjectAccessReview") => check::<api::authorization::v1::LocalSubjectAccessReview>(v),
+        ("authentication.k8s.io", "TokenReview") => {
+            check::<api::authentication::v1::TokenReview>(v)
+        }
+        ("authorization.k8s.io", "SubjectAccessReview") => {
+            check::<api::authorization::v1::SubjectAccessReview>(v)
+        }
+        ("authorization.k8s.io", "SelfSubjectAccessReview") => {
+            check::<api::authorization::v1::SelfSubjectAccessReview>(v)
+        }
+        ("authorization.k8s.io", "LocalSubjectAccessReview") => {
+            check::<api::authorization::v1::LocalSubjectAccessReview>(v)
+        }
         _ => Ok(()),
     };
     res?;
@@ -137,16 +161,70 @@ pub fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
     if !v.get("metadata").is_some_and(Value::is_object) {
         v["metadata"] = json!({});
     }
-    v["metadata"].as_object_mut().expect("metadata was just made an object")
+    v["metadata"]
+        .as_object_mut()
+        .expect("metadata was just made an object")
+}
+
+/// Whether the kind's strategy maintains `metadata.generation`. Pods have it since 1.33
+/// (set to 1 on create, bumped by spec changes; kubernetes#130181).
+fn has_generation(rt: &ResourceType) -> bool {
+    rt.generation || (rt.group, rt.kind) == ("", "Pod")
+}
+
+/// Defaulting and conversion the apiserver applies whenever it decodes an object (create and
+/// update alike): the namespace name label, Secret `stringData` folded into `data`.
+fn default_on_decode(rt: &ResourceType, v: &mut Value) {
+    match (rt.group, rt.kind) {
+        ("", "Namespace") => {
+            // SetDefaults_Namespace: `kubernetes.io/metadata.name` always equals the name.
+            if let Some(name) = v
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned)
+            {
+                let meta = meta_mut(v);
+                if !meta.get("labels").is_some_and(Value::is_object) {
+                    meta.insert("labels".into(), json!({}));
+                }
+                if let Some(labels) = meta.get_mut("labels").and_then(Value::as_object_mut) {
+                    labels.insert("kubernetes.io/metadata.name".into(), json!(name));
+                }
+            }
+        }
+        ("", "Secret") => {
+            // Conversion from v1: each stringData entry overwrites the data entry, base64.
+            use base64::Engine as _;
+            let Some(obj) = v.as_object_mut() else { return };
+            let Some(Value::Object(string_data)) = obj.remove("stringData") else {
+                return;
+            };
+            if !obj.get("data").is_some_and(Value::is_object) {
+                obj.insert("data".into(), json!({}));
+            }
+            if let Some(data) = obj.get_mut("data").and_then(Value::as_object_mut) {
+                for (k, val) in string_data {
+                    let text = val.as_str().unwrap_or_default();
+                    data.insert(
+                        k,
+                        json!(base64::engine::general_purpose::STANDARD.encode(text)),
+                    );
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Defaults and status handling on create (`PrepareForCreate` + defaulting).
 pub fn prepare_create(rt: &ResourceType, v: &mut Value) {
-    if rt.generation {
+    if has_generation(rt) {
         meta_mut(v).insert("generation".into(), json!(1));
     } else {
         meta_mut(v).remove("generation");
     }
+    default_on_decode(rt, v);
     match (rt.group, rt.kind) {
         ("", "Pod") => {
             default_pod(v);
@@ -163,10 +241,8 @@ pub fn prepare_create(rt: &ResourceType, v: &mut Value) {
             v["status"] = json!({ "loadBalancer": {} });
         }
         ("coordination.k8s.io", "Lease") => drop_gated_lease_fields(v),
-        ("", "Secret") => {
-            if v.get("type").is_none_or(Value::is_null) {
-                v["type"] = json!("Opaque");
-            }
+        ("", "Secret") if v.get("type").is_none_or(Value::is_null) => {
+            v["type"] = json!("Opaque");
         }
         _ => {}
     }
@@ -232,7 +308,13 @@ pub fn prepare_update(rt: &ResourceType, old: &Value, new: &mut Value, subresour
         }
     }
     // Immutable metadata.
-    let keep = ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"];
+    let keep = [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+    ];
     let old_meta = old.get("metadata").cloned().unwrap_or(json!({}));
     let m = meta_mut(new);
     for k in keep {
@@ -245,10 +327,24 @@ pub fn prepare_update(rt: &ResourceType, old: &Value, new: &mut Value, subresour
             }
         }
     }
-    if rt.generation && subresource.is_none() {
-        let changed = old.get("spec") != new.get("spec") || (old.get("spec").is_none() && strip_meta_status(old) != strip_meta_status(new));
+    if subresource.is_none() {
+        default_on_decode(rt, new);
+    }
+    if has_generation(rt) && subresource.is_none() {
+        let changed = if rt.kind == "EndpointSlice" {
+            // The endpointslice strategy: anything but metadata, and the labels.
+            strip_meta_status(old) != strip_meta_status(new)
+                || old.pointer("/metadata/labels") != new.pointer("/metadata/labels")
+        } else {
+            old.get("spec") != new.get("spec")
+                || (old.get("spec").is_none() && strip_meta_status(old) != strip_meta_status(new))
+        };
         if changed {
-            let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
+            let g = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+                + 1;
             meta_mut(new).insert("generation".into(), json!(g));
         }
     }
@@ -272,7 +368,9 @@ fn drop_gated_lease_fields(v: &mut Value) {
 }
 
 fn default_pod(v: &mut Value) {
-    let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
     let defaults = [
         ("restartPolicy", json!("Always")),
         ("terminationGracePeriodSeconds", json!(DEFAULT_POD_GRACE)),
@@ -289,10 +387,19 @@ fn default_pod(v: &mut Value) {
     for list in ["initContainers", "containers"] {
         if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
             for c in cs.iter_mut().filter_map(Value::as_object_mut) {
-                let image = c.get("image").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let image = c
+                    .get("image")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
                 let latest = !image.contains(':') || image.ends_with(":latest");
-                c.entry("imagePullPolicy").or_insert(json!(if latest { "Always" } else { "IfNotPresent" }));
-                c.entry("terminationMessagePath").or_insert(json!("/dev/termination-log"));
+                c.entry("imagePullPolicy").or_insert(json!(if latest {
+                    "Always"
+                } else {
+                    "IfNotPresent"
+                }));
+                c.entry("terminationMessagePath")
+                    .or_insert(json!("/dev/termination-log"));
                 c.entry("terminationMessagePolicy").or_insert(json!("File"));
                 c.entry("resources").or_insert(json!({}));
                 if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
@@ -309,21 +416,32 @@ fn pod_qos(v: &Value) -> &'static str {
     let containers = v.pointer("/spec/containers").and_then(Value::as_array);
     let any_resources = containers.is_some_and(|cs| {
         cs.iter().any(|c| {
-            ["requests", "limits"].iter().any(|k| c["resources"][k].as_object().is_some_and(|m| !m.is_empty()))
+            ["requests", "limits"]
+                .iter()
+                .any(|k| c["resources"][k].as_object().is_some_and(|m| !m.is_empty()))
         })
     });
-    if any_resources { "Burstable" } else { "BestEffort" }
+    if any_resources {
+        "Burstable"
+    } else {
+        "BestEffort"
+    }
 }
 
 fn default_service(v: &mut Value) {
-    let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
     spec.entry("type").or_insert(json!("ClusterIP"));
     spec.entry("sessionAffinity").or_insert(json!("None"));
-    spec.entry("internalTrafficPolicy").or_insert(json!("Cluster"));
+    spec.entry("internalTrafficPolicy")
+        .or_insert(json!("Cluster"));
     let lb = spec.get("type").and_then(Value::as_str) == Some("LoadBalancer");
     if lb {
-        spec.entry("externalTrafficPolicy").or_insert(json!("Cluster"));
-        spec.entry("allocateLoadBalancerNodePorts").or_insert(json!(true));
+        spec.entry("externalTrafficPolicy")
+            .or_insert(json!("Cluster"));
+        spec.entry("allocateLoadBalancerNodePorts")
+            .or_insert(json!(true));
     }
     if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
         for p in ports.iter_mut().filter_map(Value::as_object_mut) {
@@ -338,17 +456,40 @@ fn default_service(v: &mut Value) {
 /// Name and generic metadata validation, then the kind's own rules.
 pub fn validate(rt: &ResourceType, v: &Value, old: Option<&Value>) -> Vec<Cause> {
     let mut errs = Vec::new();
-    let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-    if name.is_empty() {
-        errs.push(Cause::required("metadata.name", "name or generateName is required"));
-    } else {
-        let problems = match rt.name_rule {
-            NameRule::Subdomain => names::dns1123_subdomain(name),
-            NameRule::Label1123 => names::dns1123_label(name),
-            NameRule::Label1035 => names::dns1035_label(name),
-            NameRule::PathSegment => names::path_segment(name),
+    let name = v
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let check_name = |n: &str| match rt.name_rule {
+        NameRule::Subdomain => names::dns1123_subdomain(n),
+        NameRule::Label1123 => names::dns1123_label(n),
+        NameRule::Label1035 => names::dns1035_label(n),
+        NameRule::PathSegment => names::path_segment(n),
+    };
+    // ValidateObjectMeta: a generateName prefix is checked with its trailing '-' masked.
+    if old.is_none()
+        && let Some(prefix) = v
+            .pointer("/metadata/generateName")
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+    {
+        // `maskTrailingDash`: the last two bytes become "a" (sic).
+        let masked = if prefix.len() > 1 && prefix.ends_with('-') {
+            format!("{}a", prefix.get(..prefix.len() - 2).unwrap_or_default())
+        } else {
+            prefix.to_owned()
         };
-        for p in problems {
+        for p in check_name(&masked) {
+            errs.push(Cause::invalid("metadata.generateName", &json!(prefix), &p));
+        }
+    }
+    if name.is_empty() {
+        errs.push(Cause::required(
+            "metadata.name",
+            "name or generateName is required",
+        ));
+    } else {
+        for p in check_name(name) {
             errs.push(Cause::invalid("metadata.name", &json!(name), &p));
         }
     }
@@ -358,15 +499,27 @@ pub fn validate(rt: &ResourceType, v: &Value, old: Option<&Value>) -> Vec<Cause>
                 errs.push(Cause::invalid("metadata.labels", &json!(k), &p));
             }
             for p in names::label_value(val.as_str().unwrap_or_default()) {
-                errs.push(Cause::invalid(&format!("metadata.labels"), val, &p));
+                errs.push(Cause::invalid("metadata.labels", val, &p));
             }
         }
     }
-    if let (Some(old), Some(new_f)) = (old, v.pointer("/metadata/finalizers").and_then(Value::as_array))
-        && old.pointer("/metadata/deletionTimestamp").is_some_and(|d| !d.is_null())
+    if let (Some(old), Some(new_f)) = (
+        old,
+        v.pointer("/metadata/finalizers").and_then(Value::as_array),
+    ) && old
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|d| !d.is_null())
     {
-        let old_f = old.pointer("/metadata/finalizers").and_then(Value::as_array).cloned().unwrap_or_default();
-        let added: Vec<&str> = new_f.iter().filter(|f| !old_f.contains(f)).filter_map(Value::as_str).collect();
+        let old_f = old
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let added: Vec<&str> = new_f
+            .iter()
+            .filter(|f| !old_f.contains(f))
+            .filter_map(Value::as_str)
+            .collect();
         if !added.is_empty() {
             let list: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
             errs.push(Cause::forbidden(
@@ -386,15 +539,25 @@ pub fn validate(rt: &ResourceType, v: &Value, old: Option<&Value>) -> Vec<Cause>
 }
 
 fn validate_lease(v: &Value, errs: &mut Vec<Cause>) {
-    if let Some(d) = v.pointer("/spec/leaseDurationSeconds").and_then(Value::as_i64)
+    if let Some(d) = v
+        .pointer("/spec/leaseDurationSeconds")
+        .and_then(Value::as_i64)
         && d <= 0
     {
-        errs.push(Cause::invalid("spec.leaseDurationSeconds", &json!(d), "must be greater than 0"));
+        errs.push(Cause::invalid(
+            "spec.leaseDurationSeconds",
+            &json!(d),
+            "must be greater than 0",
+        ));
     }
     if let Some(t) = v.pointer("/spec/leaseTransitions").and_then(Value::as_i64)
         && t < 0
     {
-        errs.push(Cause::invalid("spec.leaseTransitions", &json!(t), "must be greater than or equal to 0"));
+        errs.push(Cause::invalid(
+            "spec.leaseTransitions",
+            &json!(t),
+            "must be greater than or equal to 0",
+        ));
     }
 }
 
@@ -410,7 +573,11 @@ fn validate_pod(v: &Value, old: Option<&Value>, errs: &mut Vec<Cause>) {
                     errs.push(Cause::required(&format!("spec.containers[{i}].name"), ""));
                 } else {
                     for p in names::dns1123_label(name) {
-                        errs.push(Cause::invalid(&format!("spec.containers[{i}].name"), &json!(name), &p));
+                        errs.push(Cause::invalid(
+                            &format!("spec.containers[{i}].name"),
+                            &json!(name),
+                            &p,
+                        ));
                     }
                 }
                 if c["image"].as_str().unwrap_or_default().is_empty() && old.is_none() {
@@ -431,7 +598,11 @@ fn validate_pod(v: &Value, old: Option<&Value>, errs: &mut Vec<Cause>) {
                 }
             }
             if let Some(o) = s.as_object_mut() {
-                for k in ["activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"] {
+                for k in [
+                    "activeDeadlineSeconds",
+                    "tolerations",
+                    "terminationGracePeriodSeconds",
+                ] {
                     o.remove(k);
                 }
             }
@@ -448,7 +619,10 @@ fn validate_pod(v: &Value, old: Option<&Value>, errs: &mut Vec<Cause>) {
 
 fn validate_service(v: &Value, errs: &mut Vec<Cause>) {
     let headless = v.pointer("/spec/clusterIP").and_then(Value::as_str) == Some("None");
-    let ty = v.pointer("/spec/type").and_then(Value::as_str).unwrap_or("ClusterIP");
+    let ty = v
+        .pointer("/spec/type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP");
     let valid_types = ["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"];
     if !valid_types.contains(&ty) {
         errs.push(Cause::not_supported("spec.type", &json!(ty), &valid_types));
@@ -460,9 +634,14 @@ fn validate_service(v: &Value, errs: &mut Vec<Cause>) {
     for (i, p) in ports.into_iter().flatten().enumerate() {
         let port = p["port"].as_i64().unwrap_or(0);
         if !(1..=65535).contains(&port) {
-            errs.push(Cause::invalid(&format!("spec.ports[{i}].port"), &p["port"], "must be between 1 and 65535, inclusive"));
+            errs.push(Cause::invalid(
+                &format!("spec.ports[{i}].port"),
+                &p["port"],
+                "must be between 1 and 65535, inclusive",
+            ));
         }
-        if ports.is_some_and(|ps| ps.len() > 1) && p["name"].as_str().unwrap_or_default().is_empty() {
+        if ports.is_some_and(|ps| ps.len() > 1) && p["name"].as_str().unwrap_or_default().is_empty()
+        {
             errs.push(Cause::required(&format!("spec.ports[{i}].name"), ""));
         }
     }
@@ -476,7 +655,8 @@ fn validate_data_keys(v: &Value, errs: &mut Vec<Cause>) {
                     && k.len() <= 253
                     && k != "."
                     && k != ".."
-                    && k.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.');
+                    && k.bytes()
+                        .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.');
                 if !ok {
                     errs.push(Cause::invalid(
                         &format!("{field}[{k}]"),
@@ -577,6 +757,10 @@ mod tests {
         let new = json!({"metadata": {"name": "c", "deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["a", "b"]}});
         let errs = validate(cm, &new, Some(&old));
         assert_eq!(errs.len(), 1);
-        assert!(errs[0].message.contains("no new finalizers"), "{}", errs[0].message);
+        assert!(
+            errs[0].message.contains("no new finalizers"),
+            "{}",
+            errs[0].message
+        );
     }
 }

@@ -24,12 +24,19 @@ pub async fn start() -> TestSim {
 
 /// Starts a simulator with the given options.
 pub async fn start_with(opts: SimOptions) -> TestSim {
-    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), opts).await.expect("simulator starts");
+    let sim = Simulator::start("127.0.0.1:0".parse().unwrap(), opts)
+        .await
+        .expect("simulator starts");
     let client = sim.client().await.expect("client");
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, sim.kubeconfig()).expect("write kubeconfig");
-    TestSim { sim, client, kubeconfig, _dir: dir }
+    TestSim {
+        sim,
+        client,
+        kubeconfig,
+        _dir: dir,
+    }
 }
 
 impl TestSim {
@@ -42,24 +49,44 @@ impl TestSim {
     /// Runs `kubectl` with extra environment variables.
     pub async fn kubectl_with_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let mut cmd = tokio::process::Command::new(kubectl_path());
-        cmd.args(args).env("KUBECONFIG", &self.kubeconfig).env_remove("KUBERNETES_SERVICE_HOST").kill_on_drop(true);
+        cmd.args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .kill_on_drop(true);
         for (k, v) in env {
             cmd.env(k, v);
         }
-        tokio::time::timeout(Duration::from_secs(60), cmd.output()).await.expect("kubectl finishes within 60 s").expect("kubectl runs")
+        tokio::time::timeout(Duration::from_secs(60), cmd.output())
+            .await
+            .expect("kubectl finishes within 60 s")
+            .expect("kubectl runs")
     }
 
     /// Raw HTTP request through the kube client; returns (status, body as JSON or string).
-    pub async fn raw(&self, method: &str, path: &str, content_type: Option<&str>, body: Vec<u8>) -> (u16, Value) {
+    pub async fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: Vec<u8>,
+    ) -> (u16, Value) {
         let mut req = http::Request::builder().method(method).uri(path);
         if let Some(ct) = content_type {
             req = req.header("content-type", ct);
         }
         let req = req.body(body).unwrap();
-        let resp = self.client.send(req.map(kube::client::Body::from)).await.expect("request sent");
+        let resp = self
+            .client
+            .send(req.map(kube::client::Body::from))
+            .await
+            .expect("request sent");
         let status = resp.status().as_u16();
-        let bytes = http_body_util::BodyExt::collect(resp.into_body()).await.expect("body").to_bytes();
-        let v = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        let bytes = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .expect("body")
+            .to_bytes();
+        let v = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
         (status, v)
     }
 }
@@ -105,4 +132,89 @@ pub fn mk_pod(name: &str, labels: Value) -> Value {
         "metadata": { "name": name, "labels": labels },
         "spec": { "containers": [{ "name": "app", "image": "example/app:1" }] }
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Added for tests/fidelity_*.rs: raw requests with headers, and raw watch streams.
+
+impl TestSim {
+    /// Raw HTTP request with extra headers; returns (status, response headers, body as JSON or
+    /// string).
+    pub async fn raw_with_headers(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> (u16, http::HeaderMap, Value) {
+        let mut req = http::Request::builder().method(method).uri(path);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(body).unwrap();
+        let resp = self
+            .client
+            .send(req.map(kube::client::Body::from))
+            .await
+            .expect("request sent");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let bytes = http_body_util::BodyExt::collect(resp.into_body())
+            .await
+            .expect("body")
+            .to_bytes();
+        let v = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        (status, headers, v)
+    }
+
+    /// Opens a raw watch (`path` must carry `watch=true`) and collects the events (one JSON
+    /// object per line) that arrive within `wait`, or until `max` events have arrived.
+    pub async fn watch_events(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        max: usize,
+        wait: Duration,
+    ) -> Vec<Value> {
+        let mut req = http::Request::builder().method("GET").uri(path);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(Vec::new()).unwrap();
+        let resp = self
+            .client
+            .send(req.map(kube::client::Body::from))
+            .await
+            .expect("watch sent");
+        assert_eq!(
+            resp.status().as_u16(),
+            200,
+            "watch {path} answered {}",
+            resp.status()
+        );
+        let mut body = resp.into_body();
+        let mut buf: Vec<u8> = Vec::new();
+        let mut out = Vec::new();
+        let deadline = tokio::time::Instant::now() + wait;
+        while out.len() < max {
+            let frame =
+                match tokio::time::timeout_at(deadline, http_body_util::BodyExt::frame(&mut body))
+                    .await
+                {
+                    Ok(Some(Ok(f))) => f,
+                    _ => break,
+                };
+            if let Ok(data) = frame.into_data() {
+                buf.extend_from_slice(&data);
+                while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buf.drain(..=pos).collect();
+                    if let Ok(v) = serde_json::from_slice::<Value>(&line) {
+                        out.push(v);
+                    }
+                }
+            }
+        }
+        out
+    }
 }
