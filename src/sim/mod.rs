@@ -4,7 +4,8 @@
 //! The tree follows kube-apiserver's own split: `request` (RequestInfo), `server` (authn,
 //! authz, routing), `handlers` (the verbs), `store` (etcd + watch cache), `watch`,
 //! `strategy`/`services`/`names` (per-kind registry rules), `smp`/`apply` (patches and
-//! managed fields), `schema`/`openapi` (the vendored real OpenAPI documents), `selector`,
+//! managed fields), `schema`/`openapi` (the vendored real OpenAPI documents), `protobuf` (request
+//! bodies in Kubernetes protobuf, from the vendored `.proto` files), `selector`,
 //! `table`, `discovery`, `auth` (tokens, reviews), `controllers` (the namespace lifecycle that
 //! runs inside the API server) and `kubelet` (a fake kubelet and cloud loop that, like a real
 //! one, is only a client).
@@ -20,6 +21,7 @@ pub mod handlers;
 pub mod kubelet;
 pub mod names;
 pub mod openapi;
+pub mod protobuf;
 pub mod registry;
 pub mod request;
 pub mod schema;
