@@ -1280,9 +1280,9 @@ const PATCH_TYPES: &[&str] = &[
     "application/apply-patch+yaml",
 ];
 
-/// Request body media types the simulator decodes. kube-apiserver also takes YAML, protobuf
-/// (kubectl's typed clients send it, e.g. `kubectl create namespace`) and CBOR; the simulator
-/// refuses those with the 415 a server without them would give.
+/// Request body media types the simulator decodes: JSON, and protobuf (kubectl's typed clients
+/// send it, e.g. `kubectl create namespace`). kube-apiserver also takes YAML and CBOR; the
+/// simulator refuses those with the 415 a server without them would give.
 const BODY_TYPES: &[&str] = &["application/json", "application/vnd.kubernetes.protobuf"];
 
 /// `NegotiateInputSerializer`: an empty Content-Type means JSON.

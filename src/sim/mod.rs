@@ -96,7 +96,9 @@ pub struct Shared {
 
 /// Now, as `metav1.Time` serialises it: RFC 3339, whole seconds, UTC.
 pub fn now_rfc3339() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 /// A running simulator. Dropping it stops the server and its controllers.
@@ -111,24 +113,40 @@ impl Simulator {
     /// Binds `listen` (port 0 for an ephemeral port), seeds the built-in namespaces and
     /// Services, and starts serving.
     pub async fn start(listen: SocketAddr, opts: SimOptions) -> anyhow::Result<Self> {
-        let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("binding {listen}"))?;
         let addr = listener.local_addr()?;
         let mut auth = opts.auth.clone();
-        auth.users.extend(AuthTable::with_admin(&opts.admin_token).users);
+        auth.users
+            .extend(AuthTable::with_admin(&opts.admin_token).users);
         let shared = Arc::new(Shared {
             store: Arc::new(Store::new(opts.history)),
             schema: openapi::build_schema(),
             auth,
-            options: RuntimeOptions { bookmark_interval: opts.bookmark_interval, server_address: addr.to_string(), anonymous: opts.anonymous },
+            options: RuntimeOptions {
+                bookmark_interval: opts.bookmark_interval,
+                server_address: addr.to_string(),
+                anonymous: opts.anonymous,
+            },
         });
         seed(&shared)?;
         let mut tasks = JoinSet::new();
         let app = server::router(shared.clone());
-        tasks.spawn(async move { axum::serve(listener, app).await.context("simulator HTTP server") });
+        tasks.spawn(async move {
+            axum::serve(listener, app)
+                .await
+                .context("simulator HTTP server")
+        });
         let ctl = shared.clone();
         tasks.spawn(async move { controllers::namespaces(ctl).await });
         tracing::info!(%addr, "kubernetes simulator listening");
-        Ok(Self { addr, shared, admin_token: opts.admin_token, tasks })
+        Ok(Self {
+            addr,
+            shared,
+            admin_token: opts.admin_token,
+            tasks,
+        })
     }
 
     /// The listen address.
@@ -173,12 +191,17 @@ impl Simulator {
     /// A kube-rs client for any token.
     pub async fn client_for(&self, token: &str) -> anyhow::Result<kube::Client> {
         let kc: kube::config::Kubeconfig = serde_json::from_str(&self.kubeconfig_for(token))?;
-        let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
+        let cfg =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await?;
         Ok(kube::Client::try_from(cfg)?)
     }
 
     /// Runs until a task fails (an error) or `shutdown` completes (Ok).
-    pub async fn run_until(mut self, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+    pub async fn run_until(
+        mut self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> anyhow::Result<()> {
         tokio::select! {
             res = self.tasks.join_next() => match res {
                 Some(Ok(Ok(()))) | None => anyhow::bail!("simulator task ended unexpectedly"),
@@ -194,14 +217,20 @@ impl Simulator {
 fn seed(shared: &Shared) -> anyhow::Result<()> {
     let ns = registry::id_of("", "namespaces");
     for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-        handlers::internal::create(shared, ns, "", json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name } }))
-            .map_err(|e| anyhow::anyhow!("seeding namespace {name}: {e}"))?;
+        handlers::internal::create(
+            shared,
+            ns,
+            "",
+            json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name } }),
+        )
+        .map_err(|e| anyhow::anyhow!("seeding namespace {name}: {e}"))?;
     }
     let svc = json!({
         "apiVersion": "v1", "kind": "Service",
         "metadata": { "name": "kubernetes", "labels": { "component": "apiserver", "provider": "kubernetes" } },
         "spec": { "clusterIP": "10.96.0.1", "ports": [{ "name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443 }] }
     });
-    handlers::internal::create(shared, registry::id_of("", "services"), "default", svc).map_err(|e| anyhow::anyhow!("seeding the kubernetes Service: {e}"))?;
+    handlers::internal::create(shared, registry::id_of("", "services"), "default", svc)
+        .map_err(|e| anyhow::anyhow!("seeding the kubernetes Service: {e}"))?;
     Ok(())
 }
