@@ -325,7 +325,7 @@ async fn apply_with_an_unknown_field_fails_strict_validation() {
     assert_eq!(
         r.stderr,
         format!(
-            "Error from server (BadRequest): error when creating \"{bad}\": strict decoding error: unknown field \"spec.bogus\"\n"
+            "Error from server (BadRequest): error when creating \"{bad}\": Lease in version \"v1\" cannot be handled as a Lease: strict decoding error: unknown field \"spec.bogus\"\n"
         )
     );
     let api: Api<Lease> = Api::namespaced(t.client.clone(), "default");
@@ -1043,4 +1043,108 @@ async fn explain_lease_spec_reads_openapi_v3() {
     );
     let r = kubectl(&t, &["explain", "lease.spec.bogus"]).await.failed();
     assert_eq!(r.stderr, "error: field \"bogus\" does not exist\n");
+}
+
+#[tokio::test]
+async fn create_configmap_from_literals() {
+    let t = common::start().await;
+    let r = kubectl(
+        &t,
+        &[
+            "create",
+            "configmap",
+            "cfg",
+            "--from-literal=a=1",
+            "--from-literal=b=two",
+        ],
+    )
+    .await
+    .ok();
+    assert_eq!(r.stdout, "configmap/cfg created\n");
+    let r = kubectl(&t, &["get", "configmap", "cfg", "-o", "jsonpath={.data}"])
+        .await
+        .ok();
+    assert_eq!(
+        serde_json::from_str::<Value>(&r.stdout).unwrap(),
+        json!({ "a": "1", "b": "two" })
+    );
+}
+
+#[tokio::test]
+async fn create_namespace() {
+    let t = common::start().await;
+    let r = kubectl(&t, &["create", "namespace", "team-a"]).await.ok();
+    assert_eq!(r.stdout, "namespace/team-a created\n");
+    let r = kubectl(&t, &["get", "namespace", "team-a"]).await.ok();
+    assert_eq!(rows(&r.stdout)[1][..2], ["team-a", "Active"]);
+    let r = kubectl(&t, &["create", "namespace", "team-a"])
+        .await
+        .failed();
+    assert_eq!(
+        r.stderr,
+        "Error from server (AlreadyExists): namespaces \"team-a\" already exists\n"
+    );
+}
+
+#[tokio::test]
+async fn explain_shows_field_descriptions() {
+    let t = common::start().await;
+    let r = kubectl(&t, &["explain", "lease.spec"]).await.ok();
+    assert!(
+        r.stdout
+            .contains("    LeaseSpec is a specification of a Lease.\n"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("  holderIdentity\t<string>\n    holderIdentity contains the identity of the holder of a current lease."), "{}", r.stdout);
+}
+
+#[tokio::test]
+async fn auth_can_i_uses_self_subject_access_review() {
+    let t = common::start().await;
+    let r = kubectl(&t, &["auth", "can-i", "create", "leases"])
+        .await
+        .ok();
+    assert_eq!(r.stdout, "yes\n");
+    let r = kubectl(
+        &t,
+        &["auth", "can-i", "delete", "pods", "-n", "kube-system"],
+    )
+    .await
+    .ok();
+    assert_eq!(r.stdout, "yes\n");
+}
+
+#[tokio::test]
+async fn create_records_no_dot_for_the_spec_struct() {
+    let t = common::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "lease.yaml", LEASE_V1);
+    kubectl(&t, &["create", "-f", &f]).await.ok();
+    let r = kubectl(
+        &t,
+        &[
+            "get",
+            "lease",
+            "app-leader",
+            "-o",
+            "json",
+            "--show-managed-fields",
+        ],
+    )
+    .await
+    .ok();
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let entry = &v["metadata"]["managedFields"][0];
+    assert_eq!(
+        (entry["manager"].as_str(), entry["operation"].as_str()),
+        (Some("kubectl-create"), Some("Update"))
+    );
+    assert_eq!(
+        entry["fieldsV1"],
+        json!({
+            "f:metadata": { "f:labels": { ".": {}, "f:app": {}, "f:tier": {} } },
+            "f:spec": { "f:holderIdentity": {}, "f:leaseDurationSeconds": {} }
+        })
+    );
 }
