@@ -1464,7 +1464,6 @@ async fn f38_bookmarks_only_when_allowed_periodically_and_before_the_timeout() {
         ),
     )
     .await;
-    short.expect_end(SOON).await;
 
     // The closing bookmark comes shortly before the timeout even with a long interval.
     let slow = common::start().await; // 60 s interval
@@ -1492,6 +1491,7 @@ async fn f38_bookmarks_only_when_allowed_periodically_and_before_the_timeout() {
         "watch lasted {took:?}"
     );
     quiet.expect_end(SOON).await;
+    short.expect_end(SOON).await;
 
     // kube-rs parses them.
     let api: Api<Lease> = Api::default_namespaced(t.client.clone());
