@@ -23,7 +23,12 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut a = Args { leases: 50_000, watchers: 50, seconds: 10, concurrency: 64 };
+    let mut a = Args {
+        leases: 50_000,
+        watchers: 50,
+        seconds: 10,
+        concurrency: 64,
+    };
     let argv: Vec<String> = std::env::args().collect();
     let mut i = 1;
     while i < argv.len() {
@@ -51,14 +56,30 @@ fn rss_mib(pid: u32) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-async fn send(client: &Client, method: &str, path: &str, ct: &str, body: Vec<u8>) -> (u16, Vec<u8>) {
-    let req = http::Request::builder().method(method).uri(path).header("content-type", ct).body(kube::client::Body::from(body)).unwrap();
+async fn send(
+    client: &Client,
+    method: &str,
+    path: &str,
+    ct: &str,
+    body: Vec<u8>,
+) -> (u16, Vec<u8>) {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", ct)
+        .body(kube::client::Body::from(body))
+        .unwrap();
     let resp = client.send(req).await.expect("request");
     let status = resp.status().as_u16();
-    let bytes = resp.into_body().collect().await.expect("body").to_bytes().to_vec();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes()
+        .to_vec();
     (status, bytes)
 }
-
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -66,9 +87,16 @@ async fn main() -> anyhow::Result<()> {
     let bin = env!("CARGO_BIN_EXE_leasehold");
     let dir = tempfile::tempdir()?;
     let kc = dir.path().join("kubeconfig");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
     let mut child = tokio::process::Command::new(bin)
-        .args(["sim", "--listen", &format!("127.0.0.1:{port}"), "--kubeconfig-out"])
+        .args([
+            "sim",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--kubeconfig-out",
+        ])
         .arg(&kc)
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::null())
@@ -79,7 +107,9 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let kubeconfig = kube::config::Kubeconfig::read_from(&kc)?;
-    let client = Client::try_from(kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)?;
+    let client = Client::try_from(
+        kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?,
+    )?;
     let base = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
 
     // 1. Create the leases.
@@ -113,7 +143,11 @@ async fn main() -> anyhow::Result<()> {
         let mut cont = String::new();
         let mut count = 0usize;
         loop {
-            let path = if cont.is_empty() { format!("{base}?limit=500") } else { format!("{base}?limit=500&continue={cont}") };
+            let path = if cont.is_empty() {
+                format!("{base}?limit=500")
+            } else {
+                format!("{base}?limit=500&continue={cont}")
+            };
             let (s, body) = send(&client, "GET", &path, "application/json", vec![]).await;
             assert_eq!(s, 200);
             let v: Value = serde_json::from_slice(&body)?;
@@ -128,19 +162,41 @@ async fn main() -> anyhow::Result<()> {
     }
 
     // 3. Watchers from the current resourceVersion, counting event lines.
-    let (_, body) = send(&client, "GET", &format!("{base}?limit=1"), "application/json", vec![]).await;
-    let rv = serde_json::from_slice::<Value>(&body)?["metadata"]["resourceVersion"].as_str().unwrap_or("0").to_owned();
-    let counts: Vec<Arc<AtomicU64>> = (0..a.watchers).map(|_| Arc::new(AtomicU64::new(0))).collect();
+    let (_, body) = send(
+        &client,
+        "GET",
+        &format!("{base}?limit=1"),
+        "application/json",
+        vec![],
+    )
+    .await;
+    let rv = serde_json::from_slice::<Value>(&body)?["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("0")
+        .to_owned();
+    let counts: Vec<Arc<AtomicU64>> = (0..a.watchers)
+        .map(|_| Arc::new(AtomicU64::new(0)))
+        .collect();
     let mut watchers = tokio::task::JoinSet::new();
     for c in &counts {
-        let (client, c, path) = (client.clone(), c.clone(), format!("{base}?watch=true&resourceVersion={rv}&timeoutSeconds=600"));
+        let (client, c, path) = (
+            client.clone(),
+            c.clone(),
+            format!("{base}?watch=true&resourceVersion={rv}&timeoutSeconds=600"),
+        );
         watchers.spawn(async move {
-            let req = http::Request::builder().uri(path).body(kube::client::Body::empty()).unwrap();
+            let req = http::Request::builder()
+                .uri(path)
+                .body(kube::client::Body::empty())
+                .unwrap();
             let resp = client.send(req).await.expect("watch");
             let mut body = resp.into_body();
             while let Some(Ok(frame)) = body.frame().await {
                 if let Some(d) = frame.data_ref() {
-                    c.fetch_add(d.iter().filter(|b| **b == b'\n').count() as u64, Ordering::Relaxed);
+                    c.fetch_add(
+                        d.iter().filter(|b| **b == b'\n').count() as u64,
+                        Ordering::Relaxed,
+                    );
                 }
             }
         });
@@ -157,9 +213,18 @@ async fn main() -> anyhow::Result<()> {
         tasks.spawn(async move {
             let mut i = w;
             while Instant::now() < stop_at {
-                let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+                let now = jiff::Timestamp::now()
+                    .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+                    .to_string();
                 let body = format!(r#"{{"spec":{{"renewTime":"{now}"}}}}"#).into_bytes();
-                let (s, _) = send(&client, "PATCH", &format!("{base}/target-{:06}", i % n), "application/merge-patch+json", body).await;
+                let (s, _) = send(
+                    &client,
+                    "PATCH",
+                    &format!("{base}/target-{:06}", i % n),
+                    "application/merge-patch+json",
+                    body,
+                )
+                .await;
                 assert_eq!(s, 200);
                 done.fetch_add(1, Ordering::Relaxed);
                 i += conc;
@@ -170,11 +235,17 @@ async fn main() -> anyhow::Result<()> {
     let update_s = t1.elapsed().as_secs_f64();
     let updates = done.load(Ordering::Relaxed);
     let t2 = Instant::now();
-    while counts.iter().any(|c| c.load(Ordering::Relaxed) < updates) && t2.elapsed() < Duration::from_secs(60) {
+    while counts.iter().any(|c| c.load(Ordering::Relaxed) < updates)
+        && t2.elapsed() < Duration::from_secs(60)
+    {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let drain_s = t2.elapsed().as_secs_f64();
-    let min_seen = counts.iter().map(|c| c.load(Ordering::Relaxed)).min().unwrap_or(0);
+    let min_seen = counts
+        .iter()
+        .map(|c| c.load(Ordering::Relaxed))
+        .min()
+        .unwrap_or(0);
     let rss_after = rss_mib(pid);
     watchers.abort_all();
     child.kill().await.ok();
@@ -182,11 +253,32 @@ async fn main() -> anyhow::Result<()> {
     list_times.sort_by(f64::total_cmp);
     println!("| measure | value |");
     println!("| --- | --- |");
-    println!("| leases created | {} in {:.1} s ({:.0}/s, {} concurrent) |", a.leases, create_s, a.leases as f64 / create_s, a.concurrency);
-    println!("| simulator RSS with {} leases | {:.0} MiB |", a.leases, rss_loaded);
-    println!("| paginated list of all (limit 500), best / median of 3 | {:.3} s / {:.3} s |", list_times[0], list_times[1]);
-    println!("| lease updates (merge patch, {} concurrent) | {} in {:.1} s = {:.0}/s |", a.concurrency, updates, update_s, updates as f64 / update_s);
-    println!("| watchers | {} , each received {} of {} events (min), drained {:.2} s after the last update |", a.watchers, min_seen, updates, drain_s);
+    println!(
+        "| leases created | {} in {:.1} s ({:.0}/s, {} concurrent) |",
+        a.leases,
+        create_s,
+        a.leases as f64 / create_s,
+        a.concurrency
+    );
+    println!(
+        "| simulator RSS with {} leases | {:.0} MiB |",
+        a.leases, rss_loaded
+    );
+    println!(
+        "| paginated list of all (limit 500), best / median of 3 | {:.3} s / {:.3} s |",
+        list_times[0], list_times[1]
+    );
+    println!(
+        "| lease updates (merge patch, {} concurrent) | {} in {:.1} s = {:.0}/s |",
+        a.concurrency,
+        updates,
+        update_s,
+        updates as f64 / update_s
+    );
+    println!(
+        "| watchers | {} , each received {} of {} events (min), drained {:.2} s after the last update |",
+        a.watchers, min_seen, updates, drain_s
+    );
     println!("| simulator RSS after updates | {:.0} MiB |", rss_after);
     if min_seen < updates {
         anyhow::bail!("a watcher missed events: {min_seen} < {updates}");

@@ -76,7 +76,10 @@ pub fn api_group(group: &str) -> Option<Value> {
 /// `GET /api/v1` or `GET /apis/{group}/{version}`, if served.
 pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     let mut resources = Vec::new();
-    for t in TYPES.iter().filter(|t| t.group == group && t.version == version) {
+    for t in TYPES
+        .iter()
+        .filter(|t| t.group == group && t.version == version)
+    {
         let mut r = json!({
             "name": t.resource,
             "singularName": t.singular,
@@ -107,7 +110,11 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     if resources.is_empty() {
         return None;
     }
-    let gv = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
+    let gv = if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    };
     let mut list = json!({ "kind": "APIResourceList", "groupVersion": gv, "resources": resources });
     if !group.is_empty() {
         list["apiVersion"] = json!("v1");
@@ -122,19 +129,43 @@ mod tests {
     #[test]
     fn core_resource_list_has_subresources_and_short_names() {
         let l = resource_list("", "v1").unwrap();
-        let names: Vec<&str> = l["resources"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> = l["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
         assert!(names.contains(&"pods/status"));
         assert!(names.contains(&"services/status"));
-        let pods = l["resources"].as_array().unwrap().iter().find(|r| r["name"] == "pods").unwrap();
+        let pods = l["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "pods")
+            .unwrap();
         assert_eq!(pods["shortNames"], json!(["po"]));
-        assert!(l.get("apiVersion").is_none(), "legacy /api/v1 has no apiVersion");
+        assert!(
+            l.get("apiVersion").is_none(),
+            "legacy /api/v1 has no apiVersion"
+        );
     }
 
     #[test]
     fn groups_list_coordination_and_reviews() {
         let g = api_groups();
-        let names: Vec<&str> = g["groups"].as_array().unwrap().iter().map(|x| x["name"].as_str().unwrap()).collect();
-        for want in ["coordination.k8s.io", "discovery.k8s.io", "events.k8s.io", "authentication.k8s.io", "authorization.k8s.io"] {
+        let names: Vec<&str> = g["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["name"].as_str().unwrap())
+            .collect();
+        for want in [
+            "coordination.k8s.io",
+            "discovery.k8s.io",
+            "events.k8s.io",
+            "authentication.k8s.io",
+            "authorization.k8s.io",
+        ] {
             assert!(names.contains(&want), "{want} missing");
         }
         let reviews = resource_list("authentication.k8s.io", "v1").unwrap();

@@ -3,9 +3,20 @@
 //! so adding a kind is one entry here plus (optionally) a strategy in `strategy.rs`.
 
 /// Verbs of an ordinary stored resource.
-const CRUD: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const CRUD: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 /// Verbs of a namespace (no deletecollection on namespaces).
-const NS_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+const NS_VERBS: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
 /// Verbs of a review resource (TokenReview, SubjectAccessReview): create only, nothing stored.
 const REVIEW: &[&str] = &["create"];
 /// Verbs of a `/status` subresource.
@@ -53,15 +64,27 @@ pub enum NameRule {
 impl ResourceType {
     /// `leases.coordination.k8s.io` or `pods` — the form used in error messages.
     pub fn qualified(&self) -> String {
-        if self.group.is_empty() { self.resource.to_owned() } else { format!("{}.{}", self.resource, self.group) }
+        if self.group.is_empty() {
+            self.resource.to_owned()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
     }
     /// `Lease.coordination.k8s.io` or `Pod` — the form used in Invalid messages.
     pub fn group_kind(&self) -> String {
-        if self.group.is_empty() { self.kind.to_owned() } else { format!("{}.{}", self.kind, self.group) }
+        if self.group.is_empty() {
+            self.kind.to_owned()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
     }
     /// `coordination.k8s.io/v1` or `v1`.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.to_owned() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.to_owned()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
     /// `LeaseList`.
     pub fn list_kind(&self) -> String {
@@ -74,10 +97,22 @@ macro_rules! rt {
      verbs: $verbs:expr, short: $short:expr, cat: $cat:expr, status: $status:expr, generation: $gen:expr,
      unconditional: $uncond:expr, create_on_update: $cou:expr, return_deleted: $ret:expr, names: $names:expr) => {
         ResourceType {
-            group: $group, version: $version, resource: $resource, singular: $singular, kind: $kind,
-            namespaced: $ns, verbs: $verbs, short_names: $short, categories: $cat, status: $status,
-            generation: $gen, unconditional_update: $uncond, create_on_update: $cou,
-            return_deleted_object: $ret, review: false, name_rule: $names,
+            group: $group,
+            version: $version,
+            resource: $resource,
+            singular: $singular,
+            kind: $kind,
+            namespaced: $ns,
+            verbs: $verbs,
+            short_names: $short,
+            categories: $cat,
+            status: $status,
+            generation: $gen,
+            unconditional_update: $uncond,
+            create_on_update: $cou,
+            return_deleted_object: $ret,
+            review: false,
+            name_rule: $names,
         }
     };
 }
@@ -103,17 +138,60 @@ pub static TYPES: &[ResourceType] = &[
         status: false, generation: true, unconditional: true, create_on_update: false, return_deleted: false, names: NameRule::Subdomain),
     rt!("events.k8s.io", "v1", "events", "event", "Event", namespaced: true, verbs: CRUD, short: &["ev"], cat: &[],
         status: false, generation: false, unconditional: true, create_on_update: true, return_deleted: false, names: NameRule::PathSegment),
-    review("authentication.k8s.io", "tokenreviews", "tokenreview", "TokenReview", false),
-    review("authorization.k8s.io", "localsubjectaccessreviews", "localsubjectaccessreview", "LocalSubjectAccessReview", true),
-    review("authorization.k8s.io", "selfsubjectaccessreviews", "selfsubjectaccessreview", "SelfSubjectAccessReview", false),
-    review("authorization.k8s.io", "subjectaccessreviews", "subjectaccessreview", "SubjectAccessReview", false),
+    review(
+        "authentication.k8s.io",
+        "tokenreviews",
+        "tokenreview",
+        "TokenReview",
+        false,
+    ),
+    review(
+        "authorization.k8s.io",
+        "localsubjectaccessreviews",
+        "localsubjectaccessreview",
+        "LocalSubjectAccessReview",
+        true,
+    ),
+    review(
+        "authorization.k8s.io",
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        "SelfSubjectAccessReview",
+        false,
+    ),
+    review(
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        "subjectaccessreview",
+        "SubjectAccessReview",
+        false,
+    ),
 ];
 
-const fn review(group: &'static str, resource: &'static str, singular: &'static str, kind: &'static str, namespaced: bool) -> ResourceType {
+const fn review(
+    group: &'static str,
+    resource: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+) -> ResourceType {
     ResourceType {
-        group, version: "v1", resource, singular, kind, namespaced, verbs: REVIEW, short_names: &[], categories: &[],
-        status: false, generation: false, unconditional_update: false, create_on_update: false,
-        return_deleted_object: false, review: true, name_rule: NameRule::PathSegment,
+        group,
+        version: "v1",
+        resource,
+        singular,
+        kind,
+        namespaced,
+        verbs: REVIEW,
+        short_names: &[],
+        categories: &[],
+        status: false,
+        generation: false,
+        unconditional_update: false,
+        create_on_update: false,
+        return_deleted_object: false,
+        review: true,
+        name_rule: NameRule::PathSegment,
     }
 }
 
@@ -121,7 +199,11 @@ const fn review(group: &'static str, resource: &'static str, singular: &'static 
 pub type TypeId = u16;
 
 /// Finds a served type by group, version and plural resource name.
-pub fn lookup(group: &str, version: &str, resource: &str) -> Option<(TypeId, &'static ResourceType)> {
+pub fn lookup(
+    group: &str,
+    version: &str,
+    resource: &str,
+) -> Option<(TypeId, &'static ResourceType)> {
     TYPES
         .iter()
         .enumerate()

@@ -26,7 +26,12 @@ fn used(txn: &Txn<'_>) -> (HashSet<String>, HashSet<i64>) {
         if let Some(ip) = v.pointer("/spec/clusterIP").and_then(Value::as_str) {
             ips.insert(ip.to_owned());
         }
-        for p in v.pointer("/spec/ports").and_then(Value::as_array).into_iter().flatten() {
+        for p in v
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if let Some(n) = p["nodePort"].as_i64() {
                 ports.insert(n);
             }
@@ -38,24 +43,48 @@ fn used(txn: &Txn<'_>) -> (HashSet<String>, HashSet<i64>) {
 /// Fills `spec.clusterIP(s)`, IP families and node ports of a Service being created.
 pub fn allocate(txn: &Txn<'_>, v: &mut Value) -> ApiResult<()> {
     let rt = registry::get(id_of("", "services"));
-    let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) else { return Ok(()) };
-    let ty = spec.get("type").and_then(Value::as_str).unwrap_or("ClusterIP").to_owned();
+    let name = v
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) else {
+        return Ok(());
+    };
+    let ty = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_owned();
     if ty == "ExternalName" {
         return Ok(());
     }
     let (ips, ports) = used(txn);
-    let asked = spec.get("clusterIP").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let asked = spec
+        .get("clusterIP")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     let ip = if asked == "None" {
         "None".to_owned()
     } else if !asked.is_empty() {
         let parsed: Option<Ipv4Addr> = asked.parse().ok();
-        let in_range = parsed.is_some_and(|a| (u32::from(a).wrapping_sub(SERVICE_CIDR_BASE)) < SERVICE_CIDR_SIZE);
+        let in_range = parsed
+            .is_some_and(|a| (u32::from(a).wrapping_sub(SERVICE_CIDR_BASE)) < SERVICE_CIDR_SIZE);
         if !in_range {
             return Err(ApiError::invalid(rt, &name, &[Cause::invalid("spec.clusterIPs", &json!(format!("[]string{{{asked:?}}}")), &format!("failed to allocate IP {asked}: the provided IP ({asked}) is not in the valid range. The range of valid IPs is 10.96.0.0/12")).raw()]));
         }
         if ips.contains(&asked) {
-            return Err(ApiError::invalid(rt, &name, &[Cause::invalid("spec.clusterIPs", &json!(format!("[]string{{{asked:?}}}")), &format!("failed to allocate IP {asked}: provided IP is already allocated")).raw()]));
+            return Err(ApiError::invalid(
+                rt,
+                &name,
+                &[Cause::invalid(
+                    "spec.clusterIPs",
+                    &json!(format!("[]string{{{asked:?}}}")),
+                    &format!("failed to allocate IP {asked}: provided IP is already allocated"),
+                )
+                .raw()],
+            ));
         }
         asked
     } else {
@@ -73,7 +102,10 @@ pub fn allocate(txn: &Txn<'_>, v: &mut Value) -> ApiResult<()> {
         if let Some(list) = spec.get_mut("ports").and_then(Value::as_array_mut) {
             for p in list.iter_mut().filter_map(Value::as_object_mut) {
                 if p.get("nodePort").and_then(Value::as_i64).is_none() {
-                    let n = NODE_PORTS.clone().find(|n| !taken.contains(n)).ok_or_else(|| ApiError::internal("node ports exhausted"))?;
+                    let n = NODE_PORTS
+                        .clone()
+                        .find(|n| !taken.contains(n))
+                        .ok_or_else(|| ApiError::internal("node ports exhausted"))?;
                     taken.insert(n);
                     p.insert("nodePort".into(), json!(n));
                 }
@@ -85,7 +117,9 @@ pub fn allocate(txn: &Txn<'_>, v: &mut Value) -> ApiResult<()> {
 
 /// On update, keeps what was allocated when the new spec leaves it out.
 pub fn keep_allocations(old: &Value, new: &mut Value) {
-    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
     for k in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
         if !spec.contains_key(k)
             && let Some(x) = old.pointer(&format!("/spec/{k}"))
@@ -93,13 +127,21 @@ pub fn keep_allocations(old: &Value, new: &mut Value) {
             spec.insert(k.into(), x.clone());
         }
     }
-    let old_ports = old.pointer("/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default();
+    let old_ports = old
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     if let Some(list) = spec.get_mut("ports").and_then(Value::as_array_mut) {
         for p in list.iter_mut().filter_map(Value::as_object_mut) {
             if p.contains_key("nodePort") {
                 continue;
             }
-            if let Some(np) = old_ports.iter().find(|o| o["port"] == p["port"]).and_then(|o| o.get("nodePort")) {
+            if let Some(np) = old_ports
+                .iter()
+                .find(|o| o["port"] == p["port"])
+                .and_then(|o| o.get("nodePort"))
+            {
                 p.insert("nodePort".into(), np.clone());
             }
         }
