@@ -491,12 +491,18 @@ fn watch_response(
 /// The request body as JSON: protobuf bodies (kubectl's typed clients send them) are decoded
 /// through the vendored `.proto` definitions first.
 fn json_body<'a>(ctx: &Ctx<'_>, body: &'a [u8]) -> ApiResult<std::borrow::Cow<'a, [u8]>> {
-    let ct = ctx.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let ct = ctx
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     if !super::protobuf::is_protobuf(ct) {
         return Ok(std::borrow::Cow::Borrowed(body));
     }
     let v = super::protobuf::decode(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    Ok(std::borrow::Cow::Owned(serde_json::to_vec(&v).unwrap_or_default()))
+    Ok(std::borrow::Cow::Owned(
+        serde_json::to_vec(&v).unwrap_or_default(),
+    ))
 }
 
 fn decode_object(ctx: &Ctx<'_>, body: &[u8], warnings: &mut Vec<String>) -> ApiResult<Value> {
@@ -1358,7 +1364,7 @@ fn run_apply(ctx: &Ctx<'_>, live: Option<&Value>, applied: &Value) -> ApiResult<
                     field,
                 })
                 .collect();
-            ApiError::conflict_with_causes(rt, ctx.name(), e.message(), &causes)
+            ApiError::conflict_with_causes(e.message(), &causes)
         }
         apply::ApplyError::Invalid(_) => ApiError::bad_request(e.message()),
         apply::ApplyError::Internal(_) => ApiError::unknown(500, e.message()),

@@ -114,16 +114,10 @@ impl ApiError {
     /// The reason text of an optimistic-concurrency conflict.
     pub const MODIFIED: &'static str = "the object has been modified; please apply your changes to the latest version and try again";
 
-    /// 409 with explicit causes (server-side apply field-manager conflicts).
-    pub fn conflict_with_causes(
-        rt: &ResourceType,
-        name: &str,
-        message: String,
-        causes: &[Cause],
-    ) -> Self {
-        let mut d = Self::name_details(rt, name);
-        d["causes"] = causes_json(causes);
-        Self::new(409, "Conflict", message).with_details(d)
+    /// 409 for server-side apply field-manager conflicts, as `errors.NewApplyConflict`:
+    /// details carry only the causes (no name, group or kind).
+    pub fn conflict_with_causes(message: String, causes: &[Cause]) -> Self {
+        Self::new(409, "Conflict", message).with_details(json!({ "causes": causes_json(causes) }))
     }
 
     /// 422 with field causes: `Lease.coordination.k8s.io "x" is invalid: spec.y: ...`.
