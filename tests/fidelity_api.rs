@@ -3213,3 +3213,116 @@ async fn f26_invalid_dry_run_values_are_422() {
     );
     assert!(leases(&t).get_opt("x").await.unwrap().is_some());
 }
+
+#[tokio::test]
+async fn f09_field_validation_directives() {
+    let t = common::start().await;
+    let with_bogus = |name: &str| {
+        let mut l = mk_lease(name, "a");
+        l["spec"]["bogus"] = json!(1);
+        l
+    };
+    let warnings = |h: &http::HeaderMap| -> Vec<String> {
+        h.get_all("warning")
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect()
+    };
+    let json_ct = [("content-type", "application/json")];
+    // Strict: the decode error, worded like transformDecodeError.
+    let (code, _, v) = t
+        .raw_with_headers(
+            "POST",
+            &format!("{LEASES}?fieldValidation=Strict"),
+            &json_ct,
+            body(&with_bogus("s")),
+        )
+        .await;
+    assert_eq!(code, 400);
+    assert_failure(&v, 400, "BadRequest");
+    assert_eq!(
+        v["message"],
+        "Lease in version \"v1\" cannot be handled as a Lease: strict decoding error: unknown field \"spec.bogus\""
+    );
+    // Warn (the default): created without the field, with a warning header.
+    let (code, h, v) = t
+        .raw_with_headers("POST", LEASES, &json_ct, body(&with_bogus("w")))
+        .await;
+    assert_eq!(code, 201);
+    assert!(v["spec"].get("bogus").is_none(), "{v}");
+    assert_eq!(warnings(&h), ["299 - \"unknown field \\\"spec.bogus\\\"\""]);
+    // Ignore: created, silently.
+    let (code, h, _) = t
+        .raw_with_headers(
+            "POST",
+            &format!("{LEASES}?fieldValidation=Ignore"),
+            &json_ct,
+            body(&with_bogus("i")),
+        )
+        .await;
+    assert_eq!(code, 201);
+    assert!(warnings(&h).is_empty());
+    // Duplicate fields count too.
+    let dup = br#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"d"},"spec":{"holderIdentity":"a","holderIdentity":"b"}}"#;
+    let (code, _, v) = t
+        .raw_with_headers(
+            "POST",
+            &format!("{LEASES}?fieldValidation=Strict"),
+            &json_ct,
+            dup.to_vec(),
+        )
+        .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        v["message"],
+        "Lease in version \"v1\" cannot be handled as a Lease: strict decoding error: duplicate field \"spec.holderIdentity\""
+    );
+    // Patches: 422 on the patched object, naming the unknown field.
+    for ct in [
+        "application/merge-patch+json",
+        "application/strategic-merge-patch+json",
+    ] {
+        let (code, _, v) = t
+            .raw_with_headers(
+                "PATCH",
+                &format!("{LEASES}/w?fieldValidation=Strict"),
+                &[("content-type", ct)],
+                body(&json!({"spec": {"bogus": 1}})),
+            )
+            .await;
+        assert_eq!(code, 422, "{ct}: {v}");
+        assert_failure(&v, 422, "Invalid");
+        let msg = v["message"].as_str().unwrap();
+        assert!(
+            msg.starts_with(" \"\" is invalid: patch: Invalid value: "),
+            "{msg}"
+        );
+        assert!(
+            msg.ends_with(": strict decoding error: unknown field \"spec.bogus\""),
+            "{msg}"
+        );
+        assert_eq!(v["details"]["causes"][0]["field"], "patch");
+    }
+    // Strategic merge shows the patch as Go prints the decoded map.
+    let (_, _, v) = t
+        .raw_with_headers(
+            "PATCH",
+            &format!("{LEASES}/w?fieldValidation=Strict"),
+            &[("content-type", "application/strategic-merge-patch+json")],
+            body(&json!({"spec": {"bogus": 1}})),
+        )
+        .await;
+    assert_eq!(
+        v["message"],
+        " \"\" is invalid: patch: Invalid value: \"map[spec:map[bogus:1]]\": strict decoding error: unknown field \"spec.bogus\""
+    );
+    assert!(
+        leases(&t)
+            .get("w")
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .is_some()
+    );
+}

@@ -173,6 +173,38 @@ async fn f25_apply_creates_with_a_managed_fields_entry() {
 }
 
 #[tokio::test]
+async fn f25_apply_resource_version_is_a_precondition_only_on_update() {
+    let t = common::start().await;
+    // Creating through apply ignores a resourceVersion in the configuration.
+    let mut cfg = applied("rv", json!({"holderIdentity": "a"}));
+    cfg["metadata"]["resourceVersion"] = json!("12345");
+    let (code, v) = t
+        .raw(
+            "PATCH",
+            &format!("{LEASES}/rv?fieldManager=m"),
+            APPLY,
+            body(&cfg),
+        )
+        .await;
+    assert_eq!(code, 201, "{v}");
+    assert_ne!(v["metadata"]["resourceVersion"], "12345");
+    // On an existing object a stale one conflicts.
+    let (code, v) = t
+        .raw(
+            "PATCH",
+            &format!("{LEASES}/rv?fieldManager=m"),
+            APPLY,
+            body(&cfg),
+        )
+        .await;
+    assert_eq!(code, 409, "{v}");
+    assert_eq!(
+        v["message"],
+        "Operation cannot be fulfilled on leases.coordination.k8s.io \"rv\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+}
+
+#[tokio::test]
 async fn f25_managed_fields_in_an_apply_body_are_refused() {
     let t = common::start().await;
     let mut cfg = applied("mf", json!({"holderIdentity": "a"}));

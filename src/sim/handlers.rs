@@ -1215,6 +1215,9 @@ pub fn patch(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
                         ));
                     }
                     meta_mut(&mut v).insert("name".into(), json!(name));
+                    // The create-on-update path stores whatever resourceVersion the applied
+                    // configuration carried as unset (etcd3's PrepareObjectForStorage).
+                    meta_mut(&mut v).remove("resourceVersion");
                     return create_in(ctx, txn, &mut v, Some(()));
                 }
                 return Err(ApiError::not_found(rt, &name));

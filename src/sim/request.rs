@@ -181,7 +181,7 @@ impl Query {
         if options_kind != "DeleteOptions"
             && let Some(m) = &self.field_manager
         {
-            if m.chars().count() > 128 {
+            if m.len() > 128 {
                 errs.push(Cause {
                     reason: "FieldValueTooLong".into(),
                     message: "Too long: may not be more than 128 bytes".into(),
