@@ -523,15 +523,26 @@ async fn f30_failed_delete_preconditions_conflict() {
     let uid = lease["metadata"]["uid"].as_str().unwrap().to_owned();
     let wrong_uid = json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "00000000-0000-0000-0000-000000000000"}});
     let wrong_rv = json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": "1"}});
-    for body in [wrong_uid, wrong_rv] {
+    let lease_rv = rv(&lease);
+    let expected = [
+        format!(
+            "Operation cannot be fulfilled on Lease.coordination.k8s.io \"l30\": the UID in the precondition (00000000-0000-0000-0000-000000000000) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
+        ),
+        format!(
+            "Operation cannot be fulfilled on Lease.coordination.k8s.io \"l30\": the ResourceVersion in the precondition (1) does not match the ResourceVersion in record ({lease_rv}). The object might have been modified"
+        ),
+    ];
+    for (body, want) in [wrong_uid, wrong_rv].into_iter().zip(expected) {
         let (code, err) = t
             .raw("DELETE", &format!("{LEASES}/l30"), JSON, bytes(&body))
             .await;
         assert_eq!(code, 409, "{err}");
         assert_status(&err, 409, "Conflict");
-        assert_eq!(err["details"]["name"], "l30");
-        let msg = err["message"].as_str().unwrap();
-        assert!(msg.contains("\"l30\""), "{msg}");
+        assert_eq!(
+            err["details"],
+            json!({"name": "l30", "group": "coordination.k8s.io", "kind": "Lease"})
+        );
+        assert_eq!(err["message"], want);
         let (code, _) = get(&t, &format!("{LEASES}/l30")).await;
         assert_eq!(code, 200, "a failed precondition deletes nothing");
     }
@@ -612,6 +623,13 @@ async fn f31_unscheduled_pods_go_at_once_scheduled_pods_wait_for_their_grace_per
         .await;
     assert_eq!(code, 200);
     assert_eq!(shorter["metadata"]["deletionGracePeriodSeconds"], 20);
+    // ...by the difference, counted from the original request: 45 s → 20 s moves it 25 s back.
+    let moved: jiff::Timestamp = shorter["metadata"]["deletionTimestamp"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(at.as_second() - moved.as_second(), 25);
     // gracePeriodSeconds=0 removes it now.
     let (code, _) = t
         .raw(
@@ -3003,4 +3021,54 @@ async fn f50_the_kubelet_honours_the_grace_period_and_crash_removes_at_once() {
     assert_eq!(code, 200);
     assert_eq!(get(&t, &format!("{PODS}/failing")).await.0, 404);
     k.abort();
+}
+
+/// An immediate pod delete is still a graceful one of zero seconds: watchers see the deletion
+/// mark (MODIFIED, deletionGracePeriodSeconds 0) and then DELETED, as kube-apiserver sends them.
+#[tokio::test]
+async fn f28_immediate_pod_delete_is_marked_then_removed() {
+    let t = common::start().await;
+    let created = create(&t, PODS, &mk_pod("p28-now", json!({}))).await;
+    let from = rv(&created);
+    let (code, _) = t
+        .raw("DELETE", &format!("{PODS}/p28-now"), None, vec![])
+        .await;
+    assert_eq!(code, 200);
+    let events = t
+        .watch_events(
+            &format!("{PODS}?watch=true&resourceVersion={from}"),
+            &[],
+            2,
+            Duration::from_secs(3),
+        )
+        .await;
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["MODIFIED", "DELETED"]);
+    assert_eq!(
+        events[0]["object"]["metadata"]["deletionGracePeriodSeconds"],
+        0
+    );
+    assert!(events[0]["object"]["metadata"]["deletionTimestamp"].is_string());
+}
+
+/// `ObjectMeta` maps are `omitempty`: removing the last label or annotation removes the map.
+#[tokio::test]
+async fn f22_removing_the_last_label_leaves_no_empty_map() {
+    let t = common::start().await;
+    let mut lease = mk_lease("l22", "a");
+    lease["metadata"]["labels"] = json!({"team": "x"});
+    lease["metadata"]["annotations"] = json!({"note": "y"});
+    create(&t, LEASES, &lease).await;
+    let patch = json!({"metadata": {"labels": {"team": null}, "annotations": {"note": null}}});
+    let (code, out) = t
+        .raw(
+            "PATCH",
+            &format!("{LEASES}/l22"),
+            Some("application/merge-patch+json"),
+            bytes(&patch),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}");
+    assert!(out["metadata"].get("labels").is_none(), "{out}");
+    assert!(out["metadata"].get("annotations").is_none(), "{out}");
 }

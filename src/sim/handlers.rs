@@ -1460,20 +1460,22 @@ fn delete_in(
     if let Some(want) = &opts.uid
         && *want != uid
     {
-        return Err(ApiError::conflict(
+        return Err(ApiError::precondition_failed(
             rt,
             name,
-            &format!("Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"),
+            &format!(
+                "the UID in the precondition ({want}) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
+            ),
         ));
     }
     if let Some(want) = &opts.rv
         && *want != old.rv.to_string()
     {
-        return Err(ApiError::conflict(
+        return Err(ApiError::precondition_failed(
             rt,
             name,
             &format!(
-                "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {}",
+                "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({}). The object might have been modified",
                 old.rv
             ),
         ));
@@ -1524,9 +1526,20 @@ fn delete_in(
             .pointer("/metadata/deletionGracePeriodSeconds")
             .and_then(Value::as_i64);
         if grace > 0 && current.is_none_or(|c| grace < c) {
-            let at = jiff::Timestamp::now()
+            // A shorter grace period moves the deadline back by the difference, from the
+            // original deletion request (the apiserver's `BeforeDelete`).
+            let base = match (already_deleting, current) {
+                (true, Some(c)) => v
+                    .pointer("/metadata/deletionTimestamp")
+                    .and_then(Value::as_str)
+                    .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                    .and_then(|t| t.checked_sub(jiff::SignedDuration::from_secs(c)).ok())
+                    .unwrap_or_else(jiff::Timestamp::now),
+                _ => jiff::Timestamp::now(),
+            };
+            let at = base
                 .checked_add(jiff::SignedDuration::from_secs(grace))
-                .unwrap_or(jiff::Timestamp::now());
+                .unwrap_or(base);
             meta_mut(&mut v).insert(
                 "deletionTimestamp".into(),
                 json!(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
@@ -1544,6 +1557,11 @@ fn delete_in(
         meta_mut(&mut v).insert("deletionGracePeriodSeconds".into(), json!(0));
         if !already_deleting {
             meta_mut(&mut v).insert("deletionTimestamp".into(), json!(now));
+        }
+        // Pods are always deleted gracefully, if only for zero seconds: the deletion mark is
+        // written first (MODIFIED), then the object goes (DELETED).
+        if !dry && !has_finalizers && current != Some(0) {
+            v = txn.put(sid, namespace, name, v, strategy::index).value();
         }
     }
 

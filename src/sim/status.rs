@@ -111,6 +111,26 @@ impl ApiError {
         .with_details(Self::name_details(rt, name))
     }
 
+    /// 409 for a failed DeleteOptions precondition (`storage.NewInvalidObjError`, wrapped by
+    /// the registry with the kind-qualified name).
+    pub fn precondition_failed(rt: &ResourceType, name: &str, why: &str) -> Self {
+        let mut d = json!({ "name": name, "kind": rt.kind });
+        if !rt.group.is_empty() {
+            d["group"] = json!(rt.group);
+        }
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{}\": {}",
+                rt.group_kind(),
+                name,
+                why
+            ),
+        )
+        .with_details(d)
+    }
+
     /// The reason text of an optimistic-concurrency conflict.
     pub const MODIFIED: &'static str = "the object has been modified; please apply your changes to the latest version and try again";
 

@@ -217,8 +217,33 @@ fn default_on_decode(rt: &ResourceType, v: &mut Value) {
     }
 }
 
+/// `ObjectMeta`'s maps and lists are `omitempty` in Go: an emptied one is not stored.
+pub fn omit_empty_metadata(v: &mut Value) {
+    let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for k in [
+        "labels",
+        "annotations",
+        "finalizers",
+        "ownerReferences",
+        "managedFields",
+    ] {
+        let empty = match meta.get(k) {
+            Some(Value::Object(m)) => m.is_empty(),
+            Some(Value::Array(a)) => a.is_empty(),
+            Some(Value::Null) => true,
+            _ => false,
+        };
+        if empty {
+            meta.remove(k);
+        }
+    }
+}
+
 /// Defaults and status handling on create (`PrepareForCreate` + defaulting).
 pub fn prepare_create(rt: &ResourceType, v: &mut Value) {
+    omit_empty_metadata(v);
     if has_generation(rt) {
         meta_mut(v).insert("generation".into(), json!(1));
     } else {
@@ -251,6 +276,7 @@ pub fn prepare_create(rt: &ResourceType, v: &mut Value) {
 /// Status and generation handling on update (`PrepareForUpdate`), for the main resource
 /// (`subresource = None`) or `/status`.
 pub fn prepare_update(rt: &ResourceType, old: &Value, new: &mut Value, subresource: Option<&str>) {
+    omit_empty_metadata(new);
     match subresource {
         Some("status") => {
             // Only status changes through /status; everything else stays as stored.
