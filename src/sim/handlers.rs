@@ -911,7 +911,7 @@ pub fn update(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
     ctx.query
         .validate_write_options("UpdateOptions", Vec::new())?;
     let mut warnings = Vec::new();
-    let mut v = decode_object(ctx, body, &mut warnings)?;
+    let v = decode_object(ctx, body, &mut warnings)?;
     let body_name = v
         .pointer("/metadata/name")
         .and_then(Value::as_str)
@@ -922,44 +922,41 @@ pub fn update(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
             "the name of the object ({body_name}) does not match the name on the URL ({name})"
         )));
     }
-    let (sid, _) = storage(rt, ctx.req.type_id);
-    let (code, out) = ctx
-        .shared
-        .store
-        .transact(|txn| -> ApiResult<(StatusCode, Value)> {
-            let Some(old) = txn.get(sid, &ctx.req.namespace, &name) else {
-                if rt.create_on_update && ctx.req.subresource.is_none() {
-                    meta_mut(&mut v).remove("resourceVersion");
-                    return create_in(ctx, txn, &mut v, None);
-                }
-                return Err(ApiError::not_found(rt, &name));
-            };
-            let rv_given = v
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            if rv_given.is_empty() && !rt.unconditional_update {
-                // The registry store names the resource, not the kind, here (`Invalid value: 0x0`
-                // is Go's %#v of the uint64 0).
-                let cause = Cause::invalid(
-                    "metadata.resourceVersion",
-                    &json!("0x0"),
-                    "must be specified for an update",
-                )
-                .with_raw_value("0x0");
-                return Err(ApiError::invalid_kind(
-                    rt.group,
-                    rt.resource,
-                    &name,
-                    &[cause],
-                ));
+    let (code, out) = guaranteed_update(ctx, false, |old| {
+        let mut v = v.clone();
+        let Some(old) = old else {
+            if rt.create_on_update && ctx.req.subresource.is_none() {
+                meta_mut(&mut v).remove("resourceVersion");
+                return Ok(Step::Create(v));
             }
-            if rv_given.is_empty() {
-                meta_mut(&mut v).insert("resourceVersion".into(), json!(old.rv.to_string()));
-            }
-            finish_update(ctx, txn, &old, v, false)
-        })?;
+            return Err(ApiError::not_found(rt, &name));
+        };
+        let rv_given = v
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if rv_given.is_empty() && !rt.unconditional_update {
+            // The registry store names the resource, not the kind, here (`Invalid value: 0x0`
+            // is Go's %#v of the uint64 0).
+            let cause = Cause::invalid(
+                "metadata.resourceVersion",
+                &json!("0x0"),
+                "must be specified for an update",
+            )
+            .with_raw_value("0x0");
+            return Err(ApiError::invalid_kind(
+                rt.group,
+                rt.resource,
+                &name,
+                &[cause],
+            ));
+        }
+        if rv_given.is_empty() {
+            meta_mut(&mut v).insert("resourceVersion".into(), json!(old.rv.to_string()));
+        }
+        Ok(Step::Decided(old.rv, finish_update(ctx, &old, v, false)?))
+    })?;
     Ok(with_warnings(
         value_response(code, &ctx.render(ctx.format()?, &out)),
         &warnings,
@@ -973,18 +970,18 @@ impl Cause {
     }
 }
 
-/// Common tail of update and patch: precondition, strategy, validation, managed fields,
-/// no-op detection, finalizer completion, commit.
+/// Common tail of update and patch, computed outside the store lock: precondition, strategy,
+/// validation, managed fields, no-op detection, finalizer completion. [`commit`] applies the
+/// decision if the object is still at `old`'s resourceVersion.
 fn finish_update(
     ctx: &Ctx<'_>,
-    txn: &mut Txn<'_>,
     old: &Stored,
     mut new: Value,
     applied: bool,
-) -> ApiResult<(StatusCode, Value)> {
+) -> ApiResult<Decision> {
     let rt = ctx.rt();
     let name = ctx.name().to_owned();
-    let (sid, converted) = storage(rt, ctx.req.type_id);
+    let (_, converted) = storage(rt, ctx.req.type_id);
     let given = new
         .pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
@@ -1044,7 +1041,7 @@ fn finish_update(
     }
     meta_mut(&mut new).insert("resourceVersion".into(), json!(old.rv.to_string()));
     if unchanged(&old_v, &new) {
-        return Ok((StatusCode::OK, to_view(converted, old_v)));
+        return Ok(Decision::Keep(to_view(converted, old_v)));
     }
     let deleting = new
         .pointer("/metadata/deletionTimestamp")
@@ -1060,14 +1057,10 @@ fn finish_update(
             .unwrap_or(0)
             > 0;
     if ctx.query.dry_run {
-        return Ok((StatusCode::OK, to_view(converted, new)));
+        return Ok(Decision::Keep(to_view(converted, new)));
     }
     if deleting && finalizers_empty && !graceful_pending && rt.kind != "Namespace" {
-        let gone = txn.delete(sid, &ctx.req.namespace, &name, new, strategy::index);
-        return Ok((
-            StatusCode::OK,
-            to_view(converted, gone.map(|g| g.value()).unwrap_or_default()),
-        ));
+        return Ok(Decision::Delete(new));
     }
     if rt.kind == "Namespace"
         && deleting
@@ -1077,11 +1070,78 @@ fn finish_update(
             .and_then(Value::as_array)
             .is_none_or(Vec::is_empty)
     {
-        let gone = txn.delete(sid, "", &name, new, strategy::index);
-        return Ok((StatusCode::OK, gone.map(|g| g.value()).unwrap_or_default()));
+        return Ok(Decision::Delete(new));
     }
-    let stored = txn.put(sid, &ctx.req.namespace, &name, new, strategy::index);
-    Ok((StatusCode::OK, to_view(converted, stored.value())))
+    Ok(Decision::Put(new))
+}
+
+/// The outcome of an update, decided without holding the store lock.
+enum Decision {
+    /// Nothing to store (no-op or dry run): answer with this object.
+    Keep(Value),
+    /// Store this object.
+    Put(Value),
+    /// The last finalizer is gone: remove the object, this being its final state.
+    Delete(Value),
+}
+
+/// One attempt of a read-modify-write.
+enum Step {
+    /// The object does not exist and the request creates it (PUT/apply of a missing object).
+    Create(Value),
+    /// Based on the object at this resourceVersion.
+    Decided(u64, Decision),
+}
+
+/// Applies a decision inside the store lock.
+fn commit(ctx: &Ctx<'_>, txn: &mut Txn<'_>, decision: Decision) -> Value {
+    let (sid, converted) = storage(ctx.rt(), ctx.req.type_id);
+    let (ns, name) = (&ctx.req.namespace, ctx.name());
+    match decision {
+        Decision::Keep(v) => v,
+        Decision::Put(v) => to_view(
+            converted,
+            txn.put(sid, ns, name, v, strategy::index).value(),
+        ),
+        Decision::Delete(v) => to_view(
+            converted,
+            txn.delete(sid, ns, name, v, strategy::index)
+                .map(|g| g.value())
+                .unwrap_or_default(),
+        ),
+    }
+}
+
+/// kube-apiserver's `GuaranteedUpdate`: read the object, compute the change outside the lock,
+/// then commit only if the object is still at the resourceVersion it was computed from
+/// (compare-and-swap); if another write got in between, compute again from the new state.
+/// `applied_create` tells whether a `Step::Create` object already carries apply's managedFields.
+fn guaranteed_update(
+    ctx: &Ctx<'_>,
+    applied_create: bool,
+    mut attempt: impl FnMut(Option<std::sync::Arc<Stored>>) -> ApiResult<Step>,
+) -> ApiResult<(StatusCode, Value)> {
+    let (sid, _) = storage(ctx.rt(), ctx.req.type_id);
+    let store = &ctx.shared.store;
+    loop {
+        let current = store.get(sid, &ctx.req.namespace, ctx.name());
+        match attempt(current)? {
+            Step::Create(mut v) => {
+                return store
+                    .transact(|txn| create_in(ctx, txn, &mut v, applied_create.then_some(())));
+            }
+            Step::Decided(_, Decision::Keep(v)) => return Ok((StatusCode::OK, v)),
+            Step::Decided(rv, decision) => {
+                let done = store.transact(|txn| {
+                    (txn.get(sid, &ctx.req.namespace, ctx.name()).map(|o| o.rv) == Some(rv))
+                        .then(|| commit(ctx, txn, decision))
+                });
+                if let Some(v) = done {
+                    return Ok((StatusCode::OK, v));
+                }
+            }
+        }
+    }
 }
 
 /// Equal apart from managedFields timestamps: such a write is a no-op (same resourceVersion,
@@ -1190,91 +1250,86 @@ pub fn patch(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
         _ => None,
     };
     let mut warnings = Vec::new();
-    let (sid, converted) = storage(rt, ctx.req.type_id);
-    let (code, out) = ctx
-        .shared
-        .store
-        .transact(|txn| -> ApiResult<(StatusCode, Value)> {
-            let old = txn.get(sid, &ctx.req.namespace, &name);
-            let Some(old) = old else {
-                if kind == PatchKind::Apply && ctx.req.subresource.is_none() {
-                    let mut v = run_apply(ctx, None, &patch)?;
-                    strict_fields(ctx, None, &mut v, &mut warnings, &ApiError::bad_request)?;
-                    if converted {
-                        v = convert::event_to_core(&v);
-                    }
-                    if v.pointer("/metadata/name")
-                        .and_then(Value::as_str)
-                        .is_some_and(|n| n != name)
-                    {
-                        return Err(name_mismatch(
-                            v.pointer("/metadata/name")
-                                .and_then(Value::as_str)
-                                .unwrap_or_default(),
-                            &name,
-                        ));
-                    }
-                    meta_mut(&mut v).insert("name".into(), json!(name));
-                    // The create-on-update path stores whatever resourceVersion the applied
-                    // configuration carried as unset (etcd3's PrepareObjectForStorage).
-                    meta_mut(&mut v).remove("resourceVersion");
-                    return create_in(ctx, txn, &mut v, Some(()));
+    let (_, converted) = storage(rt, ctx.req.type_id);
+    let (code, out) = guaranteed_update(ctx, true, |old| {
+        // A retry starts over; warnings of the attempt that lost the race are dropped.
+        warnings.clear();
+        let Some(old) = old else {
+            if kind == PatchKind::Apply && ctx.req.subresource.is_none() {
+                let mut v = run_apply(ctx, None, &patch)?;
+                strict_fields(ctx, None, &mut v, &mut warnings, &ApiError::bad_request)?;
+                if converted {
+                    v = convert::event_to_core(&v);
                 }
-                return Err(ApiError::not_found(rt, &name));
-            };
-            let old_view = to_view(converted, old.value());
-            let mut new = match kind {
-                PatchKind::Json => {
-                    let ops = ops.as_ref().ok_or_else(ApiError::unprocessable)?;
-                    let mut doc = old_view.clone();
-                    json_patch::patch(&mut doc, ops).map_err(|_| ApiError::unprocessable())?;
-                    doc
+                if v.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| n != name)
+                {
+                    return Err(name_mismatch(
+                        v.pointer("/metadata/name")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default(),
+                        &name,
+                    ));
                 }
-                PatchKind::Merge => {
-                    let mut doc = old_view.clone();
-                    json_patch::merge(&mut doc, &patch);
-                    doc
-                }
-                PatchKind::Strategic => {
-                    smp::apply(&ctx.shared.schema, ctx.node(), &old_view, &patch).map_err(|e| {
-                        match e.http_status() {
-                            400 => ApiError::bad_request(e.to_string()),
-                            422 => ApiError::unprocessable(),
-                            _ => ApiError::internal(format!("Internal error occurred: {e}")),
-                        }
-                    })?
-                }
-                PatchKind::Apply => run_apply(ctx, Some(&old_view), &patch)?,
-            };
-            let new_name = new
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            if new_name != name {
-                return Err(name_mismatch(new_name, &name));
+                meta_mut(&mut v).insert("name".into(), json!(name));
+                // The create-on-update path stores whatever resourceVersion the applied
+                // configuration carried as unset (etcd3's PrepareObjectForStorage).
+                meta_mut(&mut v).remove("resourceVersion");
+                return Ok(Step::Create(v));
             }
-            // What a decoding error of the patched object shows as the invalid value: the patched
-            // JSON, or (strategic merge) the patch map as Go's %+v prints it.
-            let shown = match kind {
-                PatchKind::Strategic => go_map_string(&patch),
-                _ => serde_json::to_string(&new).unwrap_or_default(),
-            };
-            let patch_error = |why: String| match kind {
-                PatchKind::Apply => ApiError::bad_request(why),
-                _ => ApiError::invalid_kind(
-                    "",
-                    "",
-                    "",
-                    &[Cause::invalid("patch", &json!(shown), &why)],
-                ),
-            };
-            strategy::typecheck(rt, &new).map_err(&patch_error)?;
-            strict_fields(ctx, None, &mut new, &mut warnings, &patch_error)?;
-            if converted {
-                new = convert::event_to_core(&new);
+            return Err(ApiError::not_found(rt, &name));
+        };
+        let old_view = to_view(converted, old.value());
+        let mut new = match kind {
+            PatchKind::Json => {
+                let ops = ops.as_ref().ok_or_else(ApiError::unprocessable)?;
+                let mut doc = old_view.clone();
+                json_patch::patch(&mut doc, ops).map_err(|_| ApiError::unprocessable())?;
+                doc
             }
-            finish_update(ctx, txn, &old, new, kind == PatchKind::Apply)
-        })?;
+            PatchKind::Merge => {
+                let mut doc = old_view.clone();
+                json_patch::merge(&mut doc, &patch);
+                doc
+            }
+            PatchKind::Strategic => smp::apply(&ctx.shared.schema, ctx.node(), &old_view, &patch)
+                .map_err(|e| match e.http_status() {
+                400 => ApiError::bad_request(e.to_string()),
+                422 => ApiError::unprocessable(),
+                _ => ApiError::internal(format!("Internal error occurred: {e}")),
+            })?,
+            PatchKind::Apply => run_apply(ctx, Some(&old_view), &patch)?,
+        };
+        let new_name = new
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if new_name != name {
+            return Err(name_mismatch(new_name, &name));
+        }
+        // What a decoding error of the patched object shows as the invalid value: the patched
+        // JSON, or (strategic merge) the patch map as Go's %+v prints it.
+        let shown = match kind {
+            PatchKind::Strategic => go_map_string(&patch),
+            _ => serde_json::to_string(&new).unwrap_or_default(),
+        };
+        let patch_error = |why: String| match kind {
+            PatchKind::Apply => ApiError::bad_request(why),
+            _ => {
+                ApiError::invalid_kind("", "", "", &[Cause::invalid("patch", &json!(shown), &why)])
+            }
+        };
+        strategy::typecheck(rt, &new).map_err(&patch_error)?;
+        strict_fields(ctx, None, &mut new, &mut warnings, &patch_error)?;
+        if converted {
+            new = convert::event_to_core(&new);
+        }
+        Ok(Step::Decided(
+            old.rv,
+            finish_update(ctx, &old, new, kind == PatchKind::Apply)?,
+        ))
+    })?;
     Ok(with_warnings(
         value_response(code, &ctx.render(ctx.format()?, &out)),
         &warnings,
