@@ -237,23 +237,73 @@ fn encode_continue(rv: u64, key: &(String, String)) -> String {
 }
 
 fn decode_continue(token: &str) -> ApiResult<(u64, (String, String))> {
-    let bad = |why: &str| ApiError::bad_request(format!("invalid continue token: {why}"));
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token.trim_end_matches('='))
-        .map_err(|_| bad("illegal base64 data"))?;
-    let v: Value = serde_json::from_slice(&raw).map_err(|_| bad("not a JSON continue token"))?;
-    if v["v"] != "meta.k8s.io/v1" {
-        return Err(bad("continue key is not valid"));
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    /// Go's `base64.RawURLEncoding`: no padding, lenient about trailing bits.
+    const RAW_URL: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::URL_SAFE,
+        GeneralPurposeConfig::new()
+            .with_encode_padding(false)
+            .with_decode_allow_trailing_bits(true)
+            .with_decode_padding_mode(DecodePaddingMode::RequireNone),
+    );
+    // `storage.DecodeContinue`'s errors, wrapped as the list handler wraps them.
+    const INVALID: &str = "continue key is not valid";
+    let bad = |why: String| ApiError::bad_request(format!("invalid continue token: {why}"));
+    let raw = RAW_URL.decode(token).map_err(|e| {
+        let at = match e {
+            base64::DecodeError::InvalidByte(at, _)
+            | base64::DecodeError::InvalidLastSymbol(at, _) => at,
+            _ => token.len(),
+        };
+        bad(format!("{INVALID}: illegal base64 data at input byte {at}"))
+    })?;
+    let v: Value = serde_json::from_slice(&raw)
+        .map_err(|e| bad(format!("{INVALID}: {}", go_json_error(&raw, &e))))?;
+    let version = v["v"].as_str().unwrap_or_default();
+    if version != "meta.k8s.io/v1" {
+        return Err(bad(format!(
+            "{INVALID} server does not recognize this encoded version {version:?}"
+        )));
     }
-    let rv = v["rv"].as_u64().filter(|r| *r > 0).ok_or_else(|| bad("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
-    let start = v["start"]
-        .as_str()
-        .ok_or_else(|| bad("continue key is not valid"))?;
+    let rv = v["rv"].as_u64().filter(|r| *r > 0).ok_or_else(|| {
+        bad(format!(
+            "{INVALID}: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"
+        ))
+    })?;
+    let start = v["start"].as_str().unwrap_or_default();
+    if start.is_empty() {
+        return Err(bad(format!(
+            "{INVALID}: encoded start key empty (version meta.k8s.io/v1)"
+        )));
+    }
     let start = start.strip_suffix('\u{0}').unwrap_or(start);
     let (ns, name) = start
         .split_once('/')
-        .ok_or_else(|| bad("continue key is not valid"))?;
+        .ok_or_else(|| bad(INVALID.to_owned()))?;
     Ok((rv, (ns.to_owned(), name.to_owned())))
+}
+
+/// Go's `encoding/json` wording for the common syntax errors (a bad first character, empty
+/// input); serde_json's own text otherwise.
+fn go_json_error(data: &[u8], err: &serde_json::Error) -> String {
+    let Some(&c) = data.iter().find(|b| !b.is_ascii_whitespace()) else {
+        return "unexpected end of JSON input".to_owned();
+    };
+    if matches!(
+        c,
+        b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n'
+    ) {
+        return err.to_string();
+    }
+    let quoted = match c {
+        b'\'' => "'\\''".to_owned(),
+        b'"' => "'\"'".to_owned(),
+        _ => {
+            let q = super::selector::go_quote(&char::from(c).to_string());
+            format!("'{}'", &q[1..q.len() - 1])
+        }
+    };
+    format!("invalid character {quoted} looking for beginning of value")
 }
 
 /// The 410 a continue token gets once its resourceVersion is compacted.
@@ -1648,10 +1698,13 @@ fn deleted_answer(rt: &ResourceType, name: &str, uid: &str, converted: bool, obj
     if rt.return_deleted_object {
         return to_view(converted, obj);
     }
-    let mut details = json!({ "name": name, "kind": rt.resource, "uid": uid });
+    // Go field order of StatusDetails: name, group, kind, uid.
+    let mut details = json!({ "name": name });
     if !rt.group.is_empty() {
         details["group"] = json!(rt.group);
     }
+    details["kind"] = json!(rt.resource);
+    details["uid"] = json!(uid);
     json!({ "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details })
 }
 
@@ -1776,6 +1829,19 @@ mod tests {
         let no_rv = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .encode(br#"{"v":"meta.k8s.io/v1","rv":0,"start":"a/b\u0000"}"#);
         assert_eq!(decode_continue(&no_rv).unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn continue_token_errors_are_worded_like_the_apiserver() {
+        // Observed from kube-apiserver v1.33.13 for `continue=garbage`.
+        assert_eq!(
+            decode_continue("garbage").unwrap_err().message,
+            "invalid continue token: continue key is not valid: invalid character '\\u0081' looking for beginning of value"
+        );
+        assert_eq!(
+            decode_continue("a!").unwrap_err().message,
+            "invalid continue token: continue key is not valid: illegal base64 data at input byte 1"
+        );
     }
 
     #[test]

@@ -47,11 +47,13 @@ impl ApiError {
         self
     }
 
+    /// `StatusDetails` in Go field order: name, group, kind (group omitted when empty).
     fn name_details(rt: &ResourceType, name: &str) -> Value {
-        let mut d = json!({ "name": name, "kind": rt.resource });
+        let mut d = json!({ "name": name });
         if !rt.group.is_empty() {
             d["group"] = json!(rt.group);
         }
+        d["kind"] = json!(rt.resource);
         d
     }
 
@@ -114,10 +116,11 @@ impl ApiError {
     /// 409 for a failed DeleteOptions precondition (`storage.NewInvalidObjError`, wrapped by
     /// the registry with the kind-qualified name).
     pub fn precondition_failed(rt: &ResourceType, name: &str, why: &str) -> Self {
-        let mut d = json!({ "name": name, "kind": rt.kind });
+        let mut d = json!({ "name": name });
         if !rt.group.is_empty() {
             d["group"] = json!(rt.group);
         }
+        d["kind"] = json!(rt.kind);
         Self::new(
             409,
             "Conflict",

@@ -320,6 +320,38 @@ fn ns_range<'a>(
         .take_while(move |(k, _)| k.0 == ns_owned)
 }
 
+/// `ObjectMeta`'s fields in Go struct order, which is the order kube-apiserver serialises them
+/// in (and so the order clients and error messages show).
+const OBJECT_META_ORDER: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
+/// Reorders metadata keys into [`OBJECT_META_ORDER`]; unknown keys keep their order after them.
+fn go_field_order(meta: &mut serde_json::Map<String, Value>) {
+    let mut ordered = serde_json::Map::with_capacity(meta.len());
+    for k in OBJECT_META_ORDER {
+        if let Some(v) = meta.remove(*k) {
+            ordered.insert((*k).to_owned(), v);
+        }
+    }
+    ordered.append(meta);
+    *meta = ordered;
+}
+
 /// Exclusive access to the store inside [`Store::transact`].
 pub struct Txn<'a> {
     inner: &'a mut Inner,
@@ -355,6 +387,7 @@ impl Txn<'_> {
         let rv = self.inner.rv;
         if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+            go_field_order(meta);
         }
         let (labels, fields) = index(type_id, &value);
         let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
@@ -468,6 +501,31 @@ mod tests {
 
     fn all<'a>() -> &'a dyn Fn(&Stored) -> bool {
         &|_| true
+    }
+
+    #[test]
+    fn metadata_is_stored_in_go_field_order() {
+        let s = Store::new(10);
+        let t = id_of("coordination.k8s.io", "leases");
+        let v = json!({"metadata": {"labels": {"a": "b"}, "uid": "u", "name": "x", "creationTimestamp": "t", "custom": 1}});
+        let stored = s.transact(|x| x.put(t, "default", "x", v, idx));
+        let keys: Vec<String> = stored.value()["metadata"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "name",
+                "uid",
+                "resourceVersion",
+                "creationTimestamp",
+                "labels",
+                "custom"
+            ]
+        );
     }
 
     #[test]
