@@ -1005,7 +1005,10 @@ pub fn update(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
         if rv_given.is_empty() {
             meta_mut(&mut v).insert("resourceVersion".into(), json!(old.rv.to_string()));
         }
-        Ok(Step::Decided(old.rv, finish_update(ctx, &old, v, false)?))
+        Ok(Step::Decided(
+            old.rv,
+            finish_update(ctx, &old, old.value(), v, false)?,
+        ))
     })?;
     Ok(with_warnings(
         value_response(code, &ctx.render(ctx.format()?, &out)),
@@ -1026,6 +1029,7 @@ impl Cause {
 fn finish_update(
     ctx: &Ctx<'_>,
     old: &Stored,
+    old_v: Value,
     mut new: Value,
     applied: bool,
 ) -> ApiResult<Decision> {
@@ -1053,7 +1057,6 @@ fn finish_update(
             return Err(ApiError::conflict(rt, &name, ApiError::MODIFIED));
         }
     }
-    let old_v = old.value();
     // `EnsureObjectNamespaceMatchesRequestNamespace`.
     if rt.namespaced {
         let ns = new
@@ -1197,19 +1200,47 @@ fn guaranteed_update(
 /// Equal apart from managedFields timestamps: such a write is a no-op (same resourceVersion,
 /// no event), as the apiserver's managed-fields timestamp transformer makes it.
 fn unchanged(old: &Value, new: &Value) -> bool {
-    fn strip(v: &Value) -> Value {
-        let mut c = v.clone();
-        if let Some(mf) = c
-            .pointer_mut("/metadata/managedFields")
-            .and_then(Value::as_array_mut)
-        {
-            for e in mf.iter_mut().filter_map(Value::as_object_mut) {
-                e.remove("time");
+    fn same_ignoring_time(a: &Value, b: &Value) -> bool {
+        match (a.as_object(), b.as_object()) {
+            (Some(x), Some(y)) => {
+                x.len() == y.len()
+                    && x.iter().all(|(k, v)| k == "time" || y.get(k) == Some(v))
+                    && x.contains_key("time") == y.contains_key("time")
             }
+            _ => a == b,
         }
-        c
     }
-    strip(old) == strip(new)
+    let (Some(o), Some(n)) = (old.as_object(), new.as_object()) else {
+        return old == new;
+    };
+    if o.len() != n.len()
+        || !o
+            .iter()
+            .all(|(k, v)| k == "metadata" || n.get(k) == Some(v))
+    {
+        return false;
+    }
+    let (om, nm) = (&o.get("metadata"), &n.get("metadata"));
+    let (Some(om), Some(nm)) = (om.and_then(Value::as_object), nm.and_then(Value::as_object))
+    else {
+        return om == nm;
+    };
+    if om.len() != nm.len()
+        || !om
+            .iter()
+            .all(|(k, v)| k == "managedFields" || nm.get(k) == Some(v))
+    {
+        return false;
+    }
+    match (
+        om.get("managedFields").and_then(Value::as_array),
+        nm.get("managedFields").and_then(Value::as_array),
+    ) {
+        (Some(a), Some(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same_ignoring_time(x, y))
+        }
+        (a, b) => a == b,
+    }
 }
 
 /// The four patch types.
@@ -1330,7 +1361,12 @@ pub fn patch(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
             }
             return Err(ApiError::not_found(rt, &name));
         };
-        let old_view = to_view(converted, old.value());
+        let old_core = old.value();
+        let old_view = if converted {
+            convert::event_from_core(&old_core)
+        } else {
+            old_core.clone()
+        };
         let mut new = match kind {
             PatchKind::Json => {
                 let ops = ops.as_ref().ok_or_else(ApiError::unprocessable)?;
@@ -1377,7 +1413,7 @@ pub fn patch(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
         }
         Ok(Step::Decided(
             old.rv,
-            finish_update(ctx, &old, new, kind == PatchKind::Apply)?,
+            finish_update(ctx, &old, old_core, new, kind == PatchKind::Apply)?,
         ))
     })?;
     Ok(with_warnings(

@@ -382,7 +382,7 @@ impl Txn<'_> {
         }
     }
 
-    fn stamp(&mut self, mut value: Value, index: Indexer, type_id: TypeId) -> Arc<Stored> {
+    fn stamp(&mut self, mut value: Value, index: Indexer, type_id: TypeId) -> (Arc<Stored>, Value) {
         self.inner.rv += 1;
         let rv = self.inner.rv;
         if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -391,12 +391,13 @@ impl Txn<'_> {
         }
         let (labels, fields) = index(type_id, &value);
         let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
-        Arc::new(Stored {
+        let stored = Arc::new(Stored {
             rv,
             json,
             labels,
             fields,
-        })
+        });
+        (stored, value)
     }
 
     /// Stores `value` (created or replaced) with a new resourceVersion, recording the event.
@@ -408,7 +409,20 @@ impl Txn<'_> {
         value: Value,
         index: Indexer,
     ) -> Arc<Stored> {
-        let obj = self.stamp(value, index, type_id);
+        self.put_value(type_id, namespace, name, value, index).0
+    }
+
+    /// [`Txn::put`], also handing back the stored object as a value (no re-parse for the
+    /// response).
+    pub fn put_value(
+        &mut self,
+        type_id: TypeId,
+        namespace: &str,
+        name: &str,
+        value: Value,
+        index: Indexer,
+    ) -> (Arc<Stored>, Value) {
+        let (obj, value) = self.stamp(value, index, type_id);
         let key = (namespace.to_owned(), name.to_owned());
         let prev = self.inner.objects[type_id as usize].insert(key, obj.clone());
         let kind = if prev.is_some() {
@@ -417,7 +431,7 @@ impl Txn<'_> {
             EventKind::Added
         };
         self.record(type_id, kind, namespace, name, obj.clone(), prev);
-        obj
+        (obj, value)
     }
 
     /// Removes an object; `last` is its final state, stored in the event with a new resourceVersion.
@@ -431,7 +445,7 @@ impl Txn<'_> {
     ) -> Option<Arc<Stored>> {
         let key = (namespace.to_owned(), name.to_owned());
         let prev = self.inner.objects[type_id as usize].remove(&key)?;
-        let obj = self.stamp(last, index, type_id);
+        let (obj, _) = self.stamp(last, index, type_id);
         self.record(
             type_id,
             EventKind::Deleted,

@@ -11,7 +11,6 @@
 //! No task is spawned: the stream is a state machine polled by the HTTP body, so a client that
 //! goes away simply drops it.
 
-use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,7 +64,9 @@ struct State {
     spec: WatchSpec,
     rx: tokio::sync::watch::Receiver<u64>,
     cursor: u64,
-    pending: VecDeque<Bytes>,
+    /// Encoded events not yet handed to the HTTP body: one buffer, so a burst of events is
+    /// one chunk and each line is written once.
+    pending: BytesMut,
     first: bool,
     deadline: Instant,
     /// When the next BOOKMARK is due (None: no more bookmarks on this watch).
@@ -74,14 +75,14 @@ struct State {
     done: bool,
 }
 
-fn line(kind: &str, object: &[u8]) -> Bytes {
-    let mut b = BytesMut::with_capacity(object.len() + 32);
-    b.put_slice(b"{\"type\":\"");
-    b.put_slice(kind.as_bytes());
-    b.put_slice(b"\",\"object\":");
-    b.put_slice(object);
-    b.put_slice(b"}\n");
-    b.freeze()
+/// Appends one event line: `{"type":"…","object":…}\n`.
+fn line(out: &mut BytesMut, kind: &str, object: &[u8]) {
+    out.reserve(object.len() + 32);
+    out.put_slice(b"{\"type\":\"");
+    out.put_slice(kind.as_bytes());
+    out.put_slice(b"\",\"object\":");
+    out.put_slice(object);
+    out.put_slice(b"}\n");
 }
 
 /// When the next bookmark is due, as the cacher's `nextBookmarkTime`: one interval from now,
@@ -94,13 +95,17 @@ fn next_bookmark_time(now: Instant, interval: Duration, deadline: Instant) -> Op
 }
 
 impl State {
-    fn bookmark(&self, initial_end: bool) -> Bytes {
+    fn bookmark(&mut self, initial_end: bool) {
         let mut meta = json!({ "resourceVersion": self.cursor.to_string() });
         if initial_end {
             meta["annotations"] = json!({ "k8s.io/initial-events-end": "true" });
         }
         let obj = json!({ "kind": self.spec.kind, "apiVersion": self.spec.api_version, "metadata": meta });
-        line("BOOKMARK", &serde_json::to_vec(&obj).unwrap_or_default())
+        line(
+            &mut self.pending,
+            "BOOKMARK",
+            &serde_json::to_vec(&obj).unwrap_or_default(),
+        );
     }
 
     fn in_scope(&self, type_id: TypeId, namespace: &str) -> bool {
@@ -115,7 +120,7 @@ impl State {
     fn emit(&mut self, kind: &str, obj: &Stored) {
         let bytes = (self.spec.encode)(obj, self.first);
         self.first = false;
-        self.pending.push_back(line(kind, &bytes));
+        line(&mut self.pending, kind, &bytes);
     }
 
     fn start(&mut self) {
@@ -132,8 +137,7 @@ impl State {
                     self.emit("ADDED", obj);
                 }
                 if end_bookmark {
-                    let b = self.bookmark(true);
-                    self.pending.push_back(b);
+                    self.bookmark(true);
                 }
             }
         }
@@ -149,10 +153,11 @@ impl State {
                         "too old resource version: {} ({})",
                         self.cursor, c.compacted
                     ));
-                    self.pending.push_back(line(
+                    line(
+                        &mut self.pending,
                         "ERROR",
                         &serde_json::to_vec(&err.to_status()).unwrap_or_default(),
-                    ));
+                    );
                     return false;
                 }
             };
@@ -183,17 +188,7 @@ impl State {
     }
 
     fn take_pending(&mut self) -> Option<Bytes> {
-        if self.pending.is_empty() {
-            return None;
-        }
-        if self.pending.len() == 1 {
-            return self.pending.pop_front();
-        }
-        let mut b = BytesMut::new();
-        while let Some(p) = self.pending.pop_front() {
-            b.put_slice(&p);
-        }
-        Some(b.freeze())
+        (!self.pending.is_empty()).then(|| self.pending.split().freeze())
     }
 }
 
@@ -217,7 +212,7 @@ pub fn stream(
         rx,
         spec,
         cursor: 0,
-        pending: VecDeque::new(),
+        pending: BytesMut::new(),
         first: true,
         started: false,
         done: false,
@@ -257,8 +252,7 @@ pub fn stream(
                         continue;
                     }
                     st.next_bookmark = next_bookmark_time(Instant::now(), st.spec.bookmark_interval, st.deadline);
-                    let b = st.bookmark(false);
-                    st.pending.push_back(b);
+                    st.bookmark(false);
                 }
                 _ = tokio::time::sleep_until(st.deadline) => return None,
             }
