@@ -163,6 +163,11 @@ impl Store {
         self.lock().rv
     }
 
+    /// How many events the history keeps.
+    pub fn capacity(&self) -> usize {
+        self.lock().capacity
+    }
+
     /// A receiver that changes whenever something is committed.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.notify.subscribe()
@@ -258,34 +263,49 @@ impl Store {
             (None, None) => Box::new(map.iter()),
         };
 
-        let mut items = Vec::new();
-        let mut last_key = None;
-        let mut more = false;
-        let mut remaining = 0u64;
-        let mut visit = |key: &Key, obj: Option<&Arc<Stored>>| {
-            let Some(obj) = obj else { return };
-            if more {
-                remaining += 1;
-                return;
+        /// Collects one page; once it is full, later objects only count as remaining.
+        struct Acc<'f> {
+            items: Vec<Arc<Stored>>,
+            last_key: Option<Key>,
+            more: bool,
+            remaining: u64,
+            limit: usize,
+            filter: &'f dyn Fn(&Stored) -> bool,
+        }
+        impl Acc<'_> {
+            fn visit(&mut self, key: &Key, obj: Option<&Arc<Stored>>) {
+                let Some(obj) = obj else { return };
+                if self.more {
+                    self.remaining += 1;
+                } else if (self.filter)(obj) {
+                    if self.limit > 0 && self.items.len() == self.limit {
+                        self.more = true;
+                        self.remaining += 1;
+                    } else {
+                        self.items.push(obj.clone());
+                        self.last_key = Some(key.clone());
+                    }
+                }
             }
-            if !(q.filter)(obj) {
-                return;
-            }
-            if q.limit > 0 && items.len() == q.limit {
-                more = true;
-                remaining += 1;
-                return;
-            }
-            items.push(obj.clone());
-            last_key = Some(key.clone());
+        }
+        let mut acc = Acc {
+            items: Vec::new(),
+            last_key: None,
+            more: false,
+            remaining: 0,
+            limit: q.limit,
+            filter: q.filter,
         };
-        // Merge the newest objects with the undone keys, in key order.
+        // Merge the newest objects with the undone keys, in key order. Once the page is full,
+        // a filtered list stops (no remainingItemCount); an unfiltered one counts the rest
+        // without visiting each object, unless undone keys still have to be merged.
         let mut undo_iter = undo.iter().peekable();
-        for (key, obj) in current {
+        let mut current = current;
+        while let Some((key, obj)) = current.next() {
             while let Some((uk, _)) = undo_iter.peek() {
                 if *uk < key {
                     let (uk, uv) = undo_iter.next().expect("peeked");
-                    visit(uk, uv.as_ref());
+                    acc.visit(uk, uv.as_ref());
                 } else {
                     break;
                 }
@@ -293,15 +313,30 @@ impl Store {
             if let Some((uk, uv)) = undo_iter.peek()
                 && *uk == key
             {
-                visit(uk, uv.as_ref());
+                acc.visit(uk, uv.as_ref());
                 undo_iter.next();
-                continue;
+            } else {
+                acc.visit(key, Some(obj));
             }
-            visit(key, Some(obj));
+            if acc.more && (q.filtered || undo_iter.peek().is_none()) {
+                if !q.filtered {
+                    acc.remaining += current.count() as u64;
+                }
+                break;
+            }
         }
-        for (uk, uv) in undo_iter {
-            visit(uk, uv.as_ref());
+        if !(acc.more && q.filtered) {
+            for (uk, uv) in undo_iter {
+                acc.visit(uk, uv.as_ref());
+            }
         }
+        let Acc {
+            items,
+            last_key,
+            more,
+            remaining,
+            ..
+        } = acc;
         Ok(Page {
             rv: at,
             items,
@@ -599,6 +634,60 @@ mod tests {
             })
             .unwrap();
         assert_eq!(names(&now), ["b", "c", "d"]);
+    }
+
+    #[test]
+    fn pages_count_the_rest_and_filtered_pages_do_not() {
+        let s = Store::new(100);
+        let t = id_of("coordination.k8s.io", "leases");
+        for i in 0..10 {
+            let mut v = mk_lease(&format!("l{i}"), "x");
+            v["metadata"]["labels"] = json!({"even": (i % 2 == 0).to_string()});
+            s.transact(|x| x.put(t, "default", &format!("l{i}"), v, idx));
+        }
+        let q = ListQuery {
+            type_id: t,
+            namespace: Some("default"),
+            at: None,
+            after: None,
+            limit: 3,
+            filter: all(),
+            filtered: false,
+        };
+        let p = s.list(&q).unwrap();
+        assert_eq!(names(&p), ["l0", "l1", "l2"]);
+        assert_eq!(p.remaining, Some(7));
+        let p2 = s
+            .list(&ListQuery {
+                after: p.last_key.clone(),
+                ..q
+            })
+            .unwrap();
+        assert_eq!(names(&p2), ["l3", "l4", "l5"]);
+        assert_eq!(p2.remaining, Some(4));
+        let even = |o: &Stored| o.labels.get("even").is_some_and(|v| v == "true");
+        let f = ListQuery {
+            type_id: t,
+            namespace: Some("default"),
+            at: None,
+            after: None,
+            limit: 2,
+            filter: &even,
+            filtered: true,
+        };
+        let p3 = s.list(&f).unwrap();
+        assert_eq!(names(&p3), ["l0", "l2"]);
+        assert_eq!(p3.remaining, None);
+        assert!(p3.last_key.is_some());
+        let p4 = s
+            .list(&ListQuery {
+                after: p3.last_key.clone(),
+                limit: 0,
+                ..f
+            })
+            .unwrap();
+        assert_eq!(names(&p4), ["l4", "l6", "l8"]);
+        assert!(p4.last_key.is_none());
     }
 
     #[test]

@@ -26,6 +26,14 @@ use super::store::{EventKind, Store, Stored};
 
 /// Events read from the history per wake-up; bounds the time the store lock is held.
 const BATCH: usize = 1024;
+/// After a commit wakes a watch, how long it waits for more before reading the history: a
+/// burst of writes then costs each watcher one history read and one socket write instead of
+/// one per event (kube-apiserver's cacher also dispatches in batches). Adds at most this much
+/// delivery latency.
+const COALESCE: Duration = Duration::from_millis(5);
+/// Coalescing only happens with at least this much history, so the events of one window can
+/// never push a watcher's position out of it (tests run with a history of a handful).
+const COALESCE_MIN_HISTORY: usize = 1_000;
 /// How long before the timeout the closing bookmark is sent.
 const BOOKMARK_BEFORE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -73,6 +81,8 @@ struct State {
     next_bookmark: Option<Instant>,
     started: bool,
     done: bool,
+    /// See [`COALESCE_MIN_HISTORY`].
+    coalesce: bool,
 }
 
 /// Appends one event line: `{"type":"…","object":…}\n`.
@@ -205,6 +215,7 @@ pub fn stream(
     } else {
         None
     };
+    let coalesce = store.capacity() >= COALESCE_MIN_HISTORY;
     let state = State {
         deadline,
         next_bookmark,
@@ -216,6 +227,7 @@ pub fn stream(
         first: true,
         started: false,
         done: false,
+        coalesce,
     };
     futures::stream::unfold(state, |mut st| async move {
         if !st.started {
@@ -241,6 +253,9 @@ pub fn stream(
                     if changed.is_err() {
                         // The store is gone: the simulator is shutting down.
                         return None;
+                    }
+                    if st.coalesce {
+                        tokio::time::sleep(COALESCE).await;
                     }
                     if !st.drain() {
                         st.done = true;
