@@ -300,8 +300,7 @@ impl Store {
         // a filtered list stops (no remainingItemCount); an unfiltered one counts the rest
         // without visiting each object, unless undone keys still have to be merged.
         let mut undo_iter = undo.iter().peekable();
-        let mut current = current;
-        while let Some((key, obj)) = current.next() {
+        for (key, obj) in current {
             while let Some((uk, _)) = undo_iter.peek() {
                 if *uk < key {
                     let (uk, uv) = undo_iter.next().expect("peeked");
@@ -320,7 +319,18 @@ impl Store {
             }
             if acc.more && (q.filtered || undo_iter.peek().is_none()) {
                 if !q.filtered {
-                    acc.remaining += current.count() as u64;
+                    // Count the rest with a bounded range: no key is compared or even read.
+                    let from = std::ops::Bound::Excluded(key.clone());
+                    let rest = match q.namespace {
+                        Some(ns) => map
+                            .range((
+                                from,
+                                std::ops::Bound::Excluded((format!("{ns}\u{0}"), String::new())),
+                            ))
+                            .count(),
+                        None => map.range((from, std::ops::Bound::Unbounded)).count(),
+                    };
+                    acc.remaining += rest as u64;
                 }
                 break;
             }
