@@ -28,6 +28,7 @@ use std::fmt::Write as _;
 use serde_json::{Map, Number, Value};
 
 use super::schema::{ListType, NodeId, Schema, Shape};
+use super::selector::go_quote;
 
 /// Annotation kubectl client-side apply keeps its last applied configuration in.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -2275,34 +2276,6 @@ fn value_to_string(v: &Value) -> String {
             format!("{{{}}}", items.join(";"))
         }
     }
-}
-
-/// `strconv.Quote`.
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if u32::from(c) < 0x20 || c == '\u{7f}' => {
-                let _ = write!(out, "\\x{:02x}", u32::from(c));
-            }
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 fn go_type_name(v: &Value) -> &'static str {

@@ -25,6 +25,7 @@ use std::sync::OnceLock;
 use serde_json::{Map, Value};
 
 use super::schema::{ListType, Node, NodeId, Schema, Shape};
+use super::selector::go_quote;
 
 /// The vendored documents, by group-version path as listed in `/openapi/v3` (sorted).
 const DOCUMENTS: &[(&str, &str)] = &[
@@ -860,35 +861,6 @@ impl Scanner<'_> {
         }
         Ok(char::from_u32(first).unwrap_or(char::REPLACEMENT_CHARACTER))
     }
-}
-
-/// Quotes like Go's `%q` (`strconv.Quote`): `"`, `\` and non-printable characters escaped.
-fn go_quote(s: &str) -> String {
-    use fmt::Write as _;
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]

@@ -965,6 +965,8 @@ fn is_valid_label_value(v: &str) -> Vec<String> {
 /// Printability follows Go's `strconv.IsPrint` exactly for Latin-1 and for
 /// controls, spaces, format characters, private-use and non-characters; other
 /// *unassigned* code points are treated as printable (Go escapes them).
+/// The one Go `%q` of the simulator (also used by `apply` and `openapi` for byte-exact
+/// messages); checked against Go's `strconv.Quote` on every code point.
 pub fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
