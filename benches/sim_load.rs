@@ -23,11 +23,23 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut a = Args {
-        leases: 50_000,
-        watchers: 50,
-        seconds: 10,
-        concurrency: 64,
+    // `cargo bench` passes `--bench`; anything else (`cargo test --all-targets`) gets a smoke
+    // run that checks the harness works without spending minutes in a debug build.
+    let full = std::env::args().any(|a| a == "--bench");
+    let mut a = if full {
+        Args {
+            leases: 50_000,
+            watchers: 50,
+            seconds: 10,
+            concurrency: 64,
+        }
+    } else {
+        Args {
+            leases: 200,
+            watchers: 2,
+            seconds: 1,
+            concurrency: 4,
+        }
     };
     let argv: Vec<String> = std::env::args().collect();
     let mut i = 1;

@@ -3,4 +3,4 @@
 # against the in-process Kubernetes simulator (kube-rs and kubectl over real HTTP).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test --locked --all-targets "$@"
+cargo test --locked "$@"
