@@ -846,7 +846,7 @@ impl Scanner<'_> {
         Ok(keep.then(|| String::from_utf8_lossy(&buf).into_owned()))
     }
 
-    /// The character of a `\u` escape (four hex digits) (after the `u`), joining surrogate pairs.
+    /// The character of a `\u` escape, from the four hex digits after the `u`; joins surrogate pairs.
     fn unicode_escape(&mut self) -> Result<char, RawJsonError> {
         let first = self.hex4()?;
         if (0xD800..0xDC00).contains(&first) && self.raw[self.pos..].starts_with(b"\\u") {
