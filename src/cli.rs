@@ -105,31 +105,19 @@ async fn run_sim(args: SimArgs) -> anyhow::Result<()> {
         anonymous: !args.no_anonymous,
         ..Default::default()
     };
-    let simulator = Simulator::start(args.listen, opts).await?;
+    let mut simulator = Simulator::start(args.listen, opts).await?;
     if let Some(path) = &args.kubeconfig_out {
         std::fs::write(path, simulator.kubeconfig())
             .with_context(|| format!("writing {}", path.display()))?;
         println!("kubeconfig written to {}", path.display());
     }
     println!("Kubernetes API simulator at {}", simulator.url());
-    let kubelet = if args.fake_kubelet {
-        let client = simulator.client().await?;
-        Some(tokio::spawn(sim::kubelet::run(client, Default::default())))
-    } else {
-        None
-    };
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    match kubelet {
-        Some(mut k) => tokio::select! {
-            r = simulator.run_until(shutdown) => r,
-            r = &mut k => match r {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(e)) => Err(e.context("fake kubelet")),
-                Err(e) => Err(e.into()),
-            },
-        },
-        None => simulator.run_until(shutdown).await,
+    if args.fake_kubelet {
+        simulator.spawn_kubelet(Default::default()).await?;
     }
+    simulator
+        .run_until(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
 }

@@ -35,9 +35,9 @@ pub const CLUSTER: &str = "collector";
 
 /// Runs the demo until Ctrl-C.
 pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
-    let simulator = Simulator::start(opts.listen, SimOptions::default()).await?;
+    let mut simulator = Simulator::start(opts.listen, SimOptions::default()).await?;
     let client = simulator.client().await?;
-    let mut kubelet = tokio::spawn(sim::kubelet::run(client.clone(), Default::default()));
+    simulator.spawn_kubelet(Default::default()).await?;
     seed(&client, opts.members, opts.targets)
         .await
         .context("seeding the demo cluster")?;
@@ -53,17 +53,11 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
         opts.kubeconfig_out.display()
     );
     println!("  The control plane and dashboard are not part of the demo yet; Ctrl-C stops it.");
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    tokio::select! {
-        r = simulator.run_until(shutdown) => r,
-        r = &mut kubelet => match r {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(e.context("fake kubelet")),
-            Err(e) => Err(e.into()),
-        },
-    }
+    simulator
+        .run_until(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
 }
 
 /// Creates the demo namespace, member pods, Services and target leases.

@@ -311,7 +311,7 @@ impl State {
             match existing.items.first() {
                 Some(slice) => {
                     let current = json!({ "endpoints": serde_json::to_value(&slice.endpoints)?, "ports": serde_json::to_value(&slice.ports)? });
-                    if normalize(&current) != normalize(&desired) {
+                    if current != desired {
                         let patch =
                             json!({ "endpoints": desired["endpoints"], "ports": desired["ports"] });
                         api.patch(
@@ -391,10 +391,6 @@ impl State {
         }
         Ok(())
     }
-}
-
-fn normalize(v: &Value) -> Value {
-    serde_json::from_str(&v.to_string()).unwrap_or(Value::Null)
 }
 
 fn is_ready(p: &Pod) -> bool {

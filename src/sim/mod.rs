@@ -197,6 +197,15 @@ impl Simulator {
         Ok(kube::Client::try_from(cfg)?)
     }
 
+    /// Runs the fake kubelet (`kubelet.rs`) as one of the simulator's own tasks, so that its
+    /// failure ends [`Simulator::run_until`] like any other.
+    pub async fn spawn_kubelet(&mut self, opts: kubelet::KubeletOptions) -> anyhow::Result<()> {
+        let client = self.client().await?;
+        self.tasks
+            .spawn(async move { kubelet::run(client, opts).await.context("fake kubelet") });
+        Ok(())
+    }
+
     /// Runs until a task fails (an error) or `shutdown` completes (Ok).
     pub async fn run_until(
         mut self,

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::names;
 use super::registry::{NameRule, ResourceType, TypeId, get};
-use super::status::{Cause, go_value};
+use super::status::Cause;
 
 /// Default `terminationGracePeriodSeconds` of a pod.
 pub const DEFAULT_POD_GRACE: i64 = 30;
@@ -693,11 +693,6 @@ fn validate_data_keys(v: &Value, errs: &mut Vec<Cause>) {
             }
         }
     }
-}
-
-/// Describes a value for messages (re-exported for handlers).
-pub fn describe(v: &Value) -> String {
-    go_value(v)
 }
 
 #[cfg(test)]
