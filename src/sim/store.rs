@@ -208,12 +208,10 @@ impl Store {
     /// Current objects of a type and the resourceVersion they reflect, in key order.
     pub fn snapshot(&self, type_id: TypeId, namespace: Option<&str>) -> (u64, Vec<Arc<Stored>>) {
         let inner = self.lock();
-        let map = &inner.objects[type_id as usize];
-        let items = match namespace {
-            Some(ns) => ns_range(map, ns).map(|(_, v)| v.clone()).collect(),
-            None => map.values().cloned().collect(),
-        };
-        (inner.rv, items)
+        (
+            inner.rv,
+            collect(&inner.objects[type_id as usize], namespace),
+        )
     }
 
     /// Lists a type, optionally at an older resourceVersion and after a key.
@@ -356,6 +354,14 @@ impl Store {
     }
 }
 
+/// Every object of one type's map in a namespace (or all of them), in key order.
+fn collect(map: &BTreeMap<Key, Arc<Stored>>, namespace: Option<&str>) -> Vec<Arc<Stored>> {
+    match namespace {
+        Some(ns) => ns_range(map, ns).map(|(_, v)| v.clone()).collect(),
+        None => map.values().cloned().collect(),
+    }
+}
+
 fn ns_range<'a>(
     map: &'a BTreeMap<Key, Arc<Stored>>,
     ns: &str,
@@ -420,11 +426,7 @@ impl Txn<'_> {
 
     /// All objects of a type in a namespace (or everywhere), in key order.
     pub fn all(&self, type_id: TypeId, namespace: Option<&str>) -> Vec<Arc<Stored>> {
-        let map = &self.inner.objects[type_id as usize];
-        match namespace {
-            Some(ns) => ns_range(map, ns).map(|(_, v)| v.clone()).collect(),
-            None => map.values().cloned().collect(),
-        }
+        collect(&self.inner.objects[type_id as usize], namespace)
     }
 
     fn stamp(&mut self, mut value: Value, index: Indexer, type_id: TypeId) -> (Arc<Stored>, Value) {

@@ -70,23 +70,11 @@ impl TestSim {
         content_type: Option<&str>,
         body: Vec<u8>,
     ) -> (u16, Value) {
-        let mut req = http::Request::builder().method(method).uri(path);
-        if let Some(ct) = content_type {
-            req = req.header("content-type", ct);
-        }
-        let req = req.body(body).unwrap();
-        let resp = self
-            .client
-            .send(req.map(kube::client::Body::from))
-            .await
-            .expect("request sent");
-        let status = resp.status().as_u16();
-        let bytes = http_body_util::BodyExt::collect(resp.into_body())
-            .await
-            .expect("body")
-            .to_bytes();
-        let v = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        let headers: Vec<(&str, &str)> = content_type
+            .map(|ct| ("content-type", ct))
+            .into_iter()
+            .collect();
+        let (status, _, v) = self.raw_with_headers(method, path, &headers, body).await;
         (status, v)
     }
 }
