@@ -725,14 +725,14 @@ fn strict_fields(
         .filter(|d| !d.is_empty())
         .unwrap_or("Warn");
     let problems: Vec<String> = match raw {
-        Some(raw) => match openapi::strict_errors(&ctx.shared.schema, node, raw) {
+        Some(raw) => match openapi::strict_errors(ctx.shared.schema, node, raw) {
             Ok(errs) => errs.iter().map(ToString::to_string).collect(),
-            Err(_) => openapi::unknown_fields(&ctx.shared.schema, node, v)
+            Err(_) => openapi::unknown_fields(ctx.shared.schema, node, v)
                 .iter()
                 .map(|f| format!("unknown field {f:?}"))
                 .collect(),
         },
-        None => openapi::unknown_fields(&ctx.shared.schema, node, v)
+        None => openapi::unknown_fields(ctx.shared.schema, node, v)
             .iter()
             .map(|f| format!("unknown field {f:?}"))
             .collect(),
@@ -749,7 +749,7 @@ fn strict_fields(
             _ => {}
         }
     }
-    prune(&ctx.shared.schema, node, v);
+    prune(ctx.shared.schema, node, v);
     Ok(())
 }
 
@@ -936,7 +936,7 @@ fn create_in(
         let time = now_rfc3339();
         let av = rt.api_version();
         *v = apply::record_update(
-            &ctx.shared.schema,
+            ctx.shared.schema,
             ctx.node(),
             None,
             v,
@@ -1085,7 +1085,7 @@ fn finish_update(
         let time = now_rfc3339();
         let av = rt.api_version();
         new = apply::record_update(
-            &ctx.shared.schema,
+            ctx.shared.schema,
             ctx.node(),
             Some(&old_v),
             &new,
@@ -1379,12 +1379,12 @@ pub fn patch(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
                 json_patch::merge(&mut doc, &patch);
                 doc
             }
-            PatchKind::Strategic => smp::apply(&ctx.shared.schema, ctx.node(), &old_view, &patch)
+            PatchKind::Strategic => smp::apply(ctx.shared.schema, ctx.node(), &old_view, &patch)
                 .map_err(|e| match e.http_status() {
-                400 => ApiError::bad_request(e.to_string()),
-                422 => ApiError::unprocessable(),
-                _ => ApiError::internal(format!("Internal error occurred: {e}")),
-            })?,
+                    400 => ApiError::bad_request(e.to_string()),
+                    422 => ApiError::unprocessable(),
+                    _ => ApiError::internal(format!("Internal error occurred: {e}")),
+                })?,
             PatchKind::Apply => run_apply(ctx, Some(&old_view), &patch)?,
         };
         let new_name = new
@@ -1490,7 +1490,7 @@ fn run_apply(ctx: &Ctx<'_>, live: Option<&Value>, applied: &Value) -> ApiResult<
     let av = rt.api_version();
     let mgr = manager(ctx, &mgr_name, &time, &av);
     apply::apply(
-        &ctx.shared.schema,
+        ctx.shared.schema,
         ctx.node(),
         live,
         applied,

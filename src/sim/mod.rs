@@ -89,7 +89,8 @@ pub struct RuntimeOptions {
 /// State shared by every request.
 pub struct Shared {
     pub store: Arc<Store>,
-    pub schema: schema::Schema,
+    /// The Kubernetes schema, shared by every simulator in the process.
+    pub schema: &'static schema::Schema,
     pub auth: AuthTable,
     pub options: RuntimeOptions,
 }
@@ -122,7 +123,7 @@ impl Simulator {
             .extend(AuthTable::with_admin(&opts.admin_token).users);
         let shared = Arc::new(Shared {
             store: Arc::new(Store::new(opts.history)),
-            schema: openapi::build_schema(),
+            schema: openapi::schema(),
             auth,
             options: RuntimeOptions {
                 bookmark_interval: opts.bookmark_interval,

@@ -142,6 +142,12 @@ pub fn build_schema() -> Schema {
     build_schema_from(&docs)
 }
 
+/// The schema of the vendored documents, built once per process (they are compile-time data).
+pub fn schema() -> &'static Schema {
+    static SCHEMA: OnceLock<Schema> = OnceLock::new();
+    SCHEMA.get_or_init(build_schema)
+}
+
 /// [`build_schema`] over parsed documents.
 fn build_schema_from(docs: &[Value]) -> Schema {
     // Every component, first occurrence wins, in document then (sorted) key order.
