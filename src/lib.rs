@@ -1,9 +1,15 @@
 //! Leasehold: see and steer who owns what in Lease-coordinated Kubernetes clusters.
 //!
-//! Modules: `sim` (a Kubernetes API simulator for demos and tests), `demo` (the one-command demo), `cli` (the command line),
-//! `telemetry` (logging).
+//! Flow: `config` (what to manage) → `k8s` (watchers, the pure index, Lease writes) →
+//! `engine` (planner, operations, control-plane loops) → `store` (history in SQL); `protocol` is
+//! the Lease contract members and control plane share, `agent` is the member side, `model` the
+//! shared vocabulary. `sim` is a Kubernetes API simulator for demos and tests, `demo` the
+//! one-command demo, `cli` the command line, `telemetry` logging.
 
 pub mod cli;
+pub mod config;
 pub mod demo;
+pub mod model;
+pub mod protocol;
 pub mod sim;
 pub mod telemetry;

@@ -1,0 +1,673 @@
+//! The configuration file (`leasehold serve --config FILE`): which clusters Leasehold manages
+//! and how. It owns parsing (YAML) and validation; an invalid file stops start-up with the
+//! file, the field and why. It never reads Kubernetes or the environment beyond what a field
+//! names (`*_env` fields are resolved where they are used, so secrets never sit in the config).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::protocol::{Protocol, names};
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// History database URL: `sqlite:PATH` (created on first run) or `postgres://…`.
+    #[serde(default = "default_database")]
+    pub database: String,
+    /// Keep history this long (`0s` keeps everything).
+    #[serde(default = "default_retention", with = "duration")]
+    pub history_retention: Duration,
+    /// The control plane's own leader election.
+    #[serde(default)]
+    pub control_plane: ControlPlane,
+    /// The managed clusters.
+    pub clusters: Vec<Cluster>,
+}
+
+/// Control-plane replicas elect one acting replica through a Lease.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlPlane {
+    /// Namespace of the election Lease.
+    #[serde(default = "default_cp_namespace")]
+    pub namespace: String,
+    /// Name of the election Lease.
+    #[serde(default = "default_cp_lease")]
+    pub lease_name: String,
+    /// How long a replica's claim lasts without renewal.
+    #[serde(default = "default_cp_duration", with = "duration")]
+    pub lease_duration: Duration,
+}
+
+impl Default for ControlPlane {
+    fn default() -> Self {
+        Self {
+            namespace: default_cp_namespace(),
+            lease_name: default_cp_lease(),
+            lease_duration: default_cp_duration(),
+        }
+    }
+}
+
+/// One managed cluster.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cluster {
+    /// Unique name; part of Lease names, so a DNS label.
+    pub name: String,
+    /// Namespace of its pods, Services and Leases.
+    pub namespace: String,
+    /// Member pods: these labels must all match.
+    pub selector: BTreeMap<String, String>,
+    /// Headless Service giving members stable DNS names.
+    #[serde(default)]
+    pub headless_service: Option<String>,
+    /// LoadBalancer Service clients reach the cluster through.
+    #[serde(default)]
+    pub load_balancer_service: Option<String>,
+    /// Who drives the Leases.
+    #[serde(default = "default_protocol")]
+    pub protocol: Protocol,
+    /// First part of Lease names (`<prefix>-<cluster>-…`); `gnmic` for gnmic clusters.
+    #[serde(default)]
+    pub lease_prefix: Option<String>,
+    /// The targets to spread over members.
+    #[serde(default)]
+    pub targets: Targets,
+    /// Static roles by pod labels, first match wins (e.g. `controlling`, `copy`).
+    #[serde(default)]
+    pub roles: Vec<Role>,
+    /// How the control plane acts.
+    #[serde(default)]
+    pub policy: Policy,
+}
+
+impl Cluster {
+    /// The Lease name prefix in effect.
+    pub fn prefix(&self) -> &str {
+        match (&self.lease_prefix, self.protocol) {
+            (Some(p), _) => p,
+            (None, Protocol::Native) => "leasehold",
+            (None, Protocol::Gnmic) => "gnmic",
+        }
+    }
+}
+
+/// Where a cluster's targets come from.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Targets {
+    /// Listed in the file.
+    #[serde(default)]
+    pub inline: Vec<TargetSpec>,
+    /// Listed in a ConfigMap key (same format as `inline`, as YAML), reloaded when it changes.
+    #[serde(default)]
+    pub config_map: Option<ConfigMapRef>,
+}
+
+/// A ConfigMap key in the cluster's namespace.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigMapRef {
+    /// The ConfigMap.
+    pub name: String,
+    /// The key holding the target list.
+    pub key: String,
+}
+
+/// One target: a key, or `{key, weight, pin}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TargetSpec {
+    /// Any string; it becomes a Lease name directly or hashed.
+    pub key: String,
+    /// Relative load (default 1).
+    pub weight: u32,
+    /// The member that must own it.
+    pub pin: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for TargetSpec {
+    /// A bare scalar is a key (numbers and booleans keep their text as far as YAML lets them:
+    /// quote keys such as `1.50` or `true`); a mapping is `{key, weight, pin}`.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{self, MapAccess, Visitor};
+        use std::fmt;
+
+        struct V;
+        impl V {
+            fn key<E>(self, key: String) -> Result<TargetSpec, E> {
+                Ok(TargetSpec {
+                    key,
+                    weight: 1,
+                    pin: None,
+                })
+            }
+        }
+        impl<'de> Visitor<'de> for V {
+            type Value = TargetSpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a target key or {key, weight, pin}")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<TargetSpec, E> {
+                self.key(v.to_owned())
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<TargetSpec, E> {
+                self.key(v.to_string())
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<TargetSpec, E> {
+                self.key(v.to_string())
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<TargetSpec, E> {
+                self.key(v.to_string())
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<TargetSpec, E> {
+                self.key(v.to_string())
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<TargetSpec, A::Error> {
+                #[derive(Deserialize)]
+                #[serde(deny_unknown_fields)]
+                struct Full {
+                    key: String,
+                    #[serde(default = "one")]
+                    weight: u32,
+                    #[serde(default)]
+                    pin: Option<String>,
+                }
+                let f = Full::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(TargetSpec {
+                    key: f.key,
+                    weight: f.weight,
+                    pin: f.pin,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// A static role: pods matching `selector` play `name`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Role {
+    /// The role's name.
+    pub name: String,
+    /// Labels that must all match.
+    pub selector: BTreeMap<String, String>,
+}
+
+/// What to do when a member joins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnJoin {
+    /// Nothing: new members get only unplaced targets.
+    Off,
+    /// Store a proposed rebalance for someone to run.
+    Propose,
+    /// Run a rebalance.
+    Auto,
+}
+
+/// How the control plane acts on a cluster.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// Duration members promise on target Leases.
+    #[serde(default = "default_lease_duration", with = "duration")]
+    pub lease_duration: Duration,
+    /// What a joining member triggers.
+    #[serde(default = "default_on_join")]
+    pub on_join: OnJoin,
+    /// Membership must be still this long before a join triggers anything, so members that
+    /// start together cause one rebalance, not one each.
+    #[serde(default = "default_join_settle", with = "duration")]
+    pub join_settle: Duration,
+    /// Moves of one operation in flight at once.
+    #[serde(default = "default_max_moves")]
+    pub max_concurrent_moves: usize,
+    /// A move not completed (new owner holding) in this time is retried.
+    #[serde(default = "default_move_timeout", with = "duration")]
+    pub move_timeout: Duration,
+    /// Retries of a timed-out move before it fails.
+    #[serde(default = "default_move_retries")]
+    pub move_retries: u32,
+    /// Removal of an instance.
+    #[serde(default)]
+    pub removal: Removal,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            lease_duration: default_lease_duration(),
+            on_join: default_on_join(),
+            join_settle: default_join_settle(),
+            max_concurrent_moves: default_max_moves(),
+            move_timeout: default_move_timeout(),
+            move_retries: default_move_retries(),
+            removal: Removal::default(),
+        }
+    }
+}
+
+/// Removal of an instance.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Removal {
+    /// Called once after the drain (e.g. MMR `repl/remove`).
+    #[serde(default)]
+    pub webhook: Option<Webhook>,
+    /// Delete the pod at the end.
+    #[serde(default)]
+    pub delete_pod: bool,
+}
+
+/// An HTTP call made when an instance is removed.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Webhook {
+    /// URL template: `{cluster}`, `{namespace}`, `{instance}`, `{ip}`, `{dns}` and
+    /// `{role:NAME}` (the stable DNS name, else IP, of the first ready instance with that role)
+    /// are replaced; values are URL-encoded.
+    pub url: String,
+    /// HTTP method.
+    #[serde(default = "default_method")]
+    pub method: String,
+    /// Give up after this long.
+    #[serde(default = "default_webhook_timeout", with = "duration")]
+    pub timeout: Duration,
+    /// Credentials, sent as an `Authorization` header; never logged.
+    #[serde(default)]
+    pub auth: Option<WebhookAuth>,
+}
+
+/// Credentials of a webhook. Values come from the environment or a Secret, never the file.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum WebhookAuth {
+    /// `Authorization: Bearer <token>`.
+    Bearer {
+        /// Where the token is.
+        token: SecretSource,
+    },
+    /// `Authorization: Basic …`.
+    Basic {
+        /// Where the user name is.
+        username: SecretSource,
+        /// Where the password is.
+        password: SecretSource,
+    },
+}
+
+/// Where a secret value is read from.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum SecretSource {
+    /// An environment variable of the Leasehold process.
+    Env(String),
+    /// A key of a Secret in the cluster's namespace.
+    Secret {
+        /// The Secret.
+        name: String,
+        /// The key.
+        key: String,
+    },
+}
+
+fn default_database() -> String {
+    "sqlite:leasehold.db".into()
+}
+/// Thirty days of history by default: enough to answer "why did this move last week".
+fn default_retention() -> Duration {
+    Duration::from_secs(30 * 24 * 3600)
+}
+fn default_cp_namespace() -> String {
+    "leasehold".into()
+}
+fn default_cp_lease() -> String {
+    "leasehold-control-plane".into()
+}
+/// client-go's default lease duration.
+fn default_cp_duration() -> Duration {
+    Duration::from_secs(15)
+}
+fn default_protocol() -> Protocol {
+    Protocol::Native
+}
+/// client-go's default lease duration.
+fn default_lease_duration() -> Duration {
+    Duration::from_secs(15)
+}
+fn default_on_join() -> OnJoin {
+    OnJoin::Propose
+}
+fn default_join_settle() -> Duration {
+    Duration::from_secs(5)
+}
+/// Cruise Control's per-broker default is 5–10 concurrent movements.
+fn default_max_moves() -> usize {
+    10
+}
+fn default_move_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_move_retries() -> u32 {
+    2
+}
+fn default_method() -> String {
+    "POST".into()
+}
+fn default_webhook_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// Durations as `15s`, `500ms`, `2m`, `1h 30m` (jiff's friendly format).
+mod duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let s = String::deserialize(d)?;
+        parse(&s).map_err(serde::de::Error::custom)
+    }
+
+    pub fn serialize<S: Serializer>(v: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{}ms", v.as_millis()))
+    }
+
+    pub fn parse(s: &str) -> Result<Duration, String> {
+        let d: jiff::SignedDuration = s
+            .parse()
+            .map_err(|_| format!("{s:?} is not a duration (like 15s, 500ms, 2m)"))?;
+        Duration::try_from(d).map_err(|_| format!("{s:?} is negative"))
+    }
+}
+
+/// Why a config file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{file}: {source}")]
+    Read {
+        /// The file.
+        file: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The YAML does not match the schema.
+    #[error("{file}: {message}")]
+    Parse {
+        /// The file.
+        file: PathBuf,
+        /// The parser's message (with line and column).
+        message: String,
+    },
+    /// A field has a value that cannot work.
+    #[error("{file}: {field}: {why}")]
+    Invalid {
+        /// The file.
+        file: PathBuf,
+        /// The field's path, e.g. `clusters[1].policy.max_concurrent_moves`.
+        field: String,
+        /// Why.
+        why: String,
+    },
+}
+
+impl Config {
+    /// Reads and validates a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            file: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses and validates config text; `file` is only used in messages.
+    pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
+        let config: Config = yaml(text).map_err(|e| ConfigError::Parse {
+            file: file.to_owned(),
+            message: e.to_string(),
+        })?;
+        config.validate().map_err(|(field, why)| ConfigError::Invalid {
+            file: file.to_owned(),
+            field,
+            why,
+        })?;
+        Ok(config)
+    }
+
+    /// Finds a cluster by name.
+    pub fn cluster(&self, name: &str) -> Option<&Cluster> {
+        self.clusters.iter().find(|c| c.name == name)
+    }
+
+    fn validate(&self) -> Result<(), (String, String)> {
+        let cp = &self.control_plane;
+        if !names::is_dns_label(&cp.namespace) {
+            return Err(bad("control_plane.namespace", "must be a DNS label"));
+        }
+        if !names::is_dns_subdomain(&cp.lease_name) {
+            return Err(bad("control_plane.lease_name", "must be a valid Lease name"));
+        }
+        if cp.lease_duration < Duration::from_secs(2) {
+            return Err(bad("control_plane.lease_duration", "must be at least 2s"));
+        }
+        if !(self.database.starts_with("sqlite:")
+            || self.database.starts_with("postgres://")
+            || self.database.starts_with("postgresql://"))
+        {
+            return Err(bad(
+                "database",
+                "must start with sqlite:, postgres:// or postgresql://",
+            ));
+        }
+        if self.clusters.is_empty() {
+            return Err(bad("clusters", "at least one cluster is needed"));
+        }
+        let mut seen = BTreeSet::new();
+        for (i, c) in self.clusters.iter().enumerate() {
+            let at = |f: &str| format!("clusters[{i}].{f}");
+            if !seen.insert(&c.name) {
+                return Err((at("name"), format!("{:?} is used twice", c.name)));
+            }
+            c.validate().map_err(|(f, why)| (at(&f), why))?;
+        }
+        Ok(())
+    }
+}
+
+fn bad(field: &str, why: &str) -> (String, String) {
+    (field.to_owned(), why.to_owned())
+}
+
+impl Cluster {
+    fn validate(&self) -> Result<(), (String, String)> {
+        if !names::is_dns_label(&self.name) || self.name.len() > 40 {
+            return Err(bad(
+                "name",
+                "must be a DNS label of at most 40 characters (it is part of Lease names)",
+            ));
+        }
+        if !names::is_dns_label(&self.namespace) {
+            return Err(bad("namespace", "must be a DNS label"));
+        }
+        if self.selector.is_empty() {
+            return Err(bad(
+                "selector",
+                "must name at least one label (an empty selector would take every pod)",
+            ));
+        }
+        for (k, v) in &self.selector {
+            if !names::is_label_value(v) || k.is_empty() {
+                return Err((format!("selector.{k}"), "not a valid label".into()));
+            }
+        }
+        if !names::is_dns_label(self.prefix()) {
+            return Err(bad("lease_prefix", "must be a DNS label"));
+        }
+        for (i, r) in self.roles.iter().enumerate() {
+            if r.name.is_empty() || r.selector.is_empty() {
+                return Err((
+                    format!("roles[{i}]"),
+                    "needs a name and a non-empty selector".into(),
+                ));
+            }
+        }
+        let mut keys = BTreeSet::new();
+        for (i, t) in self.targets.inline.iter().enumerate() {
+            if t.key.is_empty() {
+                return Err((
+                    format!("targets.inline[{i}].key"),
+                    "must not be empty".into(),
+                ));
+            }
+            if t.weight == 0 {
+                return Err((
+                    format!("targets.inline[{i}].weight"),
+                    "must be at least 1".into(),
+                ));
+            }
+            if !keys.insert(&t.key) {
+                return Err((
+                    format!("targets.inline[{i}].key"),
+                    format!("{:?} is listed twice", t.key),
+                ));
+            }
+        }
+        if self.protocol == Protocol::Native
+            && self.targets.inline.is_empty()
+            && self.targets.config_map.is_none()
+        {
+            return Err(bad(
+                "targets",
+                "a native cluster needs targets (inline or config_map)",
+            ));
+        }
+        let p = &self.policy;
+        if p.lease_duration < Duration::from_secs(2) {
+            return Err(bad("policy.lease_duration", "must be at least 2s"));
+        }
+        if p.max_concurrent_moves == 0 {
+            return Err(bad("policy.max_concurrent_moves", "must be at least 1"));
+        }
+        if p.move_timeout < p.lease_duration {
+            return Err(bad(
+                "policy.move_timeout",
+                "must be at least policy.lease_duration (a handoff may wait for an expiry)",
+            ));
+        }
+        if let Some(w) = &p.removal.webhook {
+            if !(w.url.starts_with("http://") || w.url.starts_with("https://")) {
+                return Err(bad(
+                    "policy.removal.webhook.url",
+                    "must be an http:// or https:// URL",
+                ));
+            }
+            if http::Method::from_bytes(w.method.as_bytes()).is_err() {
+                return Err(bad("policy.removal.webhook.method", "not an HTTP method"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// YAML 1.2 reading: only `true`/`false` are booleans and `0012` stays text, so keys such as
+/// `y`, `on` or `007` arrive as written.
+fn yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_saphyr::Error> {
+    let mut options = serde_saphyr::Options::default();
+    options.strict_booleans = true;
+    options.leading_zero_numbers_as_strings = true;
+    serde_saphyr::from_str_with_options(text, options)
+}
+
+/// Parses a target list as stored in a ConfigMap key (the `inline` format, as YAML).
+pub fn parse_target_list(text: &str) -> Result<Vec<TargetSpec>, String> {
+    let list: Vec<TargetSpec> = yaml(text).map_err(|e| e.to_string())?;
+    let mut keys = BTreeSet::new();
+    for (i, t) in list.iter().enumerate() {
+        if t.key.is_empty() || t.weight == 0 {
+            return Err(format!("[{i}]: key must not be empty and weight must be ≥ 1"));
+        }
+        if !keys.insert(&t.key) {
+            return Err(format!("[{i}]: {:?} is listed twice", t.key));
+        }
+    }
+    Ok(list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = include_str!("../docs/examples/leasehold.yaml");
+
+    fn parse(text: &str) -> Result<Config, String> {
+        Config::parse(text, Path::new("test.yaml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_documented_example_parses() {
+        let c = parse(EXAMPLE).unwrap();
+        assert_eq!(c.clusters.len(), 2);
+        let collector = &c.clusters[0];
+        assert_eq!(collector.prefix(), "leasehold");
+        assert_eq!(collector.policy.on_join, OnJoin::Auto);
+        assert_eq!(collector.targets.inline[0].weight, 1);
+        assert!(c.clusters[1].policy.removal.webhook.is_some());
+    }
+
+    #[test]
+    fn defaults_are_safe() {
+        let c = parse(
+            "clusters:\n- name: a\n  namespace: ns\n  selector: {app: a}\n  targets: {inline: [x]}\n",
+        )
+        .unwrap();
+        let p = &c.clusters[0].policy;
+        assert_eq!(p.on_join, OnJoin::Propose, "no moves without asking");
+        assert!(!p.removal.delete_pod);
+        assert_eq!(c.database, "sqlite:leasehold.db");
+    }
+
+    #[test]
+    fn errors_name_the_file_the_field_and_why() {
+        let base = "clusters:\n- name: a\n  namespace: ns\n  selector: {app: a}\n  targets: {inline: [x]}\n";
+        let e = parse(&format!("{base}  policy: {{max_concurrent_moves: 0}}\n")).unwrap_err();
+        assert_eq!(
+            e,
+            "test.yaml: clusters[0].policy.max_concurrent_moves: must be at least 1"
+        );
+        let e = parse(&base.replace("name: a", "name: A_b")).unwrap_err();
+        assert!(e.starts_with("test.yaml: clusters[0].name: must be a DNS label"), "{e}");
+        let e = parse(&format!("{base}  polcy: {{}}\n")).unwrap_err();
+        assert!(e.starts_with("test.yaml: ") && e.contains("polcy"), "{e}");
+        let e = parse(&format!("{base}  policy: {{lease_duration: soon}}\n")).unwrap_err();
+        assert!(e.contains("\"soon\" is not a duration"), "{e}");
+        let e = parse(&base.replace("[x]", "[x, {key: x}]")).unwrap_err();
+        assert!(e.contains("targets.inline[1].key: \"x\" is listed twice"), "{e}");
+        let e = parse(&format!("{base}- name: a\n  namespace: ns\n  selector: {{app: a}}\n  targets: {{inline: [y]}}\n")).unwrap_err();
+        assert!(e.contains("clusters[1].name: \"a\" is used twice"), "{e}");
+    }
+
+    #[test]
+    fn any_target_key_is_accepted() {
+        let list = parse_target_list(
+            "- Router/1\n- {key: \"spine_2:57400\", weight: 3, pin: c-0}\n- \"café\"\n- y\n- 007\n- 42\n",
+        )
+        .unwrap();
+        assert_eq!(list[1].weight, 3);
+        assert_eq!(list[2].key, "café");
+        let keys: Vec<_> = list[3..].iter().map(|t| t.key.as_str()).collect();
+        assert_eq!(keys, ["y", "007", "42"]);
+        assert!(parse_target_list("- a\n- a\n").is_err());
+    }
+}
