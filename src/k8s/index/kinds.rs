@@ -1,0 +1,442 @@
+//! How each kind of object updates a cluster's index state: reading the few fields the model
+//! needs out of the Kubernetes object and reporting lifecycle and ownership changes.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Resource;
+
+use super::{ClusterState, Emit, Kind, LeaseEntry, PodInfo};
+use crate::config::parse_target_list;
+use crate::k8s::model::ServiceInfo;
+use crate::model::{Cause, InstanceEventKind};
+use crate::protocol::{self, LeaseRole, LeaseView, Observation};
+
+/// A kind of object the index understands.
+pub trait Indexed: Resource + Clone + std::fmt::Debug + Send + Sync + 'static {
+    /// Which kind.
+    const KIND: Kind;
+    #[doc(hidden)]
+    fn apply(state: &mut ClusterState, obj: &Self, emit: &mut Emit<'_>);
+    #[doc(hidden)]
+    fn delete(state: &mut ClusterState, name: &str, emit: &mut Emit<'_>);
+    #[doc(hidden)]
+    fn names(state: &ClusterState) -> Vec<String>;
+}
+
+fn matches(selector: &BTreeMap<String, String>, labels: Option<&BTreeMap<String, String>>) -> bool {
+    let Some(labels) = labels else {
+        return selector.is_empty();
+    };
+    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+fn pod_info(state: &ClusterState, pod: &Pod) -> PodInfo {
+    let meta = &pod.metadata;
+    let labels = meta.labels.as_ref();
+    let status = pod.status.as_ref();
+    let spec = pod.spec.as_ref();
+    let ready_condition = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True");
+    let phase = status.and_then(|s| s.phase.clone());
+    let terminating = meta.deletion_timestamp.is_some();
+    let ordinal = labels
+        .and_then(|l| l.get("apps.kubernetes.io/pod-index"))
+        .and_then(|v| v.parse().ok())
+        .or_else(|| {
+            let owner = meta
+                .owner_references
+                .as_ref()?
+                .iter()
+                .find(|o| o.kind == "StatefulSet")?;
+            meta.name
+                .as_deref()?
+                .strip_prefix(&owner.name)?
+                .strip_prefix('-')?
+                .parse()
+                .ok()
+        });
+    PodInfo {
+        role: state
+            .spec
+            .roles
+            .iter()
+            .find(|r| matches(&r.selector, labels))
+            .map(|r| r.name.clone()),
+        ready: ready_condition && phase.as_deref() == Some("Running") && !terminating,
+        phase,
+        terminating,
+        ip: status.and_then(|s| s.pod_ip.clone()),
+        node: spec.and_then(|s| s.node_name.clone()),
+        ordinal,
+        host: spec.and_then(|s| Some((s.hostname.clone()?, s.subdomain.clone()?))),
+        restarts: status
+            .and_then(|s| s.container_statuses.as_ref())
+            .map(|cs| cs.iter().map(|c| c.restart_count).sum())
+            .unwrap_or(0),
+        created: meta.creation_timestamp.as_ref().map(|t| t.0),
+        capacity: meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(protocol::POD_CAPACITY))
+            .and_then(|v| v.parse().ok())
+            .filter(|c| *c > 0)
+            .unwrap_or(1),
+    }
+}
+
+impl Indexed for Pod {
+    const KIND: Kind = Kind::Pod;
+
+    fn apply(state: &mut ClusterState, pod: &Pod, emit: &mut Emit<'_>) {
+        let Some(name) = pod.metadata.name.clone() else {
+            return;
+        };
+        if !matches(&state.spec.selector, pod.metadata.labels.as_ref()) {
+            // Relabelled out of the cluster: it left.
+            Self::delete(state, &name, emit);
+            return;
+        }
+        let info = pod_info(state, pod);
+        match state.pods.get(&name) {
+            None => {
+                emit.instance(&name, InstanceEventKind::Joined);
+                if info.ready {
+                    emit.instance(&name, InstanceEventKind::Ready);
+                }
+                state.departed.remove(&name);
+            }
+            Some(old) if old.ready != info.ready => emit.instance(
+                &name,
+                if info.ready {
+                    InstanceEventKind::Ready
+                } else {
+                    InstanceEventKind::NotReady
+                },
+            ),
+            Some(_) => {}
+        }
+        state.pods.insert(name, info);
+    }
+
+    fn delete(state: &mut ClusterState, name: &str, emit: &mut Emit<'_>) {
+        if let Some(info) = state.pods.remove(name) {
+            emit.instance(name, InstanceEventKind::Left);
+            state.remember_departed(name.to_owned(), info, emit.now_ms);
+        }
+    }
+
+    fn names(state: &ClusterState) -> Vec<String> {
+        state.pods.keys().cloned().collect()
+    }
+}
+
+impl Indexed for Service {
+    const KIND: Kind = Kind::Service;
+
+    fn apply(state: &mut ClusterState, svc: &Service, _: &mut Emit<'_>) {
+        let Some(name) = svc.metadata.name.clone() else {
+            return;
+        };
+        let wanted = [
+            &state.spec.headless_service,
+            &state.spec.load_balancer_service,
+        ];
+        if !wanted.iter().any(|w| w.as_deref() == Some(name.as_str())) {
+            return;
+        }
+        let spec = svc.spec.as_ref();
+        let cluster_ip = spec.and_then(|s| s.cluster_ip.clone());
+        let info = ServiceInfo {
+            name: name.clone(),
+            type_: spec
+                .and_then(|s| s.type_.clone())
+                .unwrap_or_else(|| "ClusterIP".into()),
+            headless: cluster_ip.as_deref() == Some("None"),
+            cluster_ip: cluster_ip.filter(|ip| ip != "None"),
+            ingress: svc
+                .status
+                .as_ref()
+                .and_then(|s| s.load_balancer.as_ref())
+                .and_then(|lb| lb.ingress.as_ref())
+                .map(|is| {
+                    is.iter()
+                        .filter_map(|i| i.ip.clone().or_else(|| i.hostname.clone()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            ports: spec
+                .and_then(|s| s.ports.as_ref())
+                .map(|ps| {
+                    ps.iter()
+                        .map(|p| {
+                            format!(
+                                "{}/{}/{}",
+                                p.name.as_deref().unwrap_or(""),
+                                p.port,
+                                p.protocol.as_deref().unwrap_or("TCP")
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        state.services.insert(name, info);
+    }
+
+    fn delete(state: &mut ClusterState, name: &str, _: &mut Emit<'_>) {
+        state.services.remove(name);
+    }
+
+    fn names(state: &ClusterState) -> Vec<String> {
+        state.services.keys().cloned().collect()
+    }
+}
+
+impl Indexed for EndpointSlice {
+    const KIND: Kind = Kind::EndpointSlice;
+
+    fn apply(state: &mut ClusterState, slice: &EndpointSlice, emit: &mut Emit<'_>) {
+        let Some(name) = slice.metadata.name.clone() else {
+            return;
+        };
+        let service = slice
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("kubernetes.io/service-name"));
+        if service.is_none() || service != state.spec.headless_service.as_ref() {
+            Self::delete(state, &name, emit);
+            return;
+        }
+        let endpoints = slice
+            .endpoints
+            .iter()
+            .filter_map(|e| {
+                let pod = e.target_ref.as_ref()?.name.clone()?;
+                let ready = e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
+                Some((pod, ready))
+            })
+            .collect();
+        state.slices.insert(name, endpoints);
+    }
+
+    fn delete(state: &mut ClusterState, name: &str, _: &mut Emit<'_>) {
+        state.slices.remove(name);
+    }
+
+    fn names(state: &ClusterState) -> Vec<String> {
+        state.slices.keys().cloned().collect()
+    }
+}
+
+impl Indexed for ConfigMap {
+    const KIND: Kind = Kind::ConfigMap;
+
+    fn apply(state: &mut ClusterState, cm: &ConfigMap, emit: &mut Emit<'_>) {
+        let Some(r) = state.spec.targets.config_map.clone() else {
+            return;
+        };
+        if cm.metadata.name.as_deref() != Some(r.name.as_str()) {
+            return;
+        }
+        let parsed = match cm.data.as_ref().and_then(|d| d.get(&r.key)) {
+            None => Err(format!("ConfigMap {} has no key {:?}", r.name, r.key)),
+            Some(text) => parse_target_list(text)
+                .map_err(|e| format!("ConfigMap {} key {:?}: {e}", r.name, r.key)),
+        };
+        match parsed {
+            Ok(list) => {
+                state.targets_error = None;
+                if list != state.config_map_targets {
+                    state.config_map_targets = list;
+                    state.rebuild_configured();
+                    emit.push(super::Change::Targets {
+                        cluster: emit.cluster.to_owned(),
+                    });
+                }
+            }
+            // Keep the last good list: a typo in the ConfigMap must not unassign everything.
+            Err(e) => state.targets_error = Some(e),
+        }
+    }
+
+    fn delete(state: &mut ClusterState, name: &str, _: &mut Emit<'_>) {
+        if state
+            .spec
+            .targets
+            .config_map
+            .as_ref()
+            .map(|r| r.name.as_str())
+            == Some(name)
+        {
+            state.targets_error = Some(format!(
+                "ConfigMap {name} was deleted; keeping the last known target list"
+            ));
+        }
+    }
+
+    fn names(state: &ClusterState) -> Vec<String> {
+        state
+            .spec
+            .targets
+            .config_map
+            .iter()
+            .map(|r| r.name.clone())
+            .collect()
+    }
+}
+
+/// Why the holder of a target changed, from the Lease's annotations.
+fn cause_of(view: &LeaseView, from: Option<&str>) -> Cause {
+    let to = view.holding.holder.as_deref();
+    match (&view.desired, from) {
+        (Some(d), _) if Some(d.as_str()) == to => view.cause.unwrap_or(if from.is_none() {
+            Cause::Initial
+        } else {
+            Cause::External
+        }),
+        (_, None) => Cause::Initial,
+        _ => Cause::External,
+    }
+}
+
+impl Indexed for Lease {
+    const KIND: Kind = Kind::Lease;
+
+    fn apply(state: &mut ClusterState, lease: &Lease, emit: &mut Emit<'_>) {
+        let Some(view) = protocol::parse(state.spec.protocol, lease, &state.spec.name) else {
+            // Not (or no longer) one of ours.
+            if let Some(name) = lease.metadata.name.as_deref() {
+                Self::delete(state, name, emit);
+            }
+            return;
+        };
+        let now = emit.now_ms;
+        match view.role.clone() {
+            LeaseRole::Leader => {
+                let old = state.leader.take();
+                let old_holder = old
+                    .as_ref()
+                    .and_then(|e| e.observed.holding().holder.clone());
+                let new_holder = view.holding.holder.clone();
+                let mut entry = old.unwrap_or_else(|| LeaseEntry {
+                    view: view.clone(),
+                    observed: Observation::new(view.holding.clone(), now),
+                    last_holder: None,
+                });
+                entry.observed.observe(&view.holding, now);
+                entry.view = view;
+                if old_holder != new_holder {
+                    if let Some(o) = &old_holder {
+                        emit.instance(o, InstanceEventKind::LeaderLost);
+                    }
+                    if let Some(n) = &new_holder {
+                        emit.instance(n, InstanceEventKind::LeaderGained);
+                    }
+                }
+                state.leader = Some(entry);
+            }
+            LeaseRole::Target(key) => {
+                let name = view.name.clone();
+                if let Some(old_key) = state.lease_keys.get(&name)
+                    && old_key != &key
+                {
+                    let old_key = old_key.clone();
+                    state.targets.remove(&old_key);
+                }
+                state.lease_keys.insert(name, key.clone());
+                let new_holder = view.holding.holder.clone();
+                match state.targets.get_mut(&key) {
+                    Some(entry) => {
+                        let before = entry.observed.holding().holder.clone();
+                        entry.observed.observe(&view.holding, now);
+                        if new_holder.is_some() && new_holder != before {
+                            let from = entry.last_holder.clone();
+                            emit.push(super::Change::Ownership {
+                                cluster: emit.cluster.to_owned(),
+                                target: key.clone(),
+                                cause: cause_of(&view, from.as_deref()),
+                                from,
+                                to: new_holder.clone(),
+                                operation: view.operation.clone(),
+                                at_ms: now,
+                                acquired_at_ms: view.holding.acquire.map(|t| t.as_millisecond()),
+                            });
+                        }
+                        if new_holder.is_some() {
+                            entry.last_holder = new_holder;
+                        }
+                        entry.view = view;
+                    }
+                    None => {
+                        if new_holder.is_some() {
+                            emit.push(super::Change::Ownership {
+                                cluster: emit.cluster.to_owned(),
+                                target: key.clone(),
+                                from: None,
+                                to: new_holder.clone(),
+                                cause: cause_of(&view, None),
+                                operation: view.operation.clone(),
+                                at_ms: now,
+                                acquired_at_ms: view.holding.acquire.map(|t| t.as_millisecond()),
+                            });
+                        }
+                        state.targets.insert(
+                            key,
+                            LeaseEntry {
+                                observed: Observation::new(view.holding.clone(), now),
+                                last_holder: new_holder,
+                                view,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn delete(state: &mut ClusterState, name: &str, emit: &mut Emit<'_>) {
+        if state.leader.as_ref().is_some_and(|l| l.view.name == name) {
+            if let Some(h) = state
+                .leader
+                .take()
+                .and_then(|l| l.observed.holding().holder.clone())
+            {
+                emit.instance(&h, InstanceEventKind::LeaderLost);
+            }
+            return;
+        }
+        let Some(key) = state.lease_keys.remove(name) else {
+            return;
+        };
+        if let Some(entry) = state.targets.remove(&key)
+            && let Some(holder) = entry.observed.holding().holder.clone()
+            && !entry.observed.is_expired(emit.now_ms)
+        {
+            emit.push(super::Change::Ownership {
+                cluster: emit.cluster.to_owned(),
+                target: key,
+                from: Some(holder),
+                to: None,
+                cause: Cause::External,
+                operation: None,
+                at_ms: emit.now_ms,
+                acquired_at_ms: None,
+            });
+        }
+    }
+
+    fn names(state: &ClusterState) -> Vec<String> {
+        state
+            .lease_keys
+            .keys()
+            .cloned()
+            .chain(state.leader.iter().map(|l| l.view.name.clone()))
+            .collect()
+    }
+}

@@ -1,0 +1,360 @@
+//! The index: a pure, synchronous model of every managed cluster, fed by watch events
+//! (`apply` / `delete` / `reset` per kind, like linkerd's indexes) with `now` passed in. It
+//! keeps only what the model needs (compact pod, Service, EndpointSlice and Lease records, the
+//! configured target list), reports what changed ([`Change`]: ownership, instance lifecycle,
+//! target list) and builds a [`ClusterModel`](super::model::ClusterModel) on demand. No I/O, no
+//! clock, no async: testable in microseconds. The watchers that feed it live in `k8s::watch`.
+
+mod kinds;
+mod snapshot;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use jiff::Timestamp;
+
+use crate::config::{Cluster, Config, TargetSpec};
+use crate::model::{Cause, InstanceEventKind};
+use crate::protocol::{LeaseView, Observation};
+
+pub use kinds::Indexed;
+
+/// The kinds of object the index is fed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// Member pods.
+    Pod,
+    /// Headless and LoadBalancer Services.
+    Service,
+    /// EndpointSlices of the headless Service.
+    EndpointSlice,
+    /// Leader and target Leases.
+    Lease,
+    /// The ConfigMaps holding target lists.
+    ConfigMap,
+}
+
+impl Kind {
+    /// Every kind, each watched once per namespace.
+    pub const ALL: [Kind; 5] = [
+        Kind::Pod,
+        Kind::Service,
+        Kind::EndpointSlice,
+        Kind::Lease,
+        Kind::ConfigMap,
+    ];
+}
+
+/// Something that happened, as the index saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A target's holder changed (a release is not a change; the next acquire is, with the
+    /// previous holder as `from`).
+    Ownership {
+        /// Cluster.
+        cluster: String,
+        /// Target key.
+        target: String,
+        /// Previous holder.
+        from: Option<String>,
+        /// New holder (`None` when a held Lease was deleted).
+        to: Option<String>,
+        /// Why, from the Lease's annotations: the control plane's cause when the new holder is
+        /// the desired owner, `external` when it is not, `initial` for a first owner.
+        cause: Cause,
+        /// The operation that asked for it.
+        operation: Option<String>,
+        /// When it was seen (ms).
+        at_ms: i64,
+        /// The Lease's `acquireTime` (ms), identifying this acquisition.
+        acquired_at_ms: Option<i64>,
+    },
+    /// An instance joined, left, became (not) ready, gained or lost leadership.
+    Instance {
+        /// Cluster.
+        cluster: String,
+        /// Pod name.
+        instance: String,
+        /// What happened.
+        kind: InstanceEventKind,
+        /// When it was seen (ms).
+        at_ms: i64,
+    },
+    /// The configured target list changed (ConfigMap reload).
+    Targets {
+        /// Cluster.
+        cluster: String,
+    },
+}
+
+/// What the index keeps of a pod.
+#[derive(Debug, Clone, PartialEq)]
+struct PodInfo {
+    role: Option<String>,
+    phase: Option<String>,
+    ready: bool,
+    terminating: bool,
+    ip: Option<String>,
+    node: Option<String>,
+    ordinal: Option<u32>,
+    /// `spec.hostname` + `spec.subdomain`, when set.
+    host: Option<(String, String)>,
+    restarts: i32,
+    created: Option<Timestamp>,
+    capacity: u32,
+}
+
+/// A Lease and our observation of its holder record.
+#[derive(Debug, Clone)]
+struct LeaseEntry {
+    view: LeaseView,
+    observed: Observation,
+    /// The last non-empty holder, kept across a release so the next acquire can name it.
+    last_holder: Option<String>,
+}
+
+/// Departed pods remembered (for ghosts and removal webhooks): the most recent ones.
+const DEPARTED_KEEP: usize = 1024;
+
+/// The index's state for one cluster. Opaque outside the index.
+#[derive(Debug)]
+pub struct ClusterState {
+    spec: Cluster,
+    pods: BTreeMap<String, PodInfo>,
+    departed: BTreeMap<String, (i64, PodInfo)>,
+    services: BTreeMap<String, crate::k8s::model::ServiceInfo>,
+    slices: BTreeMap<String, Vec<(String, bool)>>,
+    targets: HashMap<String, LeaseEntry>,
+    lease_keys: HashMap<String, String>,
+    leader: Option<LeaseEntry>,
+    config_map_targets: Vec<TargetSpec>,
+    configured: BTreeMap<String, TargetSpec>,
+    targets_error: Option<String>,
+    cordoned: BTreeSet<String>,
+    synced: BTreeSet<Kind>,
+    stale: BTreeSet<Kind>,
+}
+
+/// Collects the changes of one call; silent until the kind has synced once (the first list is
+/// the starting state, not a change).
+#[doc(hidden)]
+pub struct Emit<'a> {
+    cluster: &'a str,
+    out: &'a mut Vec<Change>,
+    quiet: bool,
+    now_ms: i64,
+}
+
+impl Emit<'_> {
+    fn push(&mut self, c: Change) {
+        if !self.quiet {
+            self.out.push(c);
+        }
+    }
+
+    fn instance(&mut self, instance: &str, kind: InstanceEventKind) {
+        self.push(Change::Instance {
+            cluster: self.cluster.to_owned(),
+            instance: instance.to_owned(),
+            kind,
+            at_ms: self.now_ms,
+        });
+    }
+}
+
+/// Every managed cluster's state.
+#[derive(Debug)]
+pub struct Index {
+    clusters: Vec<ClusterState>,
+}
+
+impl Index {
+    /// An empty index for the configured clusters.
+    pub fn new(config: &Config) -> Index {
+        Index {
+            clusters: config.clusters.iter().map(ClusterState::new).collect(),
+        }
+    }
+
+    /// The namespaces to watch.
+    pub fn namespaces(&self) -> BTreeSet<String> {
+        self.clusters
+            .iter()
+            .map(|c| c.spec.namespace.clone())
+            .collect()
+    }
+
+    /// Applies an added or modified object.
+    pub fn apply<K: Indexed>(&mut self, obj: &K, now: Timestamp) -> Vec<Change> {
+        let ns = obj.meta().namespace.clone().unwrap_or_default();
+        self.each(&ns, K::KIND, now, |state, emit| K::apply(state, obj, emit))
+    }
+
+    /// Applies a deletion.
+    pub fn delete<K: Indexed>(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        now: Timestamp,
+    ) -> Vec<Change> {
+        self.each(namespace, K::KIND, now, |state, emit| {
+            K::delete(state, name, emit)
+        })
+    }
+
+    /// Replaces everything of kind `K` in `namespace` with a full list (first sync, or a
+    /// relist after the watch fell behind), reporting the differences, and marks it synced
+    /// and fresh.
+    pub fn reset<K: Indexed>(
+        &mut self,
+        namespace: &str,
+        objs: &[K],
+        now: Timestamp,
+    ) -> Vec<Change> {
+        let keep: BTreeSet<String> = objs.iter().filter_map(|o| o.meta().name.clone()).collect();
+        let out = self.each(namespace, K::KIND, now, |state, emit| {
+            for name in K::names(state) {
+                if !keep.contains(&name) {
+                    K::delete(state, &name, emit);
+                }
+            }
+            for o in objs {
+                K::apply(state, o, emit);
+            }
+        });
+        for state in self
+            .clusters
+            .iter_mut()
+            .filter(|c| c.spec.namespace == namespace)
+        {
+            state.synced.insert(K::KIND);
+            state.stale.remove(&K::KIND);
+        }
+        out
+    }
+
+    /// Marks the watch of `kind` in `namespace` as down (true) or back (false). A cluster
+    /// with any watch down is stale: shown as last known, never acted on.
+    pub fn set_stale(&mut self, namespace: &str, kind: Kind, stale: bool) {
+        for state in self
+            .clusters
+            .iter_mut()
+            .filter(|c| c.spec.namespace == namespace)
+        {
+            if stale {
+                state.stale.insert(kind);
+            } else {
+                state.stale.remove(&kind);
+            }
+        }
+    }
+
+    /// Sets the instances of `cluster` excluded from placement (kept in the history store).
+    pub fn set_cordons(&mut self, cluster: &str, cordoned: BTreeSet<String>) {
+        if let Some(state) = self.clusters.iter_mut().find(|c| c.spec.name == cluster) {
+            state.cordoned = cordoned;
+        }
+    }
+
+    /// Every watch has synced once.
+    pub fn synced(&self) -> bool {
+        self.clusters
+            .iter()
+            .all(|c| Kind::ALL.iter().all(|k| c.synced.contains(k)))
+    }
+
+    /// The model of one cluster at `now`.
+    pub fn model(&self, cluster: &str, now: Timestamp) -> Option<crate::k8s::model::ClusterModel> {
+        self.clusters
+            .iter()
+            .find(|c| c.spec.name == cluster)
+            .map(|c| c.model(now.as_millisecond()))
+    }
+
+    /// The names of the managed clusters, in configuration order.
+    pub fn cluster_names(&self) -> Vec<String> {
+        self.clusters.iter().map(|c| c.spec.name.clone()).collect()
+    }
+
+    /// What the index remembers of a departed pod of `cluster`: its IP.
+    pub fn departed_ip(&self, cluster: &str, pod: &str) -> Option<String> {
+        let state = self.clusters.iter().find(|c| c.spec.name == cluster)?;
+        state.departed.get(pod).and_then(|(_, p)| p.ip.clone())
+    }
+
+    fn each(
+        &mut self,
+        namespace: &str,
+        kind: Kind,
+        now: Timestamp,
+        mut f: impl FnMut(&mut ClusterState, &mut Emit<'_>),
+    ) -> Vec<Change> {
+        let mut out = Vec::new();
+        for state in self
+            .clusters
+            .iter_mut()
+            .filter(|c| c.spec.namespace == namespace)
+        {
+            let name = state.spec.name.clone();
+            let quiet = !state.synced.contains(&kind);
+            let mut emit = Emit {
+                cluster: &name,
+                out: &mut out,
+                quiet,
+                now_ms: now.as_millisecond(),
+            };
+            f(state, &mut emit);
+        }
+        out
+    }
+}
+
+impl ClusterState {
+    fn new(spec: &Cluster) -> Self {
+        let mut state = ClusterState {
+            spec: spec.clone(),
+            pods: BTreeMap::new(),
+            departed: BTreeMap::new(),
+            services: BTreeMap::new(),
+            slices: BTreeMap::new(),
+            targets: HashMap::new(),
+            lease_keys: HashMap::new(),
+            leader: None,
+            config_map_targets: Vec::new(),
+            configured: BTreeMap::new(),
+            targets_error: None,
+            cordoned: BTreeSet::new(),
+            synced: BTreeSet::new(),
+            stale: BTreeSet::new(),
+        };
+        state.rebuild_configured();
+        state
+    }
+
+    /// The configured target list: inline targets, then the ConfigMap's.
+    fn rebuild_configured(&mut self) {
+        self.configured = self
+            .spec
+            .targets
+            .inline
+            .iter()
+            .chain(&self.config_map_targets)
+            .map(|t| (t.key.clone(), t.clone()))
+            .collect();
+    }
+
+    fn remember_departed(&mut self, name: String, info: PodInfo, now_ms: i64) {
+        self.departed.insert(name, (now_ms, info));
+        if self.departed.len() > DEPARTED_KEEP
+            && let Some(oldest) = self
+                .departed
+                .iter()
+                .min_by_key(|(_, (at, _))| *at)
+                .map(|(n, _)| n.clone())
+        {
+            self.departed.remove(&oldest);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,209 @@
+//! Builds a cluster's model from the index state at a given moment: target states, per-
+//! instance load, ghosts, DNS names, counts. O(pods + targets); called on demand, not per event.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::{ClusterState, Kind, PodInfo};
+use crate::k8s::model::{ClusterModel, Instance, Target, TargetCounts, TargetState};
+use crate::protocol::Protocol;
+
+/// The cluster DNS domain stable names are built in (Kubernetes' default).
+pub const CLUSTER_DOMAIN: &str = "cluster.local";
+
+#[derive(Default)]
+struct Load {
+    owned: usize,
+    weight: u64,
+    freshest_ms: Option<i64>,
+}
+
+impl ClusterState {
+    pub(super) fn model(&self, now_ms: i64) -> ClusterModel {
+        let spec = &self.spec;
+        // gnmic clusters without a configured list: every target seen on a Lease counts.
+        let all_configured = self.configured.is_empty() && spec.protocol == Protocol::Gnmic;
+        let mut loads: HashMap<&str, Load> = HashMap::new();
+        let mut targets = Vec::with_capacity(self.configured.len().max(self.targets.len()));
+        let mut counts = TargetCounts::default();
+
+        let keys: BTreeSet<&String> = self.configured.keys().chain(self.targets.keys()).collect();
+        for key in keys {
+            let conf = self.configured.get(key);
+            let configured = all_configured || conf.is_some();
+            let entry = self.targets.get(key);
+            let holding = entry.map(|e| e.observed.holding());
+            let holder: Option<&str> = holding.and_then(|h| h.holder.as_deref());
+            let expired = entry.is_some_and(|e| e.observed.is_expired(now_ms));
+            let desired = entry.and_then(|e| e.view.desired.clone());
+            let state = match holder {
+                None if configured => TargetState::Unassigned,
+                None => TargetState::Orphaned,
+                Some(_) if !configured => TargetState::Orphaned,
+                Some(_) if expired => TargetState::Expired,
+                Some(h) if !self.pods.contains_key(h) => TargetState::Orphaned,
+                Some(h) if desired.as_deref().is_some_and(|d| d != h) => TargetState::Moving,
+                Some(_) => TargetState::Owned,
+            };
+            let weight = conf.map_or(1, |c| c.weight);
+            if let (Some(h), Some(e)) = (holder, entry)
+                && !expired
+            {
+                let l = loads.entry(h).or_default();
+                l.owned += 1;
+                l.weight += u64::from(weight);
+                let since = e.observed.since_ms();
+                l.freshest_ms = Some(l.freshest_ms.map_or(since, |f| f.max(since)));
+            }
+            counts.total += 1;
+            match state {
+                TargetState::Owned => counts.owned += 1,
+                TargetState::Unassigned => counts.unassigned += 1,
+                TargetState::Moving => counts.moving += 1,
+                TargetState::Expired => counts.expired += 1,
+                TargetState::Orphaned => counts.orphaned += 1,
+            }
+            targets.push(Target {
+                key: key.clone(),
+                lease: entry.map(|e| e.view.name.clone()),
+                owner: holder.map(str::to_owned),
+                desired,
+                state,
+                weight,
+                pin: conf.and_then(|c| c.pin.clone()),
+                configured,
+                operation: entry.and_then(|e| e.view.operation.clone()),
+                unchanged_ms: entry.map(|e| now_ms - e.observed.since_ms()),
+            });
+        }
+
+        let leader = self
+            .leader
+            .as_ref()
+            .filter(|l| !l.observed.is_expired(now_ms))
+            .and_then(|l| l.observed.holding().holder.clone());
+        let endpoints: BTreeMap<&str, bool> = self
+            .slices
+            .values()
+            .flatten()
+            .map(|(pod, ready)| (pod.as_str(), *ready))
+            .collect();
+        let headless = spec
+            .headless_service
+            .as_deref()
+            .filter(|h| self.services.get(*h).is_none_or(|s| s.headless));
+
+        let mut instances: Vec<Instance> = self
+            .pods
+            .iter()
+            .map(|(name, p)| {
+                let load = loads.get(name.as_str());
+                self.instance(
+                    name,
+                    Some(p),
+                    load,
+                    now_ms,
+                    leader.as_deref(),
+                    headless,
+                    &endpoints,
+                )
+            })
+            .collect();
+        // Ghosts: identities holding Leases without a pod; cordoned instances without a pod.
+        let mut ghosts: BTreeSet<&str> = loads
+            .keys()
+            .copied()
+            .filter(|h| !self.pods.contains_key(*h))
+            .collect();
+        for t in &targets {
+            if let Some(o) = &t.owner
+                && !self.pods.contains_key(o)
+            {
+                ghosts.insert(o);
+            }
+        }
+        ghosts.extend(
+            self.cordoned
+                .iter()
+                .map(String::as_str)
+                .filter(|c| !self.pods.contains_key(*c)),
+        );
+        for g in ghosts {
+            let departed = self.departed.get(g).map(|(_, p)| p);
+            let mut i = self.instance(
+                g,
+                departed,
+                loads.get(g),
+                now_ms,
+                leader.as_deref(),
+                None,
+                &endpoints,
+            );
+            i.ghost = true;
+            i.ready = false;
+            i.phase = None;
+            instances.push(i);
+        }
+        instances.sort_by(|a, b| a.name.cmp(&b.name));
+
+        ClusterModel {
+            name: spec.name.clone(),
+            namespace: spec.namespace.clone(),
+            protocol: spec.protocol,
+            synced: Kind::ALL.iter().all(|k| self.synced.contains(k)),
+            stale: !self.stale.is_empty(),
+            leader,
+            instances,
+            targets,
+            services: self.services.values().cloned().collect(),
+            counts,
+            targets_error: self.targets_error.clone(),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn instance(
+        &self,
+        name: &str,
+        pod: Option<&PodInfo>,
+        load: Option<&Load>,
+        now_ms: i64,
+        leader: Option<&str>,
+        headless: Option<&str>,
+        endpoints: &BTreeMap<&str, bool>,
+    ) -> Instance {
+        let ns = &self.spec.namespace;
+        let dns = pod.and_then(|p| {
+            let svc = headless?;
+            match &p.host {
+                Some((host, sub)) if sub == svc => {
+                    Some(format!("{host}.{svc}.{ns}.svc.{CLUSTER_DOMAIN}"))
+                }
+                Some(_) => None,
+                None => p
+                    .ordinal
+                    .map(|_| format!("{name}.{svc}.{ns}.svc.{CLUSTER_DOMAIN}")),
+            }
+        });
+        Instance {
+            name: name.to_owned(),
+            role: pod.and_then(|p| p.role.clone()),
+            phase: pod.and_then(|p| p.phase.clone()),
+            ready: pod.is_some_and(|p| p.ready),
+            terminating: pod.is_some_and(|p| p.terminating),
+            ip: pod.and_then(|p| p.ip.clone()),
+            node: pod.and_then(|p| p.node.clone()),
+            ordinal: pod.and_then(|p| p.ordinal),
+            dns,
+            endpoint_ready: endpoints.get(name).copied(),
+            restarts: pod.map_or(0, |p| p.restarts),
+            created: pod.and_then(|p| p.created).map(|t| t.to_string()),
+            lease_renew_age_ms: load.and_then(|l| l.freshest_ms).map(|s| now_ms - s),
+            capacity: pod.map_or(1, |p| p.capacity),
+            owned: load.map_or(0, |l| l.owned),
+            owned_weight: load.map_or(0, |l| l.weight),
+            cordoned: self.cordoned.contains(name),
+            ghost: false,
+            leader: leader == Some(name),
+        }
+    }
+}

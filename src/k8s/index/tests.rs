@@ -1,0 +1,344 @@
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use serde_json::json;
+
+use super::*;
+use crate::k8s::model::TargetState;
+use crate::protocol::{self, Desire};
+
+const CONFIG: &str = "
+clusters:
+- name: c
+  namespace: ns
+  selector: {app: c}
+  headless_service: c
+  roles: [{name: controlling, selector: {role: controlling}}]
+  targets:
+    inline: [t1, t2, {key: T/3, weight: 2}]
+    config_map: {name: more, key: list}
+- name: g
+  namespace: ns
+  selector: {app: gnmic}
+  protocol: gnmic
+";
+
+fn at(ms: i64) -> Timestamp {
+    Timestamp::from_millisecond(ms).unwrap()
+}
+
+fn index() -> Index {
+    let config = Config::parse(CONFIG, Path::new("t.yaml")).unwrap();
+    let mut ix = Index::new(&config);
+    // Start synced and empty, so changes are reported.
+    ix.reset::<Pod>("ns", &[], at(0));
+    ix.reset::<Lease>("ns", &[], at(0));
+    ix.reset::<ConfigMap>("ns", &[], at(0));
+    ix
+}
+
+fn mk_pod(name: &str, ready: bool, extra_labels: serde_json::Value) -> Pod {
+    let mut labels = json!({"app": "c"});
+    labels
+        .as_object_mut()
+        .unwrap()
+        .extend(extra_labels.as_object().unwrap().clone());
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "ns", "labels": labels,
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "c", "uid": "u"}]},
+        "spec": {"containers": [], "nodeName": "node-1"},
+        "status": {"phase": "Running", "podIP": "10.0.0.9",
+            "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]}
+    }))
+    .unwrap()
+}
+
+fn mk_lease(key: &str, desired: &str, holder: Option<&str>, acquire_s: i64) -> Lease {
+    let d = Desire {
+        owner: desired.into(),
+        cause: Cause::Rebalance,
+        operation: Some("op-1".into()),
+        duration_s: 10,
+    };
+    let mut l = protocol::new_target_lease("leasehold", "c", key, &d);
+    l.metadata.namespace = Some("ns".into());
+    if let Some(h) = holder {
+        l = protocol::held_by(&l, h, at(acquire_s * 1000), 10);
+    }
+    l
+}
+
+fn ownership(changes: &[Change]) -> Vec<(String, Option<String>, Option<String>, Cause)> {
+    changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Ownership {
+                target,
+                from,
+                to,
+                cause,
+                ..
+            } => Some((target.clone(), from.clone(), to.clone(), *cause)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn instance_lifecycle_is_reported_once_synced() {
+    let config = Config::parse(CONFIG, Path::new("t.yaml")).unwrap();
+    let mut ix = Index::new(&config);
+    // The initial list is the starting state, not a change.
+    assert!(
+        ix.reset("ns", &[mk_pod("c-0", true, json!({}))], at(0))
+            .is_empty()
+    );
+    let ch = ix.apply(&mk_pod("c-1", false, json!({})), at(1));
+    assert_eq!(ch.len(), 1);
+    assert!(
+        matches!(&ch[0], Change::Instance { instance, kind: InstanceEventKind::Joined, .. } if instance == "c-1")
+    );
+    let ch = ix.apply(&mk_pod("c-1", true, json!({})), at(2));
+    assert!(matches!(
+        &ch[0],
+        Change::Instance {
+            kind: InstanceEventKind::Ready,
+            ..
+        }
+    ));
+    assert!(ix.apply(&mk_pod("c-1", true, json!({})), at(3)).is_empty());
+    let ch = ix.delete::<Pod>("ns", "c-1", at(4));
+    assert!(matches!(
+        &ch[0],
+        Change::Instance {
+            kind: InstanceEventKind::Left,
+            ..
+        }
+    ));
+    assert_eq!(ix.departed_ip("c", "c-1").as_deref(), Some("10.0.0.9"));
+    // A pod of another app is not a member.
+    let mut other = mk_pod("x", true, json!({}));
+    other.metadata.labels = Some([("app".to_owned(), "x".to_owned())].into());
+    assert!(ix.apply(&other, at(5)).is_empty());
+}
+
+#[test]
+fn instances_carry_role_ordinal_dns_and_load() {
+    let mut ix = index();
+    ix.apply(&mk_pod("c-0", true, json!({"role": "controlling"})), at(0));
+    ix.apply(&mk_pod("c-1", true, json!({})), at(0));
+    ix.apply(&mk_lease("t1", "c-0", Some("c-0"), 0), at(0));
+    ix.apply(&mk_lease("T/3", "c-0", Some("c-0"), 0), at(0));
+    let m = ix.model("c", at(500)).unwrap();
+    let i0 = m.instance("c-0").unwrap();
+    assert_eq!(i0.role.as_deref(), Some("controlling"));
+    assert_eq!(i0.ordinal, Some(0));
+    assert_eq!(i0.dns.as_deref(), Some("c-0.c.ns.svc.cluster.local"));
+    assert_eq!((i0.owned, i0.owned_weight), (2, 3));
+    assert_eq!(i0.lease_renew_age_ms, Some(500));
+    assert!(i0.eligible());
+    assert_eq!(m.instance("c-1").unwrap().role, None);
+    assert_eq!(m.counts.total, 3);
+    assert_eq!((m.counts.owned, m.counts.unassigned), (2, 1));
+}
+
+#[test]
+fn ownership_changes_name_previous_holder_and_cause() {
+    let mut ix = index();
+    ix.apply(&mk_pod("c-0", true, json!({})), at(0));
+    ix.apply(&mk_pod("c-1", true, json!({})), at(0));
+    let l = mk_lease("t1", "c-0", None, 0);
+    assert!(
+        ix.apply(&l, at(0)).is_empty(),
+        "a free lease has no owner yet"
+    );
+    let held = protocol::held_by(&l, "c-0", at(1000), 10);
+    let mut initial = held.clone();
+    initial
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(protocol::ANN_CAUSE.into(), "initial".into());
+    assert_eq!(
+        ownership(&ix.apply(&initial, at(1000))),
+        [("t1".into(), None, Some("c-0".into()), Cause::Initial)]
+    );
+    // Renewals are not changes.
+    assert!(
+        ix.apply(&protocol::held_by(&initial, "c-0", at(2000), 10), at(2000))
+            .is_empty()
+    );
+    // Rebalance: desired moves to c-1, c-0 releases, c-1 acquires: one change c-0 -> c-1.
+    let d = Desire {
+        owner: "c-1".into(),
+        cause: Cause::Rebalance,
+        operation: Some("op-9".into()),
+        duration_s: 10,
+    };
+    let moving = protocol::with_desire(&initial, &d);
+    assert!(ix.apply(&moving, at(3000)).is_empty());
+    assert_eq!(
+        ix.model("c", at(3000)).unwrap().target("t1").unwrap().state,
+        TargetState::Moving
+    );
+    let released = protocol::released(&moving, at(3100));
+    assert!(ix.apply(&released, at(3100)).is_empty());
+    assert_eq!(
+        ix.model("c", at(3100)).unwrap().target("t1").unwrap().state,
+        TargetState::Unassigned
+    );
+    let ch = ix.apply(&protocol::held_by(&released, "c-1", at(3200), 10), at(3200));
+    assert_eq!(
+        ownership(&ch),
+        [(
+            "t1".into(),
+            Some("c-0".into()),
+            Some("c-1".into()),
+            Cause::Rebalance
+        )]
+    );
+    match &ch[0] {
+        Change::Ownership {
+            operation,
+            acquired_at_ms,
+            ..
+        } => {
+            assert_eq!(operation.as_deref(), Some("op-9"));
+            assert_eq!(*acquired_at_ms, Some(3200));
+        }
+        _ => unreachable!(),
+    }
+    // Someone other than the desired owner takes it: external.
+    let current = mk_lease("t1", "c-1", Some("c-1"), 4);
+    let stolen = protocol::held_by(&protocol::released(&current, at(4000)), "c-0", at(4001), 10);
+    assert_eq!(
+        ownership(&ix.apply(&stolen, at(4001)))[0].3,
+        Cause::External
+    );
+}
+
+#[test]
+fn target_states_follow_observation_and_membership() {
+    let mut ix = index();
+    ix.apply(&mk_pod("c-0", true, json!({})), at(0));
+    ix.apply(&mk_lease("t1", "c-0", Some("c-0"), 0), at(0));
+    ix.apply(&mk_lease("t2", "ghost-7", Some("ghost-7"), 0), at(0));
+    ix.apply(&mk_lease("gone", "c-0", Some("c-0"), 0), at(0));
+    let m = ix.model("c", at(9_999)).unwrap();
+    assert_eq!(m.target("t1").unwrap().state, TargetState::Owned);
+    assert_eq!(
+        m.target("t2").unwrap().state,
+        TargetState::Orphaned,
+        "holder has no pod"
+    );
+    assert_eq!(
+        m.target("gone").unwrap().state,
+        TargetState::Orphaned,
+        "not configured"
+    );
+    assert_eq!(m.target("T/3").unwrap().state, TargetState::Unassigned);
+    let ghost = m.instance("ghost-7").unwrap();
+    assert!(ghost.ghost && !ghost.eligible());
+    assert_eq!(ghost.owned, 1);
+    // Unchanged for a full duration by our clock: expired (whatever renewTime says).
+    let m = ix.model("c", at(10_000)).unwrap();
+    assert_eq!(m.target("t1").unwrap().state, TargetState::Expired);
+    assert_eq!(
+        m.instance("c-0").unwrap().owned,
+        0,
+        "expired leases carry no load"
+    );
+    // Cordons show, even for instances without a pod.
+    ix.set_cordons("c", BTreeSet::from(["c-0".to_owned(), "old-3".to_owned()]));
+    let m = ix.model("c", at(10_000)).unwrap();
+    assert!(m.instance("c-0").unwrap().cordoned);
+    assert!(!m.instance("c-0").unwrap().eligible());
+    assert!(m.instance("old-3").unwrap().ghost);
+}
+
+#[test]
+fn relist_reports_what_changed_while_away() {
+    let mut ix = index();
+    ix.apply(&mk_pod("c-0", true, json!({})), at(0));
+    ix.apply(&mk_pod("c-1", true, json!({})), at(0));
+    let ch = ix.reset(
+        "ns",
+        &[
+            mk_pod("c-1", false, json!({})),
+            mk_pod("c-2", true, json!({})),
+        ],
+        at(5),
+    );
+    let mut got: Vec<_> = ch
+        .iter()
+        .map(|c| match c {
+            Change::Instance { instance, kind, .. } => format!("{instance} {kind}"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        ["c-0 left", "c-1 not_ready", "c-2 joined", "c-2 ready"]
+    );
+}
+
+#[test]
+fn config_map_targets_reload_and_bad_content_keeps_last_good() {
+    let mut ix = index();
+    let cm = |text: &str| -> ConfigMap {
+        serde_json::from_value(
+            json!({"metadata": {"name": "more", "namespace": "ns"}, "data": {"list": text}}),
+        )
+        .unwrap()
+    };
+    let ch = ix.apply(&cm("- extra-1\n- {key: extra-2, weight: 5}\n"), at(0));
+    assert!(matches!(&ch[..], [Change::Targets { cluster }] if cluster == "c"));
+    let m = ix.model("c", at(0)).unwrap();
+    assert_eq!(m.counts.total, 5);
+    assert_eq!(m.target("extra-2").unwrap().weight, 5);
+    assert!(ix.apply(&cm("- [not, a, target"), at(1)).is_empty());
+    let m = ix.model("c", at(1)).unwrap();
+    assert_eq!(m.counts.total, 5, "last good list kept");
+    assert!(
+        m.targets_error
+            .as_deref()
+            .unwrap()
+            .contains("ConfigMap more key \"list\"")
+    );
+}
+
+#[test]
+fn gnmic_clusters_are_read_from_their_own_layout() {
+    let mut ix = index();
+    let mut pod = mk_pod("gnmic-1", true, json!({}));
+    pod.metadata.labels = Some([("app".to_owned(), "gnmic".to_owned())].into());
+    ix.apply(&pod, at(0));
+    let key = "gnmic/g/targets/Router-1";
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": protocol::names::gnmic_lease(key), "namespace": "ns",
+            "labels": {"app": "gnmic"},
+            "annotations": {"original-key": key, "original-value": "gnmic-1"}},
+        "spec": {"holderIdentity": "5b1e0d2c-uuid", "leaseDurationSeconds": 10}
+    }))
+    .unwrap();
+    let ch = ix.apply(&lease, at(0));
+    assert_eq!(
+        ownership(&ch),
+        [(
+            "Router-1".into(),
+            None,
+            Some("gnmic-1".into()),
+            Cause::Initial
+        )]
+    );
+    let m = ix.model("g", at(1)).unwrap();
+    assert_eq!(m.target("Router-1").unwrap().state, TargetState::Owned);
+    assert_eq!(m.instance("gnmic-1").unwrap().owned, 1);
+    // The native cluster in the same namespace does not see it.
+    assert!(ix.model("c", at(1)).unwrap().target("Router-1").is_none());
+}

@@ -1,0 +1,5 @@
+//! Kubernetes-facing parts: the model and the pure index built from watch events, the watchers
+//! that feed it, and Lease writes. Never imports `http`.
+
+pub mod index;
+pub mod model;

@@ -1,0 +1,175 @@
+//! The cluster model the index builds and everyone else reads: instances, targets, the leader
+//! and Services of one managed cluster, as plain serialisable data (the HTTP API and the
+//! dashboard render it; the engine decides on it). No behaviour beyond small derived helpers.
+
+use serde::Serialize;
+
+use crate::protocol::Protocol;
+
+/// One managed cluster at one moment.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterModel {
+    /// Its name.
+    pub name: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its Lease layout.
+    pub protocol: Protocol,
+    /// Every watch it depends on has synced at least once.
+    pub synced: bool,
+    /// A watch it depends on is down: this is the last known state, not to be acted on.
+    pub stale: bool,
+    /// The member holding the cluster's leader Lease.
+    pub leader: Option<String>,
+    /// Members, ghosts and cordoned instances, by name.
+    pub instances: Vec<Instance>,
+    /// Every target (configured or seen on a Lease), by key.
+    pub targets: Vec<Target>,
+    /// The configured Services.
+    pub services: Vec<ServiceInfo>,
+    /// Targets per state.
+    pub counts: TargetCounts,
+    /// Why the target list (a ConfigMap) could not be used, if so; the last good list stays.
+    pub targets_error: Option<String>,
+}
+
+/// A member instance (a pod matching the selector), or a ghost: an identity that still holds
+/// Leases although no such pod exists.
+#[derive(Debug, Clone, Serialize)]
+pub struct Instance {
+    /// Pod name (the member identity).
+    pub name: String,
+    /// Static role from the configured role selectors.
+    pub role: Option<String>,
+    /// Pod phase (`Pending`, `Running`, …); `None` for a ghost.
+    pub phase: Option<String>,
+    /// Running, Ready and not terminating.
+    pub ready: bool,
+    /// Being deleted.
+    pub terminating: bool,
+    /// Pod IP.
+    pub ip: Option<String>,
+    /// Node name.
+    pub node: Option<String>,
+    /// StatefulSet ordinal.
+    pub ordinal: Option<u32>,
+    /// Stable DNS name through the headless Service.
+    pub dns: Option<String>,
+    /// Ready in the headless Service's EndpointSlices, when there are any.
+    pub endpoint_ready: Option<bool>,
+    /// Container restarts.
+    pub restarts: i32,
+    /// Pod creation time (RFC 3339).
+    pub created: Option<String>,
+    /// Milliseconds since it last renewed any Lease it holds.
+    pub lease_renew_age_ms: Option<i64>,
+    /// Relative capacity (pod annotation `leasehold.io/capacity`, default 1).
+    pub capacity: u32,
+    /// Targets it holds.
+    pub owned: usize,
+    /// Their total weight.
+    pub owned_weight: u64,
+    /// Excluded from placement until uncordoned.
+    pub cordoned: bool,
+    /// Holds Leases but has no pod.
+    pub ghost: bool,
+    /// Holds the cluster's leader Lease.
+    pub leader: bool,
+}
+
+impl Instance {
+    /// May receive targets: a ready pod, not cordoned.
+    pub fn eligible(&self) -> bool {
+        self.ready && !self.cordoned && !self.ghost && !self.terminating
+    }
+}
+
+/// Where a target is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetState {
+    /// Held (unexpired) by a live member that is also its desired owner.
+    Owned,
+    /// No holder.
+    Unassigned,
+    /// Held by one member, wanted by another: a handoff is under way.
+    Moving,
+    /// Its holder stopped renewing (by our observation).
+    Expired,
+    /// Held by an identity with no pod, or its Lease names a target no longer configured.
+    Orphaned,
+}
+
+/// One target.
+#[derive(Debug, Clone, Serialize)]
+pub struct Target {
+    /// The raw key.
+    pub key: String,
+    /// Its Lease, if one exists.
+    pub lease: Option<String>,
+    /// The member holding the Lease (expired or not).
+    pub owner: Option<String>,
+    /// The member the control plane wants holding it.
+    pub desired: Option<String>,
+    /// Where it is.
+    pub state: TargetState,
+    /// Relative load.
+    pub weight: u32,
+    /// The member it must live on.
+    pub pin: Option<String>,
+    /// In the configured target list.
+    pub configured: bool,
+    /// The operation that last set its desired owner.
+    pub operation: Option<String>,
+    /// Milliseconds since its holder record last changed, as we observed it.
+    pub unchanged_ms: Option<i64>,
+}
+
+/// A configured Service.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServiceInfo {
+    /// Its name.
+    pub name: String,
+    /// `ClusterIP`, `LoadBalancer`, …
+    pub type_: String,
+    /// `clusterIP: None`.
+    pub headless: bool,
+    /// Its cluster IP.
+    pub cluster_ip: Option<String>,
+    /// LoadBalancer ingress IPs or host names.
+    pub ingress: Vec<String>,
+    /// `name/port/protocol` per port.
+    pub ports: Vec<String>,
+}
+
+/// Targets per state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TargetCounts {
+    /// All targets.
+    pub total: usize,
+    /// [`TargetState::Owned`].
+    pub owned: usize,
+    /// [`TargetState::Unassigned`].
+    pub unassigned: usize,
+    /// [`TargetState::Moving`].
+    pub moving: usize,
+    /// [`TargetState::Expired`].
+    pub expired: usize,
+    /// [`TargetState::Orphaned`].
+    pub orphaned: usize,
+}
+
+impl ClusterModel {
+    /// Finds an instance.
+    pub fn instance(&self, name: &str) -> Option<&Instance> {
+        self.instances.iter().find(|i| i.name == name)
+    }
+
+    /// Finds a target (targets are sorted by key).
+    pub fn target(&self, key: &str) -> Option<&Target> {
+        self.targets
+            .binary_search_by(|t| t.key.as_str().cmp(key))
+            .ok()
+            .map(|i| &self.targets[i])
+    }
+}
