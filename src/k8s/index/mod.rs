@@ -210,15 +210,29 @@ impl Index {
         objs: &[K],
         now: Timestamp,
     ) -> Vec<Change> {
-        let keep: BTreeSet<String> = objs.iter().filter_map(|o| o.meta().name.clone()).collect();
+        let mut out = Vec::new();
+        let mut seen = BTreeSet::new();
+        for o in objs {
+            out.extend(self.apply(o, now));
+            seen.extend(o.meta().name.clone());
+        }
+        out.extend(self.finish_relist::<K>(namespace, &seen, now));
+        out
+    }
+
+    /// Ends a relist whose objects were each given to [`Index::apply`] as they arrived: what
+    /// was not `seen` is deleted, and the kind is marked synced and fresh.
+    pub fn finish_relist<K: Indexed>(
+        &mut self,
+        namespace: &str,
+        seen: &BTreeSet<String>,
+        now: Timestamp,
+    ) -> Vec<Change> {
         let out = self.each(namespace, K::KIND, now, |state, emit| {
             for name in K::names(state) {
-                if !keep.contains(&name) {
+                if !seen.contains(&name) {
                     K::delete(state, &name, emit);
                 }
-            }
-            for o in objs {
-                K::apply(state, o, emit);
             }
         });
         for state in self

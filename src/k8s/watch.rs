@@ -1,0 +1,163 @@
+//! The watchers that feed the index: one kube-rs `watcher` per (namespace, kind), each with
+//! the default backoff, applying events to the shared [`Index`] as they arrive and publishing
+//! what changed. A watch error marks the namespace's kind stale (the model is then shown as last
+//! known and never acted on) until the watch is back. Readiness waits for every first sync.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, RwLock};
+
+use futures::StreamExt as _;
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client};
+use serde::de::DeserializeOwned;
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinSet;
+use tracing::{Instrument as _, info_span, warn};
+
+use super::index::{Change, Index, Indexed};
+
+/// Changes kept for slow subscribers before they miss some (they then resync from the model).
+const CHANGE_BUFFER: usize = 65_536;
+
+/// The index and its change feed, shared by the watchers (writers) and everyone else (readers).
+#[derive(Debug)]
+pub struct Shared {
+    index: RwLock<Index>,
+    changes: broadcast::Sender<Change>,
+    version: watch::Sender<u64>,
+}
+
+impl Shared {
+    /// Wraps an index.
+    pub fn new(index: Index) -> Arc<Shared> {
+        Arc::new(Shared {
+            index: RwLock::new(index),
+            changes: broadcast::channel(CHANGE_BUFFER).0,
+            version: watch::channel(0).0,
+        })
+    }
+
+    /// Reads the index.
+    pub fn read<T>(&self, f: impl FnOnce(&Index) -> T) -> T {
+        f(&self.index.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Changes the index (and publishes what changed).
+    pub fn write<T>(&self, f: impl FnOnce(&mut Index) -> (T, Vec<Change>)) -> T {
+        let (value, changes) = {
+            let mut guard = self.index.write().unwrap_or_else(|e| e.into_inner());
+            f(&mut guard)
+        };
+        self.publish(changes);
+        value
+    }
+
+    fn publish(&self, changes: Vec<Change>) {
+        for c in changes {
+            // No subscribers is fine.
+            let _ = self.changes.send(c);
+        }
+        self.version.send_modify(|v| *v += 1);
+    }
+
+    /// Every change from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.changes.subscribe()
+    }
+
+    /// Bumped after every applied event: wake-ups for loops that re-read the model.
+    pub fn versions(&self) -> watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+
+    /// Every watch has synced once.
+    pub fn synced(&self) -> bool {
+        self.read(Index::synced)
+    }
+}
+
+/// Runs one watcher per namespace and kind until one fails for good (they retry with backoff,
+/// so in practice: forever).
+pub async fn run(client: Client, shared: Arc<Shared>) -> anyhow::Result<()> {
+    let mut tasks = JoinSet::new();
+    for ns in shared.read(Index::namespaces) {
+        spawn::<Pod>(&mut tasks, &client, &ns, &shared);
+        spawn::<Service>(&mut tasks, &client, &ns, &shared);
+        spawn::<EndpointSlice>(&mut tasks, &client, &ns, &shared);
+        spawn::<Lease>(&mut tasks, &client, &ns, &shared);
+        spawn::<ConfigMap>(&mut tasks, &client, &ns, &shared);
+    }
+    match tasks.join_next().await {
+        Some(Ok(())) | None => anyhow::bail!("a watcher ended"),
+        Some(Err(e)) => Err(e.into()),
+    }
+}
+
+fn spawn<K>(tasks: &mut JoinSet<()>, client: &Client, ns: &str, shared: &Arc<Shared>)
+where
+    K: Indexed + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope> + DeserializeOwned,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let span = info_span!("watch", namespace = ns, kind = ?K::KIND);
+    tasks.spawn(watch_kind(api, ns.to_owned(), shared.clone()).instrument(span));
+}
+
+async fn watch_kind<K>(api: Api<K>, ns: String, shared: Arc<Shared>)
+where
+    K: Indexed + DeserializeOwned,
+    K::DynamicType: Default,
+{
+    let mut stream = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut seen = BTreeSet::new();
+    let mut failing = false;
+    while let Some(event) = stream.next().await {
+        let now = Timestamp::now();
+        match event {
+            Ok(event) => {
+                let recovered = std::mem::take(&mut failing);
+                if recovered {
+                    tracing::info!("watch is back");
+                }
+                shared.write(|ix| {
+                    if recovered {
+                        ix.set_stale(&ns, K::KIND, false);
+                    }
+                    match event {
+                        Event::Init => {
+                            seen.clear();
+                            ((), Vec::new())
+                        }
+                        Event::InitApply(o) => {
+                            seen.extend(o.meta().name.clone());
+                            ((), ix.apply(&o, now))
+                        }
+                        Event::InitDone => ((), ix.finish_relist::<K>(&ns, &seen, now)),
+                        Event::Apply(o) => ((), ix.apply(&o, now)),
+                        Event::Delete(o) => {
+                            let name = o.meta().name.clone().unwrap_or_default();
+                            ((), ix.delete::<K>(&ns, &name, now))
+                        }
+                    }
+                });
+            }
+            Err(error) => {
+                if !failing {
+                    warn!(%error, "watch failed; the model is stale until it is back");
+                    failing = true;
+                }
+                shared.write(|ix| {
+                    ix.set_stale(&ns, K::KIND, true);
+                    ((), Vec::new())
+                });
+            }
+        }
+    }
+}
