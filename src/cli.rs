@@ -25,6 +25,19 @@ pub enum Command {
     Demo(DemoArgs),
     /// Run the Kubernetes API simulator (an in-memory kube-apiserver for demos and tests).
     Sim(SimArgs),
+    /// Run the control plane for the clusters in a config file.
+    Serve(ServeArgs),
+}
+
+/// Flags of `leasehold serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The configuration file (see docs/configuration.md).
+    #[arg(long, env = "LEASEHOLD_CONFIG")]
+    pub config: PathBuf,
+    /// This replica's identity in the control-plane election (the pod name in Kubernetes).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
 }
 
 /// Flags of `leasehold demo`.
@@ -76,6 +89,7 @@ pub struct SimArgs {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Sim(args) => run_sim(args).await,
+        Command::Serve(args) => run_serve(args).await,
         Command::Demo(a) => {
             crate::demo::run(crate::demo::DemoOptions {
                 listen: a.listen,
@@ -86,6 +100,23 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             .await
         }
     }
+}
+
+async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = crate::config::Config::load(&args.config)?;
+    let store = crate::store::Store::connect(&config.database).await?;
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to Kubernetes (in-cluster or KUBECONFIG)")?;
+    let identity = args
+        .identity
+        .unwrap_or_else(|| format!("leasehold-{}", uuid::Uuid::new_v4().simple()));
+    let engine = crate::engine::Engine::new(config, client, store, identity);
+    engine
+        .run(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
 }
 
 async fn run_sim(args: SimArgs) -> anyhow::Result<()> {

@@ -9,8 +9,11 @@
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod engine;
 pub mod k8s;
 pub mod model;
+pub mod net;
 pub mod protocol;
 pub mod sim;
+pub mod store;
 pub mod telemetry;

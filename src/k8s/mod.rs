@@ -1,6 +1,8 @@
 //! Kubernetes-facing parts: the model and the pure index built from watch events, the watchers
 //! that feed it, and Lease writes. Never imports `http`.
 
+pub mod election;
 pub mod index;
+pub mod leases;
 pub mod model;
 pub mod watch;

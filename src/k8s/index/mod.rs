@@ -86,6 +86,19 @@ pub enum Change {
     },
 }
 
+/// One target right now (see [`Index::target`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetNow {
+    /// Its Lease.
+    pub lease: String,
+    /// Who holds it.
+    pub holder: Option<String>,
+    /// The holder stopped renewing (by our observation).
+    pub expired: bool,
+    /// Who should hold it.
+    pub desired: Option<String>,
+}
+
 /// What the index keeps of a pod.
 #[derive(Debug, Clone, PartialEq)]
 struct PodInfo {
@@ -282,6 +295,38 @@ impl Index {
             .iter()
             .find(|c| c.spec.name == cluster)
             .map(|c| c.model(now.as_millisecond()))
+    }
+
+    /// One target's holder (if held and not expired by our observation), desired owner and
+    /// Lease name, without building the whole model.
+    pub fn target(&self, cluster: &str, key: &str, now: Timestamp) -> Option<TargetNow> {
+        let state = self.clusters.iter().find(|c| c.spec.name == cluster)?;
+        let entry = state.targets.get(key)?;
+        let now_ms = now.as_millisecond();
+        Some(TargetNow {
+            lease: entry.view.name.clone(),
+            holder: entry.observed.holding().holder.clone(),
+            expired: entry.observed.is_expired(now_ms),
+            desired: entry.view.desired.clone(),
+        })
+    }
+
+    /// Whether `key` is in `cluster`'s configured target list.
+    pub fn configured(&self, cluster: &str, key: &str) -> bool {
+        self.clusters
+            .iter()
+            .find(|c| c.spec.name == cluster)
+            .is_some_and(|c| c.configured.contains_key(key))
+    }
+
+    /// Whether `instance` of `cluster` is a live member: its pod exists, is ready and is not
+    /// terminating.
+    pub fn alive(&self, cluster: &str, instance: &str) -> bool {
+        self.clusters
+            .iter()
+            .find(|c| c.spec.name == cluster)
+            .and_then(|c| c.pods.get(instance))
+            .is_some_and(|p| p.ready && !p.terminating)
     }
 
     /// The names of the managed clusters, in configuration order.

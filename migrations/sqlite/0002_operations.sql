@@ -1,0 +1,44 @@
+-- Operations (rebalance, remove-instance) with their moves, and the cordon list.
+-- Ids are uuid v7 TEXT, times unix milliseconds, states model.rs words.
+-- Keep in step with ../postgres/0002_operations.sql.
+CREATE TABLE operations (
+    id             TEXT    PRIMARY KEY,
+    cluster        TEXT    NOT NULL,
+    kind           TEXT    NOT NULL,
+    state          TEXT    NOT NULL,
+    requested_by   TEXT    NOT NULL,
+    reason         TEXT    NOT NULL,
+    instance       TEXT,
+    params         TEXT    NOT NULL,  -- JSON
+    phase          TEXT,              -- remove-instance progress marker
+    created_at_ms  INTEGER NOT NULL,
+    updated_at_ms  INTEGER NOT NULL,
+    started_at_ms  INTEGER,
+    finished_at_ms INTEGER,
+    error          TEXT
+);
+CREATE INDEX operations_created ON operations (created_at_ms, id);
+CREATE INDEX operations_cluster_created ON operations (cluster, created_at_ms, id);
+CREATE INDEX operations_state_created ON operations (state, created_at_ms, id);
+
+CREATE TABLE moves (
+    operation_id   TEXT    NOT NULL REFERENCES operations (id) ON DELETE CASCADE,
+    seq            INTEGER NOT NULL,  -- 1, 2, ... in plan order
+    target         TEXT    NOT NULL,
+    from_instance  TEXT,
+    to_instance    TEXT    NOT NULL,
+    state          TEXT    NOT NULL,
+    attempts       INTEGER NOT NULL DEFAULT 0,
+    started_at_ms  INTEGER,
+    finished_at_ms INTEGER,
+    error          TEXT,
+    PRIMARY KEY (operation_id, seq)
+);
+
+CREATE TABLE cordons (
+    cluster        TEXT    NOT NULL,
+    instance       TEXT    NOT NULL,
+    cordoned_by    TEXT    NOT NULL,
+    cordoned_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (cluster, instance)
+);

@@ -1,0 +1,195 @@
+//! The acting replica's control loop: on every index change (at most every
+//! [`MIN_INTERVAL`]) and at least every [`MAX_INTERVAL`], each synced, fresh native cluster
+//! gets its placement actions carried out (compare-and-swap writes, re-decided on conflict),
+//! and its join policy applied: when new members have joined and membership has been still for
+//! `join_settle`, a rebalance is proposed or started.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use super::placement::{self, Action};
+use super::{Engine, EngineError, Inner, PlanRequest};
+use crate::config::{Cluster, OnJoin};
+use crate::k8s::leases;
+use crate::protocol::{self, Protocol};
+
+/// Reconciles are at least this far apart, so a burst of watch events costs one pass.
+const MIN_INTERVAL: Duration = Duration::from_millis(100);
+/// Reconciles happen at least this often, so expiries (which no event announces) are seen.
+const MAX_INTERVAL: Duration = Duration::from_millis(500);
+/// Lease writes of one reconcile in flight at once.
+const WRITE_PARALLELISM: usize = 32;
+
+/// Membership as last acted on, and a join waiting for membership to settle.
+#[derive(Default)]
+struct JoinWatch {
+    known: Option<BTreeSet<String>>,
+    pending: Option<(Instant, BTreeSet<String>)>,
+}
+
+pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
+    let mut versions = inner.shared.versions();
+    let mut joins: HashMap<String, JoinWatch> = HashMap::new();
+    loop {
+        let started = Instant::now();
+        for spec in inner
+            .config
+            .clusters
+            .iter()
+            .filter(|c| c.protocol == Protocol::Native)
+        {
+            reconcile(&inner, spec).await;
+            join_policy(&inner, spec, joins.entry(spec.name.clone()).or_default()).await;
+        }
+        tokio::time::sleep_until(started + MIN_INTERVAL).await;
+        let _ = tokio::time::timeout(MAX_INTERVAL, versions.changed()).await;
+    }
+}
+
+async fn reconcile(inner: &Inner, spec: &Cluster) {
+    let Some(model) = inner.model(&spec.name) else {
+        return;
+    };
+    let duration_s = i32::try_from(spec.policy.lease_duration.as_secs()).unwrap_or(i32::MAX);
+    let actions = placement::decide(&model, duration_s, &inner.busy(&spec.name));
+    if actions.is_empty() {
+        return;
+    }
+    debug!(cluster = %spec.name, actions = actions.len(), "reconciling");
+    let api: Api<Lease> = Api::namespaced(inner.client.clone(), &spec.namespace);
+    let prefix = spec.prefix();
+    futures::stream::iter(actions)
+        .for_each_concurrent(WRITE_PARALLELISM, |action| {
+            let api = &api;
+            async move {
+                let result = match &action {
+                    Action::Desire {
+                        key,
+                        desire,
+                        expect,
+                    } => {
+                        leases::set_desire(api, prefix, &spec.name, key, |current| {
+                            // Someone (an operation, another replica) decided first: leave it.
+                            let now = current.and_then(|v| v.desired.clone());
+                            (now == *expect).then(|| desire.clone())
+                        })
+                        .await
+                    }
+                    Action::Delete { lease, .. } => {
+                        leases::delete_if(api, lease, |l| {
+                            // Still not one of the configured targets.
+                            protocol::parse_native(l, &spec.name).is_some_and(|v| {
+                                matches!(v.role, protocol::LeaseRole::Target(ref k) if inner
+                                    .model_has_unconfigured(&spec.name, k))
+                            })
+                        })
+                        .await
+                    }
+                };
+                match result {
+                    Ok(outcome) => debug!(cluster = %spec.name, ?action, ?outcome, "lease write"),
+                    Err(error) => {
+                        warn!(cluster = %spec.name, ?action, %error, "lease write failed")
+                    }
+                }
+            }
+        })
+        .await;
+}
+
+impl Inner {
+    /// Whether target `key` is not in the configured list (as the index knows it now).
+    fn model_has_unconfigured(&self, cluster: &str, key: &str) -> bool {
+        !self.shared.read(|ix| ix.configured(cluster, key))
+    }
+}
+
+async fn join_policy(inner: &Arc<Inner>, spec: &Cluster, watch: &mut JoinWatch) {
+    if spec.policy.on_join == OnJoin::Off {
+        return;
+    }
+    let Some(model) = inner.model(&spec.name) else {
+        return;
+    };
+    if !model.synced || model.stale {
+        return;
+    }
+    let eligible: BTreeSet<String> = model
+        .instances
+        .iter()
+        .filter(|i| i.eligible())
+        .map(|i| i.name.clone())
+        .collect();
+    let Some(known) = &mut watch.known else {
+        // Membership at start-up is the baseline, not a join.
+        watch.known = Some(eligible);
+        return;
+    };
+    known.retain(|m| eligible.contains(m));
+    if eligible.is_subset(known) {
+        watch.pending = None;
+        return;
+    }
+    match &watch.pending {
+        Some((_, seen)) if *seen == eligible => {}
+        _ => {
+            watch.pending = Some((Instant::now(), eligible.clone()));
+            return;
+        }
+    }
+    let Some((since, _)) = &watch.pending else {
+        return;
+    };
+    if since.elapsed() < spec.policy.join_settle {
+        return;
+    }
+    let joined: Vec<&String> = eligible.difference(known).collect();
+    let reason = format!(
+        "member{} joined: {}",
+        if joined.len() == 1 { "" } else { "s" },
+        joined
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let engine = Engine {
+        inner: inner.clone(),
+    };
+    if engine
+        .plan_rebalance(&spec.name, &PlanRequest::default())
+        .is_ok_and(|p| p.moves.is_empty())
+    {
+        // Already balanced (e.g. the newcomers got unplaced targets): nothing to propose.
+        watch.known = Some(eligible);
+        watch.pending = None;
+        return;
+    }
+    let proposed = spec.policy.on_join == OnJoin::Propose;
+    match engine
+        .start_rebalance(
+            &spec.name,
+            &PlanRequest::default(),
+            "policy",
+            &reason,
+            proposed,
+        )
+        .await
+    {
+        Ok(op) => {
+            info!(cluster = %spec.name, operation = %op.id, moves = op.moves.len(), proposed, %reason, "join policy");
+        }
+        // Wait for the running operation, then look again.
+        Err(EngineError::Busy(_)) => return,
+        Err(error) => warn!(cluster = %spec.name, %error, "join policy could not plan"),
+    }
+    watch.known = Some(eligible);
+    watch.pending = None;
+}

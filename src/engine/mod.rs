@@ -1,0 +1,525 @@
+//! The control-plane engine: the planner, the acting replica's loops (placement and failover,
+//! join policy, operation execution) and the API the HTTP layer calls (plan, start, cancel,
+//! uncordon). Only the replica holding the control-plane Lease acts; every replica watches,
+//! serves reads and can record requests in the store. Never imports `http`.
+
+mod control;
+mod operations;
+pub mod placement;
+pub mod planner;
+mod recorder;
+mod removal;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use kube::Client;
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+use tracing::{Instrument as _, info, info_span};
+
+use crate::config::{Cluster, Config};
+use crate::k8s::election::{ElectionConfig, LeaderElector};
+use crate::k8s::index::Index;
+use crate::k8s::model::ClusterModel;
+use crate::k8s::watch::{self as watchers, Shared};
+use crate::model::{OperationKind, OperationState};
+use crate::protocol::Protocol;
+use crate::store::{NewMove, NewOperation, Operation, Store, StoreError, now_ms};
+
+/// Why the engine refused a request.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// No such cluster in the config.
+    #[error("no cluster named {0:?}")]
+    UnknownCluster(String),
+    /// No such instance in the cluster.
+    #[error("cluster {cluster:?} has no instance {instance:?}")]
+    UnknownInstance {
+        /// Cluster.
+        cluster: String,
+        /// Instance.
+        instance: String,
+    },
+    /// No such operation.
+    #[error("no operation {0:?}")]
+    UnknownOperation(String),
+    /// gnmic clusters are observed, never driven.
+    #[error("cluster {0:?} uses the gnmic protocol and is read-only")]
+    ReadOnly(String),
+    /// The watches are not synced or are down: no decisions on stale data.
+    #[error("cluster {0:?} is not synced or its watch is down; no decision on stale data")]
+    Stale(String),
+    /// Another operation is unfinished on the cluster.
+    #[error("operation {0} is still unfinished on this cluster")]
+    Busy(String),
+    /// The operation is not in a state that allows this.
+    #[error("operation {id} is {state}")]
+    WrongState {
+        /// Operation.
+        id: String,
+        /// Its state.
+        state: OperationState,
+    },
+    /// Some targets cannot move (pinned to the instance being removed, …).
+    #[error("the plan is blocked: {0}")]
+    Blocked(String),
+    /// The history store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// How a plan is asked for.
+#[derive(Debug, Clone, Default)]
+pub struct PlanRequest {
+    /// At most this many moves.
+    pub budget: Option<usize>,
+}
+
+/// Shared state of the engine's tasks.
+pub(crate) struct Inner {
+    pub config: Config,
+    pub client: Client,
+    pub shared: Arc<Shared>,
+    pub store: Store,
+    pub identity: String,
+    acting: watch::Sender<bool>,
+    /// Targets inside running operations, per cluster: placement leaves them alone.
+    busy: Mutex<HashMap<String, HashSet<String>>>,
+    /// Wakes the operation runner (a new or approved operation).
+    ops_wake: Notify,
+}
+
+impl Inner {
+    pub fn cluster(&self, name: &str) -> Result<&Cluster, EngineError> {
+        self.config
+            .cluster(name)
+            .ok_or_else(|| EngineError::UnknownCluster(name.to_owned()))
+    }
+
+    pub fn model(&self, cluster: &str) -> Option<ClusterModel> {
+        self.shared.read(|ix| ix.model(cluster, Timestamp::now()))
+    }
+
+    pub fn busy(&self, cluster: &str) -> HashSet<String> {
+        self.busy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(cluster)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub fn set_busy(&self, cluster: &str, targets: impl IntoIterator<Item = String>, on: bool) {
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let set = busy.entry(cluster.to_owned()).or_default();
+        for t in targets {
+            if on {
+                set.insert(t);
+            } else {
+                set.remove(&t);
+            }
+        }
+    }
+
+    pub fn acting(&self) -> bool {
+        *self.acting.borrow()
+    }
+
+    /// Loads the cordon list of every cluster from the store into the index.
+    async fn load_cordons(&self) -> Result<(), StoreError> {
+        for c in &self.config.clusters {
+            let set: BTreeSet<String> = self.store.cordons(&c.name).await?.into_iter().collect();
+            self.shared
+                .write(|ix| (ix.set_cordons(&c.name, set), Vec::new()));
+        }
+        Ok(())
+    }
+}
+
+/// The engine: cheap to clone; every clone talks to the same tasks.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+impl Engine {
+    /// An engine for `config`, acting as `identity` in the control-plane election.
+    pub fn new(config: Config, client: Client, store: Store, identity: String) -> Engine {
+        let shared = Shared::new(Index::new(&config));
+        Engine {
+            inner: Arc::new(Inner {
+                config,
+                client,
+                shared,
+                store,
+                identity,
+                acting: watch::channel(false).0,
+                busy: Mutex::default(),
+                ops_wake: Notify::new(),
+            }),
+        }
+    }
+
+    /// The index and its change feed.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.inner.shared
+    }
+
+    /// The history store.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// This replica's identity.
+    pub fn identity(&self) -> &str {
+        &self.inner.identity
+    }
+
+    /// Whether this replica is the acting control plane, as a watch.
+    pub fn acting(&self) -> watch::Receiver<bool> {
+        self.inner.acting.subscribe()
+    }
+
+    /// A cluster's model now.
+    pub fn model(&self, cluster: &str) -> Result<ClusterModel, EngineError> {
+        self.inner.cluster(cluster)?;
+        self.inner
+            .model(cluster)
+            .ok_or_else(|| EngineError::UnknownCluster(cluster.to_owned()))
+    }
+
+    /// Runs the watchers, the control-plane election, the history recorder and — while this
+    /// replica is acting — the control loop and the operation runner, until `shutdown`
+    /// completes (the election Lease is then released) or a task fails.
+    pub async fn run(
+        &self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let inner = &self.inner;
+        let cp = &inner.config.control_plane;
+        let mut tasks: JoinSet<anyhow::Result<()>> = JoinSet::new();
+        tasks.spawn(
+            watchers::run(inner.client.clone(), inner.shared.clone())
+                .instrument(info_span!("watchers")),
+        );
+        let elector = LeaderElector::new(ElectionConfig {
+            lease_duration: cp.lease_duration,
+            renew_deadline: cp.lease_duration * 2 / 3,
+            retry_period: (cp.lease_duration / 7).max(Duration::from_millis(200)),
+            ..ElectionConfig::new(&cp.namespace, &cp.lease_name, &inner.identity)
+        });
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let acting_tx = inner.acting.clone();
+        let client = inner.client.clone();
+        let mut stop = stop_rx.clone();
+        tasks.spawn(
+            async move {
+                elector
+                    .run(client, acting_tx, async move {
+                        let _ = stop.wait_for(|s| *s).await;
+                    })
+                    .await;
+                Ok(())
+            }
+            .instrument(info_span!("control_plane_election")),
+        );
+        tasks.spawn(recorder::run(inner.clone()).instrument(info_span!("recorder")));
+        tasks.spawn(supervise(inner.clone()).instrument(info_span!("acting")));
+        tasks.spawn(recorder::prune(inner.clone()).instrument(info_span!("retention")));
+
+        tokio::pin!(shutdown);
+        let result = tokio::select! {
+            _ = &mut shutdown => Ok(()),
+            Some(done) = tasks.join_next() => match done {
+                Ok(Ok(())) => Err(anyhow::anyhow!("an engine task ended")),
+                Ok(Err(e)) => Err(e),
+                Err(e) => Err(e.into()),
+            },
+        };
+        // Stop acting first, then give the election a moment to release its Lease.
+        let _ = stop_tx.send(true);
+        let _ = tokio::time::timeout(Duration::from_secs(5), async {
+            while let Some(t) = tasks.join_next().await {
+                if matches!(t, Ok(Err(_)) | Err(_)) {
+                    break;
+                }
+            }
+        })
+        .await;
+        tasks.abort_all();
+        result
+    }
+
+    /// The plan a rebalance would run now (a dry run).
+    pub fn plan_rebalance(
+        &self,
+        cluster: &str,
+        req: &PlanRequest,
+    ) -> Result<planner::Plan, EngineError> {
+        let model = self.ready_model(cluster)?;
+        let busy = self.inner.busy(cluster);
+        Ok(planner::rebalance(
+            &placement::members(&model),
+            &placement::targets(&model, &busy),
+            req.budget,
+        ))
+    }
+
+    /// The plan removing `instance` would run now: cordon it (the plan already excludes it)
+    /// and spread its targets over the others.
+    pub fn plan_remove(&self, cluster: &str, instance: &str) -> Result<planner::Plan, EngineError> {
+        let model = self.ready_model(cluster)?;
+        if model.instance(instance).is_none() {
+            return Err(EngineError::UnknownInstance {
+                cluster: cluster.to_owned(),
+                instance: instance.to_owned(),
+            });
+        }
+        let busy = self.inner.busy(cluster);
+        let plan = planner::drain(
+            &placement::members(&model),
+            &placement::targets(&model, &busy),
+            instance,
+            None,
+        );
+        if !plan.blocked.is_empty() {
+            let list: Vec<String> = plan
+                .blocked
+                .iter()
+                .map(|b| format!("{}: {}", b.target, b.reason))
+                .collect();
+            return Err(EngineError::Blocked(list.join("; ")));
+        }
+        Ok(plan)
+    }
+
+    /// Starts a rebalance (or stores it as proposed): the plan's moves become an operation.
+    pub async fn start_rebalance(
+        &self,
+        cluster: &str,
+        req: &PlanRequest,
+        requested_by: &str,
+        reason: &str,
+        proposed: bool,
+    ) -> Result<Operation, EngineError> {
+        self.idle(cluster).await?;
+        let plan = self.plan_rebalance(cluster, req)?;
+        self.create(
+            cluster,
+            OperationKind::Rebalance,
+            None,
+            &plan,
+            requested_by,
+            reason,
+            proposed,
+        )
+        .await
+    }
+
+    /// Starts removing `instance`: cordons it at once (so nothing new lands on it), then the
+    /// operation drains it and runs the removal steps.
+    pub async fn start_remove(
+        &self,
+        cluster: &str,
+        instance: &str,
+        requested_by: &str,
+    ) -> Result<Operation, EngineError> {
+        self.idle(cluster).await?;
+        self.plan_remove(cluster, instance)?;
+        self.inner
+            .store
+            .set_cordon(cluster, instance, true, requested_by, now_ms())
+            .await?;
+        self.inner.load_cordons().await?;
+        let plan = self.plan_remove(cluster, instance)?;
+        let op = self
+            .create(
+                cluster,
+                OperationKind::RemoveInstance,
+                Some(instance),
+                &plan,
+                requested_by,
+                &format!("remove instance {instance}"),
+                false,
+            )
+            .await?;
+        self.inner
+            .store
+            .set_operation_phase(&op.id, removal::PHASE_CORDONED, now_ms())
+            .await?;
+        Ok(op)
+    }
+
+    /// Runs a proposed operation.
+    pub async fn approve(&self, id: &str, by: &str) -> Result<(), EngineError> {
+        let op = self.operation(id).await?;
+        let moved = self
+            .inner
+            .store
+            .set_operation_state(
+                id,
+                &[OperationState::Proposed],
+                OperationState::Pending,
+                None,
+                now_ms(),
+            )
+            .await?;
+        if !moved {
+            return Err(EngineError::WrongState {
+                id: id.to_owned(),
+                state: op.state,
+            });
+        }
+        info!(operation = id, by, "proposed operation approved");
+        self.inner.ops_wake.notify_one();
+        Ok(())
+    }
+
+    /// Cancels an operation: no new move starts; moves in flight finish.
+    pub async fn cancel(&self, id: &str, by: &str) -> Result<(), EngineError> {
+        let op = self.operation(id).await?;
+        if !self.inner.store.cancel_operation(id, by, now_ms()).await? {
+            return Err(EngineError::WrongState {
+                id: id.to_owned(),
+                state: op.state,
+            });
+        }
+        info!(operation = id, by, "operation cancelled");
+        Ok(())
+    }
+
+    /// Lets a cordoned instance receive targets again.
+    pub async fn uncordon(
+        &self,
+        cluster: &str,
+        instance: &str,
+        by: &str,
+    ) -> Result<bool, EngineError> {
+        self.inner.cluster(cluster)?;
+        let changed = self
+            .inner
+            .store
+            .set_cordon(cluster, instance, false, by, now_ms())
+            .await?;
+        self.inner.load_cordons().await?;
+        Ok(changed)
+    }
+
+    /// An operation with its moves.
+    pub async fn operation(&self, id: &str) -> Result<Operation, EngineError> {
+        self.inner
+            .store
+            .operation(id)
+            .await?
+            .ok_or_else(|| EngineError::UnknownOperation(id.to_owned()))
+    }
+
+    fn ready_model(&self, cluster: &str) -> Result<ClusterModel, EngineError> {
+        let spec = self.inner.cluster(cluster)?;
+        if spec.protocol == Protocol::Gnmic {
+            return Err(EngineError::ReadOnly(cluster.to_owned()));
+        }
+        let model = self.model(cluster)?;
+        if !model.synced || model.stale {
+            return Err(EngineError::Stale(cluster.to_owned()));
+        }
+        Ok(model)
+    }
+
+    /// One unfinished (not merely proposed) operation per cluster at a time.
+    async fn idle(&self, cluster: &str) -> Result<(), EngineError> {
+        self.inner.cluster(cluster)?;
+        let unfinished = self.inner.store.unfinished_operations().await?;
+        match unfinished
+            .iter()
+            .find(|o| o.cluster == cluster && o.state != OperationState::Proposed)
+        {
+            Some(o) => Err(EngineError::Busy(o.id.clone())),
+            None => Ok(()),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn create(
+        &self,
+        cluster: &str,
+        kind: OperationKind,
+        instance: Option<&str>,
+        plan: &planner::Plan,
+        requested_by: &str,
+        reason: &str,
+        proposed: bool,
+    ) -> Result<Operation, EngineError> {
+        let op = self
+            .inner
+            .store
+            .create_operation(&NewOperation {
+                cluster: cluster.to_owned(),
+                kind,
+                state: if proposed {
+                    OperationState::Proposed
+                } else {
+                    OperationState::Pending
+                },
+                requested_by: requested_by.to_owned(),
+                reason: reason.to_owned(),
+                instance: instance.map(str::to_owned),
+                params: serde_json::json!({
+                    "imbalance_before": plan.imbalance_before,
+                    "imbalance_after": plan.imbalance_after,
+                    "truncated": plan.truncated,
+                }),
+                moves: plan
+                    .moves
+                    .iter()
+                    .map(|m| NewMove {
+                        target: m.target.clone(),
+                        from: m.from.clone(),
+                        to: m.to.clone(),
+                    })
+                    .collect(),
+                now_ms: now_ms(),
+            })
+            .await?;
+        info!(cluster, operation = %op.id, %kind, moves = op.moves.len(), requested_by, "operation created");
+        self.inner.ops_wake.notify_one();
+        Ok(op)
+    }
+}
+
+/// Runs the acting replica's loops whenever this replica holds the control-plane Lease, and
+/// stops them the moment it does not.
+async fn supervise(inner: Arc<Inner>) -> anyhow::Result<()> {
+    let mut acting = inner.acting.subscribe();
+    loop {
+        acting.wait_for(|a| *a).await?;
+        info!(identity = %inner.identity, "acting as the control plane");
+        inner.load_cordons().await?;
+        let mut work: JoinSet<anyhow::Result<()>> = JoinSet::new();
+        work.spawn(control::run(inner.clone()).instrument(info_span!("control_loop")));
+        work.spawn(operations::runner(inner.clone()).instrument(info_span!("operations")));
+        tokio::select! {
+            r = acting.wait_for(|a| !*a) => { r?; }
+            Some(done) = work.join_next() => {
+                work.abort_all();
+                return match done {
+                    Ok(Ok(())) => Err(anyhow::anyhow!("an acting loop ended")),
+                    Ok(Err(e)) => Err(e),
+                    Err(e) => Err(e.into()),
+                };
+            }
+        }
+        info!(identity = %inner.identity, "no longer acting");
+        work.abort_all();
+        inner.busy.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}

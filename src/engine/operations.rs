@@ -1,0 +1,323 @@
+//! Runs operations on the acting replica. The runner picks up every pending or running
+//! operation from the store (so a restart or a new acting replica resumes where the last one
+//! stopped) and executes its moves with the cluster's concurrency limit. A move writes the new
+//! desired owner (compare-and-swap) and completes when the new owner holds the Lease; a move
+//! that times out is retried, then failed with a reason. Progress is stored after every step,
+//! and every step is idempotent on the Lease's state, so no move is lost or applied twice.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tracing::{Instrument as _, info, info_span, warn};
+
+use super::{Inner, removal};
+use crate::config::Cluster;
+use crate::k8s::leases;
+use crate::model::{Cause, MoveState, OperationKind, OperationState};
+use crate::protocol::Desire;
+use crate::store::{MoveRecord, Operation, now_ms};
+
+/// How often the runner looks for operations without being woken.
+const POLL: Duration = Duration::from_secs(1);
+
+pub(super) async fn runner(inner: Arc<Inner>) -> anyhow::Result<()> {
+    let mut running: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
+    loop {
+        running.retain(|_, h| !h.is_finished());
+        for op in inner.store.unfinished_operations().await? {
+            if op.state == OperationState::Proposed || running.contains_key(&op.id) {
+                continue;
+            }
+            // One at a time per cluster, oldest first.
+            if running
+                .keys()
+                .any(|id| id.starts_with(&format!("{}/", op.cluster)))
+            {
+                continue;
+            }
+            let span =
+                info_span!("operation", cluster = %op.cluster, operation = %op.id, kind = %op.kind);
+            let key = format!("{}/{}", op.cluster, op.id);
+            let inner2 = inner.clone();
+            running.insert(
+                key,
+                tokio::spawn(
+                    async move {
+                        if let Err(error) = execute(&inner2, op).await {
+                            warn!(%error, "operation stopped; it resumes on the next pass");
+                        }
+                    }
+                    .instrument(span),
+                ),
+            );
+        }
+        let _ = tokio::time::timeout(POLL, inner.ops_wake.notified()).await;
+    }
+}
+
+/// Whether the operation was cancelled (or otherwise finished) behind our back.
+async fn still_running(inner: &Inner, id: &str) -> anyhow::Result<bool> {
+    Ok(inner
+        .store
+        .operation(id)
+        .await?
+        .is_some_and(|o| o.state == OperationState::Running))
+}
+
+async fn execute(inner: &Arc<Inner>, op: Operation) -> anyhow::Result<()> {
+    let spec = inner.cluster(&op.cluster)?.clone();
+    if op.state == OperationState::Pending {
+        inner
+            .store
+            .set_operation_state(
+                &op.id,
+                &[OperationState::Pending],
+                OperationState::Running,
+                None,
+                now_ms(),
+            )
+            .await?;
+        info!(moves = op.moves.len(), "operation started");
+    }
+    let ghost = op.kind == OperationKind::RemoveInstance
+        && op
+            .instance
+            .as_deref()
+            .is_some_and(|i| !inner.shared.read(|ix| ix.alive(&op.cluster, i)));
+    let failed = run_moves(inner, &spec, &op, ghost).await?;
+    if !still_running(inner, &op.id).await? {
+        info!("operation cancelled; moves in flight finished");
+        return Ok(());
+    }
+    if failed > 0 {
+        let error = format!("{failed} of {} moves failed", op.moves.len());
+        inner
+            .store
+            .set_operation_state(
+                &op.id,
+                &[OperationState::Running],
+                OperationState::Failed,
+                Some(&error),
+                now_ms(),
+            )
+            .await?;
+        warn!(%error, "operation failed");
+        return Ok(());
+    }
+    if op.kind == OperationKind::RemoveInstance
+        && let Err(error) = removal::finish(inner, &spec, &op).await
+    {
+        let error = format!("{error:#}");
+        inner
+            .store
+            .set_operation_state(
+                &op.id,
+                &[OperationState::Running],
+                OperationState::Failed,
+                Some(&error),
+                now_ms(),
+            )
+            .await?;
+        warn!(%error, "removal failed");
+        return Ok(());
+    }
+    inner
+        .store
+        .set_operation_state(
+            &op.id,
+            &[OperationState::Running],
+            OperationState::Succeeded,
+            None,
+            now_ms(),
+        )
+        .await?;
+    info!("operation succeeded");
+    Ok(())
+}
+
+/// Runs the unfinished moves; returns how many failed.
+async fn run_moves(
+    inner: &Arc<Inner>,
+    spec: &Cluster,
+    op: &Operation,
+    ghost: bool,
+) -> anyhow::Result<usize> {
+    let mut failed = op
+        .moves
+        .iter()
+        .filter(|m| m.state == MoveState::Failed)
+        .count();
+    let todo: Vec<MoveRecord> = op
+        .moves
+        .iter()
+        .filter(|m| !m.state.is_final())
+        .cloned()
+        .collect();
+    inner.set_busy(&op.cluster, todo.iter().map(|m| m.target.clone()), true);
+    let limit = Arc::new(Semaphore::new(spec.policy.max_concurrent_moves));
+    let mut flight = JoinSet::new();
+    for mv in todo {
+        let permit = limit.clone().acquire_owned().await?;
+        if !still_running(inner, &op.id).await? {
+            break;
+        }
+        let (inner, spec, op_id) = (inner.clone(), spec.clone(), op.id.clone());
+        let kind = op.kind;
+        flight.spawn(async move {
+            let _permit = permit;
+            let target = mv.target.clone();
+            let result = run_move(&inner, &spec, &op_id, kind, mv, ghost).await;
+            inner.set_busy(&spec.name, [target], false);
+            result
+        });
+    }
+    while let Some(done) = flight.join_next().await {
+        if !done?? {
+            failed += 1;
+        }
+    }
+    Ok(failed)
+}
+
+/// One move, with its retries. Returns whether it succeeded.
+async fn run_move(
+    inner: &Inner,
+    spec: &Cluster,
+    op_id: &str,
+    kind: OperationKind,
+    mv: MoveRecord,
+    skip_wait: bool,
+) -> anyhow::Result<bool> {
+    let api: Api<Lease> = Api::namespaced(inner.client.clone(), &spec.namespace);
+    let cause = match kind {
+        OperationKind::Rebalance => Cause::Rebalance,
+        OperationKind::RemoveInstance => Cause::Removal,
+    };
+    let desire = Desire {
+        owner: mv.to.clone(),
+        cause,
+        operation: Some(op_id.to_owned()),
+        duration_s: i32::try_from(spec.policy.lease_duration.as_secs()).unwrap_or(i32::MAX),
+    };
+    let mut attempts = mv.attempts;
+    loop {
+        attempts += 1;
+        inner
+            .store
+            .update_move(
+                op_id,
+                mv.seq,
+                MoveState::InProgress,
+                attempts,
+                None,
+                now_ms(),
+            )
+            .await?;
+        if !inner.shared.read(|ix| ix.alive(&spec.name, &mv.to)) {
+            let why = format!("destination {} is not a live member", mv.to);
+            inner
+                .store
+                .update_move(
+                    op_id,
+                    mv.seq,
+                    MoveState::Failed,
+                    attempts,
+                    Some(&why),
+                    now_ms(),
+                )
+                .await?;
+            return Ok(false);
+        }
+        // Idempotent: if the Lease already wants `to` for this operation, nothing is written.
+        leases::set_desire(&api, spec.prefix(), &spec.name, &mv.target, |_| {
+            Some(desire.clone())
+        })
+        .await?;
+        let outcome = if skip_wait {
+            // The old owner is gone: the new one takes over once it sees the Lease expire.
+            Ok(())
+        } else {
+            wait_held(
+                inner,
+                &spec.name,
+                &mv.target,
+                &mv.to,
+                spec.policy.move_timeout,
+            )
+            .await
+        };
+        match outcome {
+            Ok(()) => {
+                inner
+                    .store
+                    .update_move(op_id, mv.seq, MoveState::Done, attempts, None, now_ms())
+                    .await?;
+                return Ok(true);
+            }
+            Err(why) if attempts > spec.policy.move_retries => {
+                let why = format!("{why} (after {attempts} attempts)");
+                warn!(target = %mv.target, to = %mv.to, %why, "move failed");
+                inner
+                    .store
+                    .update_move(
+                        op_id,
+                        mv.seq,
+                        MoveState::Failed,
+                        attempts,
+                        Some(&why),
+                        now_ms(),
+                    )
+                    .await?;
+                return Ok(false);
+            }
+            Err(why) => warn!(target = %mv.target, to = %mv.to, %why, "move timed out; retrying"),
+        }
+    }
+}
+
+/// Waits until `to` holds `target` (unexpired), or says why not.
+async fn wait_held(
+    inner: &Inner,
+    cluster: &str,
+    target: &str,
+    to: &str,
+    timeout: Duration,
+) -> Result<(), String> {
+    let mut versions = inner.shared.versions();
+    let deadline = Instant::now() + timeout;
+    loop {
+        let now = inner.shared.read(|ix| {
+            (
+                ix.target(cluster, target, Timestamp::now()),
+                ix.alive(cluster, to),
+            )
+        });
+        match now {
+            (Some(t), _) if t.holder.as_deref() == Some(to) && !t.expired => return Ok(()),
+            (_, false) => return Err(format!("destination {to} is not a live member")),
+            (None, _) => {}
+            (Some(_), true) => {}
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let holder = inner
+                .shared
+                .read(|ix| ix.target(cluster, target, Timestamp::now()))
+                .and_then(|t| t.holder);
+            return Err(format!(
+                "{to} did not take the lease within {}s (holder: {})",
+                timeout.as_secs(),
+                holder.as_deref().unwrap_or("none")
+            ));
+        }
+        let _ =
+            tokio::time::timeout(left.min(Duration::from_millis(500)), versions.changed()).await;
+    }
+}

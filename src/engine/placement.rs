@@ -1,0 +1,354 @@
+//! What the acting control plane does to a cluster on every reconcile, decided purely from the
+//! model: give a home to every target without a live desired owner (first placement, or
+//! failover when its owner's pod is gone, not ready, terminating, or stopped renewing), adopt
+//! targets already held before Leasehold managed them, and remove Leases of targets no longer
+//! configured. Targets inside a running operation are left to it. No I/O: the control loop
+//! carries out the returned actions as compare-and-swap writes.
+
+use std::collections::HashSet;
+
+use crate::engine::planner::{self, Member, MemberState};
+use crate::k8s::model::{ClusterModel, Instance, TargetState};
+use crate::model::Cause;
+use crate::protocol::{Desire, Protocol};
+
+/// One write to make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Set (or create the Lease with) a desired owner. `expect` is the desired owner this was
+    /// decided from: if the Lease says otherwise when written, someone else decided first.
+    Desire {
+        /// Target key.
+        key: String,
+        /// What to write.
+        desire: Desire,
+        /// The desired owner seen when deciding.
+        expect: Option<String>,
+    },
+    /// Delete the Lease of a target that is no longer configured.
+    Delete {
+        /// Target key.
+        key: String,
+        /// Its Lease.
+        lease: String,
+    },
+}
+
+/// A live member: a ready pod, not terminating (cordoned members are live: they keep what
+/// they have).
+pub fn alive(i: &Instance) -> bool {
+    i.ready && !i.ghost && !i.terminating
+}
+
+/// The planner's view of the model's instances. A member whose Leases expire although its pod
+/// is ready has a hung agent: it receives nothing and its targets fail over.
+pub fn members(model: &ClusterModel) -> Vec<Member> {
+    let hung: HashSet<&str> = model
+        .targets
+        .iter()
+        .filter(|t| t.state == TargetState::Expired && t.owner == t.desired)
+        .filter_map(|t| t.owner.as_deref())
+        .collect();
+    model
+        .instances
+        .iter()
+        .map(|i| Member {
+            id: i.name.clone(),
+            capacity: i.capacity.max(1),
+            state: if hung.contains(i.name.as_str()) {
+                MemberState::Draining
+            } else if i.eligible() {
+                MemberState::Active
+            } else if alive(i) {
+                MemberState::Cordoned
+            } else {
+                MemberState::Draining
+            },
+        })
+        .collect()
+}
+
+/// The planner's view of the configured targets. The owner is the desired owner when that is
+/// a live member whose hold has not expired, else the live holder; otherwise none (it needs a
+/// home). `busy` targets (in a running operation) are pinned where the operation sends them.
+pub fn targets(model: &ClusterModel, busy: &HashSet<String>) -> Vec<planner::Target> {
+    let live: HashSet<&str> = model
+        .instances
+        .iter()
+        .filter(|i| alive(i))
+        .map(|i| i.name.as_str())
+        .collect();
+    model
+        .targets
+        .iter()
+        .filter(|t| t.configured)
+        .map(|t| {
+            let expired_on_desired = t.state == TargetState::Expired && t.owner == t.desired;
+            let owner = match (&t.desired, &t.owner) {
+                (Some(d), _) if live.contains(d.as_str()) && !expired_on_desired => Some(d.clone()),
+                (None, Some(h)) if live.contains(h.as_str()) && t.state != TargetState::Expired => {
+                    Some(h.clone())
+                }
+                _ => None,
+            };
+            let pin = if busy.contains(&t.key) {
+                t.desired.clone()
+            } else {
+                t.pin.clone()
+            };
+            planner::Target {
+                key: t.key.clone(),
+                weight: t.weight,
+                owner,
+                pin,
+            }
+        })
+        .collect()
+}
+
+/// The writes this reconcile should make.
+pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> Vec<Action> {
+    if model.protocol == Protocol::Gnmic || !model.synced || model.stale {
+        return Vec::new();
+    }
+    let members = members(model);
+    let targets = targets(model, busy);
+    let plan = planner::place(&members, &targets);
+    let mut actions = Vec::new();
+    for mv in plan.moves {
+        let Some(t) = model.target(&mv.target) else {
+            continue;
+        };
+        let cause = if t.owner.is_some() || t.desired.is_some() {
+            Cause::Failover
+        } else {
+            Cause::Initial
+        };
+        actions.push(Action::Desire {
+            key: mv.target,
+            desire: Desire {
+                owner: mv.to,
+                cause,
+                operation: None,
+                duration_s,
+            },
+            expect: t.desired.clone(),
+        });
+    }
+    // Adopt: held by a live member but never given a desired owner (e.g. written before
+    // Leasehold managed the cluster). Writing it down changes nothing for the holder.
+    let placed: HashSet<&str> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Desire { key, .. } => Some(key.as_str()),
+            Action::Delete { .. } => None,
+        })
+        .collect();
+    let mut adopt = Vec::new();
+    for t in targets.iter().filter(|t| !placed.contains(t.key.as_str())) {
+        if let Some(owner) = &t.owner
+            && model.target(&t.key).is_some_and(|m| m.desired.is_none())
+        {
+            adopt.push(Action::Desire {
+                key: t.key.clone(),
+                desire: Desire {
+                    owner: owner.clone(),
+                    cause: Cause::Initial,
+                    operation: None,
+                    duration_s,
+                },
+                expect: None,
+            });
+        }
+    }
+    actions.extend(adopt);
+    // Leases of targets no longer configured — but never while the target list itself is in
+    // doubt (a broken ConfigMap keeps the last good list and stops deletions).
+    if model.targets_error.is_none() {
+        for t in &model.targets {
+            if !t.configured
+                && let Some(lease) = &t.lease
+            {
+                actions.push(Action::Delete {
+                    key: t.key.clone(),
+                    lease: lease.clone(),
+                });
+            }
+        }
+    }
+    actions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::k8s::model::{Target, TargetCounts};
+
+    fn inst(name: &str, ready: bool, cordoned: bool, ghost: bool) -> Instance {
+        Instance {
+            name: name.into(),
+            role: None,
+            phase: Some("Running".into()),
+            ready,
+            terminating: false,
+            ip: None,
+            node: None,
+            ordinal: None,
+            dns: None,
+            endpoint_ready: None,
+            restarts: 0,
+            created: None,
+            lease_renew_age_ms: None,
+            capacity: 1,
+            owned: 0,
+            owned_weight: 0,
+            cordoned,
+            ghost,
+            leader: false,
+        }
+    }
+
+    fn target(
+        key: &str,
+        owner: Option<&str>,
+        desired: Option<&str>,
+        state: TargetState,
+        configured: bool,
+    ) -> Target {
+        Target {
+            key: key.into(),
+            lease: owner.or(desired).map(|_| format!("l-{key}")),
+            owner: owner.map(Into::into),
+            desired: desired.map(Into::into),
+            state,
+            weight: 1,
+            pin: None,
+            configured,
+            operation: None,
+            unchanged_ms: None,
+        }
+    }
+
+    fn model(instances: Vec<Instance>, mut targets: Vec<Target>) -> ClusterModel {
+        targets.sort_by(|a, b| a.key.cmp(&b.key));
+        ClusterModel {
+            name: "c".into(),
+            namespace: "ns".into(),
+            protocol: Protocol::Native,
+            synced: true,
+            stale: false,
+            leader: None,
+            instances,
+            targets,
+            services: vec![],
+            counts: TargetCounts::default(),
+            targets_error: None,
+        }
+    }
+
+    fn desires(actions: &[Action]) -> Vec<(String, String, Cause)> {
+        let mut out: Vec<_> = actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Desire { key, desire, .. } => {
+                    Some((key.clone(), desire.owner.clone(), desire.cause))
+                }
+                Action::Delete { .. } => None,
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn new_targets_go_to_the_least_loaded_and_failover_leaves_the_dead() {
+        let m = model(
+            vec![
+                inst("a", true, false, false),
+                inst("b", true, false, false),
+                inst("dead", false, false, false),
+            ],
+            vec![
+                target("t1", Some("a"), Some("a"), TargetState::Owned, true),
+                target("t2", None, None, TargetState::Unassigned, true),
+                target("t3", Some("dead"), Some("dead"), TargetState::Owned, true),
+            ],
+        );
+        let got = desires(&decide(&m, 10, &HashSet::new()));
+        assert_eq!(
+            got,
+            [
+                ("t2".into(), "b".into(), Cause::Initial),
+                ("t3".into(), "a".into(), Cause::Failover)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_expired_hold_by_a_ready_member_fails_over() {
+        let m = model(
+            vec![inst("a", true, false, false), inst("b", true, false, false)],
+            vec![target(
+                "t1",
+                Some("a"),
+                Some("a"),
+                TargetState::Expired,
+                true,
+            )],
+        );
+        assert_eq!(
+            desires(&decide(&m, 10, &HashSet::new())),
+            [("t1".into(), "b".into(), Cause::Failover)]
+        );
+    }
+
+    #[test]
+    fn cordoned_members_keep_targets_busy_ones_are_left_alone_and_holders_are_adopted() {
+        let m = model(
+            vec![inst("a", true, true, false), inst("b", true, false, false)],
+            vec![
+                target("t1", Some("a"), Some("a"), TargetState::Owned, true),
+                target("t2", Some("b"), None, TargetState::Owned, true),
+                target("t3", Some("b"), Some("gone"), TargetState::Moving, true),
+            ],
+        );
+        let busy = HashSet::from(["t3".to_owned()]);
+        assert_eq!(
+            desires(&decide(&m, 10, &busy)),
+            [("t2".into(), "b".into(), Cause::Initial)]
+        );
+    }
+
+    #[test]
+    fn unconfigured_leases_are_deleted_unless_the_list_is_in_doubt() {
+        let mut m = model(
+            vec![inst("a", true, false, false)],
+            vec![target(
+                "old",
+                Some("a"),
+                Some("a"),
+                TargetState::Orphaned,
+                false,
+            )],
+        );
+        assert!(
+            matches!(&decide(&m, 10, &HashSet::new())[..], [Action::Delete { key, .. }] if key == "old")
+        );
+        m.targets_error = Some("bad ConfigMap".into());
+        assert!(decide(&m, 10, &HashSet::new()).is_empty());
+    }
+
+    #[test]
+    fn nothing_is_decided_on_stale_or_gnmic_clusters() {
+        let mut m = model(
+            vec![inst("a", true, false, false)],
+            vec![target("t", None, None, TargetState::Unassigned, true)],
+        );
+        assert_eq!(decide(&m, 10, &HashSet::new()).len(), 1);
+        m.stale = true;
+        assert!(decide(&m, 10, &HashSet::new()).is_empty());
+        m.stale = false;
+        m.protocol = Protocol::Gnmic;
+        assert!(decide(&m, 10, &HashSet::new()).is_empty());
+    }
+}

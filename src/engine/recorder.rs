@@ -1,0 +1,102 @@
+//! Records what the index sees into history, on the acting replica only (a standby replica
+//! sees the same changes; recording is idempotent for ownership, so a change seen by both
+//! around a leadership change is stored once). Also applies the retention setting.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::broadcast::error::RecvError;
+use tracing::warn;
+
+use super::Inner;
+use crate::k8s::index::Change;
+use crate::store::{InstanceEvent, OwnershipChange, now_ms};
+
+/// How often old history is pruned.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
+    let mut changes = inner.shared.subscribe();
+    loop {
+        let change = match changes.recv().await {
+            Ok(c) => c,
+            Err(RecvError::Lagged(n)) => {
+                warn!(
+                    missed = n,
+                    "history recorder fell behind; some changes were not recorded"
+                );
+                continue;
+            }
+            Err(RecvError::Closed) => return Ok(()),
+        };
+        if !inner.acting() {
+            continue;
+        }
+        let result = match change {
+            Change::Ownership {
+                cluster,
+                target,
+                from,
+                to,
+                cause,
+                operation,
+                at_ms,
+                acquired_at_ms,
+            } => inner
+                .store
+                .record_ownership(&OwnershipChange {
+                    cluster,
+                    target,
+                    from,
+                    to,
+                    cause,
+                    operation,
+                    at_ms,
+                    acquired_at_ms,
+                })
+                .await
+                .map(|_| ()),
+            Change::Instance {
+                cluster,
+                instance,
+                kind,
+                at_ms,
+            } => {
+                inner
+                    .store
+                    .record_instance_event(&InstanceEvent {
+                        cluster,
+                        instance,
+                        kind,
+                        at_ms,
+                        detail: None,
+                    })
+                    .await
+            }
+            Change::Targets { .. } => Ok(()),
+        };
+        if let Err(error) = result {
+            warn!(%error, "could not record history");
+        }
+    }
+}
+
+pub(super) async fn prune(inner: Arc<Inner>) -> anyhow::Result<()> {
+    let keep = inner.config.history_retention;
+    if keep.is_zero() {
+        return std::future::pending().await;
+    }
+    let mut tick = tokio::time::interval(PRUNE_EVERY);
+    loop {
+        tick.tick().await;
+        if !inner.acting() {
+            continue;
+        }
+        let cutoff = now_ms() - i64::try_from(keep.as_millis()).unwrap_or(i64::MAX);
+        match inner.store.prune(cutoff).await {
+            Ok(n) if n > 0 => tracing::info!(rows = n, "pruned history past retention"),
+            Ok(_) => {}
+            Err(error) => warn!(%error, "pruning history failed"),
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! The history half of the store: one append-only `history` table holding ownership changes,
+//! instance events and operation audit entries, its filtered newest-first listing with opaque
+//! cursors, and retention (`prune`).
+//!
+//! It must not: update or delete a history row other than by retention, or interpret what it
+//! records (the engine and the index decide what happened; this only writes it down).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use sqlx::AnyConnection;
+use sqlx::Row as _;
+use sqlx::any::AnyRow;
+
+use super::{
+    Arg, Page, Sql, Store, StoreError, clamp_limit, decode_cursor, encode_cursor, opt_word,
+};
+use crate::model::{Cause, InstanceEventKind, UnknownWord};
+
+/// A target changed hands (or got its first owner, or lost its owner).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnershipChange {
+    pub cluster: String,
+    pub target: String,
+    /// The previous holder (`None`: the target had none).
+    pub from: Option<String>,
+    /// The new holder (`None`: released, nobody holds it).
+    pub to: Option<String>,
+    pub cause: Cause,
+    /// The operation that asked for the move, if any.
+    pub operation: Option<String>,
+    /// When Leasehold saw the change (unix ms).
+    pub at_ms: i64,
+    /// The Lease's `acquireTime` (unix ms). With it, the same change recorded twice (two replicas
+    /// around a leadership change) is stored once: the key is (cluster, target, to, acquired_at).
+    pub acquired_at_ms: Option<i64>,
+}
+
+/// Something happened to a member instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceEvent {
+    pub cluster: String,
+    pub instance: String,
+    pub kind: InstanceEventKind,
+    pub at_ms: i64,
+    pub detail: Option<String>,
+}
+
+/// The three kinds of history entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryKind {
+    /// An [`OwnershipChange`].
+    Ownership,
+    /// An [`InstanceEvent`] (including cordon/uncordon, with the actor).
+    Instance,
+    /// An operation's lifecycle: `event` is `created`, `phase` (detail: the phase), or the
+    /// state it entered (`running`, `succeeded`, `failed`, `cancelled`, ...).
+    Operation,
+}
+
+impl HistoryKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HistoryKind::Ownership => "ownership",
+            HistoryKind::Instance => "instance",
+            HistoryKind::Operation => "operation",
+        }
+    }
+}
+
+impl fmt::Display for HistoryKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for HistoryKind {
+    type Err = UnknownWord;
+    fn from_str(s: &str) -> Result<Self, UnknownWord> {
+        match s {
+            "ownership" => Ok(HistoryKind::Ownership),
+            "instance" => Ok(HistoryKind::Instance),
+            "operation" => Ok(HistoryKind::Operation),
+            _ => Err(UnknownWord {
+                kind: "HistoryKind",
+                word: s.to_owned(),
+            }),
+        }
+    }
+}
+
+/// Which history entries to list. Every filter set must match. Times: `since_ms` inclusive,
+/// `until_ms` exclusive.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryQuery {
+    pub cluster: Option<String>,
+    pub target: Option<String>,
+    /// Matches an ownership change's `from` or `to`, or the instance of an instance or
+    /// operation entry.
+    pub instance: Option<String>,
+    pub kind: Option<HistoryKind>,
+    pub since_ms: Option<i64>,
+    pub until_ms: Option<i64>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// Page size: 0 means [`super::DEFAULT_PAGE`] (100), at most [`super::MAX_PAGE`] (1000).
+    pub limit: u32,
+}
+
+/// One history row. Which fields are set depends on `kind`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// Increasing in insertion order; listings are newest (highest) first.
+    pub id: i64,
+    pub at_ms: i64,
+    pub kind: HistoryKind,
+    pub cluster: String,
+    pub target: Option<String>,
+    /// The instance of an instance event, or the instance a remove-instance operation removes.
+    pub instance: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub cause: Option<Cause>,
+    /// Instance events: the [`InstanceEventKind`] word; operations: see [`HistoryKind::Operation`].
+    pub event: Option<String>,
+    pub operation: Option<String>,
+    /// Who asked (operations, cordons).
+    pub actor: Option<String>,
+    pub detail: Option<String>,
+    pub acquired_at_ms: Option<i64>,
+}
+
+/// An instance or operation entry about to be written (ownership changes have their own insert).
+#[derive(Debug, Clone, Default)]
+pub(super) struct NewEntry<'a> {
+    pub at_ms: i64,
+    pub cluster: &'a str,
+    pub instance: Option<&'a str>,
+    pub event: &'a str,
+    pub operation: Option<&'a str>,
+    pub actor: Option<&'a str>,
+    pub detail: Option<&'a str>,
+}
+
+/// Appends one instance (`kind` = instance) or operation entry, on the caller's connection or
+/// transaction.
+pub(super) async fn insert_entry(
+    conn: &mut AnyConnection,
+    kind: HistoryKind,
+    e: &NewEntry<'_>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO history (at_ms, kind, cluster, instance, event, operation_id, actor, detail) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(e.at_ms)
+    .bind(kind.as_str())
+    .bind(e.cluster)
+    .bind(e.instance)
+    .bind(e.event)
+    .bind(e.operation)
+    .bind(e.actor)
+    .bind(e.detail)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+pub(super) const FINAL_STATES_SQL: &str = "('succeeded', 'failed', 'cancelled')";
+
+const ENTRY_COLUMNS: &str = "SELECT id, at_ms, kind, cluster, target, instance, from_instance, \
+     to_instance, cause, event, operation_id, actor, detail, acquired_at_ms FROM history WHERE 1 = 1";
+
+fn entry_from_row(row: &AnyRow) -> Result<HistoryEntry, StoreError> {
+    let kind: String = row.try_get("kind")?;
+    Ok(HistoryEntry {
+        id: row.try_get("id")?,
+        at_ms: row.try_get("at_ms")?,
+        kind: kind.parse()?,
+        cluster: row.try_get("cluster")?,
+        target: row.try_get("target")?,
+        instance: row.try_get("instance")?,
+        from: row.try_get("from_instance")?,
+        to: row.try_get("to_instance")?,
+        cause: opt_word(row, "cause")?,
+        event: row.try_get("event")?,
+        operation: row.try_get("operation_id")?,
+        actor: row.try_get("actor")?,
+        detail: row.try_get("detail")?,
+        acquired_at_ms: row.try_get("acquired_at_ms")?,
+    })
+}
+
+impl Store {
+    /// Records an ownership change. Idempotent when `acquired_at_ms` is set: the same
+    /// (cluster, target, to, acquired_at_ms) is stored once. Returns whether it was new.
+    pub async fn record_ownership(&self, c: &OwnershipChange) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO history \
+             (at_ms, kind, cluster, target, from_instance, to_instance, cause, operation_id, \
+              acquired_at_ms) \
+             VALUES ($1, 'ownership', $2, $3, $4, $5, $6, $7, $8) \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(c.at_ms)
+        .bind(c.cluster.as_str())
+        .bind(c.target.as_str())
+        .bind(c.from.as_deref())
+        .bind(c.to.as_deref())
+        .bind(c.cause.as_str())
+        .bind(c.operation.as_deref())
+        .bind(c.acquired_at_ms)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Records an instance event (cordon and uncordon events also come from
+    /// [`Store::set_cordon`], with the actor).
+    pub async fn record_instance_event(&self, e: &InstanceEvent) -> Result<(), StoreError> {
+        let mut conn = self.pool().acquire().await?;
+        insert_entry(
+            &mut conn,
+            HistoryKind::Instance,
+            &NewEntry {
+                at_ms: e.at_ms,
+                cluster: &e.cluster,
+                instance: Some(&e.instance),
+                event: e.kind.as_str(),
+                detail: e.detail.as_deref(),
+                ..NewEntry::default()
+            },
+        )
+        .await
+    }
+
+    /// Lists history entries, newest first, one page at a time.
+    pub async fn history(&self, q: &HistoryQuery) -> Result<Page<HistoryEntry>, StoreError> {
+        let limit = clamp_limit(q.limit);
+        let mut sql = Sql::new(ENTRY_COLUMNS);
+        if let Some(cursor) = &q.cursor {
+            let last: i64 = decode_cursor("h", cursor)?
+                .parse()
+                .map_err(|_| StoreError::BadCursor)?;
+            sql.filter(" AND id < {}", Arg::Int(last));
+        }
+        if let Some(cluster) = &q.cluster {
+            sql.filter(" AND cluster = {}", Arg::Text(cluster.clone()));
+        }
+        if let Some(target) = &q.target {
+            sql.filter(" AND target = {}", Arg::Text(target.clone()));
+        }
+        if let Some(instance) = &q.instance {
+            sql.filter(
+                " AND (instance = {} OR from_instance = {} OR to_instance = {})",
+                Arg::Text(instance.clone()),
+            );
+        }
+        if let Some(kind) = q.kind {
+            sql.filter(" AND kind = {}", Arg::Text(kind.as_str().to_owned()));
+        }
+        if let Some(since) = q.since_ms {
+            sql.filter(" AND at_ms >= {}", Arg::Int(since));
+        }
+        if let Some(until) = q.until_ms {
+            sql.filter(" AND at_ms < {}", Arg::Int(until));
+        }
+        sql.push(" ORDER BY id DESC");
+        sql.filter(" LIMIT {}", Arg::Int(limit + 1));
+
+        let rows = sql.fetch_all(self).await?;
+        let mut items = rows
+            .iter()
+            .map(entry_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        let next_cursor = if items.len() as i64 > limit {
+            items.truncate(limit as usize);
+            items.last().map(|e| encode_cursor("h", &e.id.to_string()))
+        } else {
+            None
+        };
+        Ok(Page { items, next_cursor })
+    }
+
+    /// Retention: deletes history entries with `at_ms` before the cutoff, and operations (with
+    /// their moves) that finished before it. Unfinished operations are kept whatever their age.
+    /// Returns the history entries plus operations removed (moves are not counted).
+    pub async fn prune(&self, older_than_ms: i64) -> Result<u64, StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let history = sqlx::query("DELETE FROM history WHERE at_ms < $1")
+            .bind(older_than_ms)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        let old_ops = format!(
+            "SELECT id FROM operations WHERE finished_at_ms < $1 AND state IN {FINAL_STATES_SQL}"
+        );
+        let moves = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM moves WHERE operation_id IN ({old_ops})"
+        )))
+        .bind(older_than_ms)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        let operations = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM operations WHERE id IN ({old_ops})"
+        )))
+        .bind(older_than_ms)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        tx.commit().await?;
+        tracing::debug!(
+            cutoff_ms = older_than_ms,
+            history,
+            operations,
+            moves,
+            "pruned history"
+        );
+        Ok(history + operations)
+    }
+}
+
+/// Keeps the final-state list in step with the model.
+#[cfg(test)]
+#[test]
+fn final_states_sql_matches_model() {
+    use crate::model::OperationState;
+    let finals: Vec<&str> = OperationState::ALL
+        .iter()
+        .filter(|s| s.is_final())
+        .map(|s| s.as_str())
+        .collect();
+    assert_eq!(
+        FINAL_STATES_SQL,
+        format!("('{}')", finals.join("', '")),
+        "FINAL_STATES_SQL is out of date"
+    );
+}

@@ -1,0 +1,1182 @@
+//! Tests of the store, written once and run against a fresh migrated SQLite file and, when
+//! `LEASEHOLD_TEST_POSTGRES_URL` is set (`scripts/postgres.sh run -- cargo test`), against a
+//! fresh PostgreSQL database per test. Must not share state between tests.
+
+use super::*;
+use crate::model::{Cause, InstanceEventKind, MoveState, OperationKind, OperationState};
+use sqlx::Executor as _;
+
+/// A fresh database for one test.
+struct TestDb {
+    url: String,
+    backend: Backend,
+    /// Keeps the SQLite file's directory alive.
+    _dir: Option<tempfile::TempDir>,
+    /// PostgreSQL: the server URL and the database made for this test (dropped in `cleanup`).
+    pg: Option<(String, String)>,
+}
+
+impl TestDb {
+    fn sqlite() -> TestDb {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("history.db");
+        TestDb {
+            url: format!("sqlite:{}", path.display()),
+            backend: Backend::Sqlite,
+            _dir: Some(dir),
+            pg: None,
+        }
+    }
+
+    async fn postgres(server: &str) -> TestDb {
+        sqlx::any::install_default_drivers();
+        let name = format!("leasehold_test_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = <sqlx::AnyConnection as sqlx::Connection>::connect(server)
+            .await
+            .expect("connect to LEASEHOLD_TEST_POSTGRES_URL");
+        admin
+            .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .await
+            .expect("create test database");
+        TestDb {
+            url: with_database(server, &name),
+            backend: Backend::Postgres,
+            _dir: None,
+            pg: Some((server.to_owned(), name)),
+        }
+    }
+
+    async fn connect(&self) -> Store {
+        let store = Store::connect(&self.url).await.expect("connect");
+        assert_eq!(store.backend(), self.backend);
+        store
+    }
+
+    async fn cleanup(self) {
+        if let Some((server, name)) = &self.pg {
+            let mut admin = <sqlx::AnyConnection as sqlx::Connection>::connect(server)
+                .await
+                .expect("connect to LEASEHOLD_TEST_POSTGRES_URL");
+            admin
+                .execute(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                )))
+                .await
+                .expect("drop test database");
+        }
+    }
+}
+
+/// `server` with its database (path) replaced by `name`, query kept.
+fn with_database(server: &str, name: &str) -> String {
+    let (base, query) = match server.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (server, None),
+    };
+    let authority_start = base.find("://").map_or(0, |i| i + 3);
+    let base = match base[authority_start..].find('/') {
+        Some(slash) => &base[..authority_start + slash],
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{name}?{q}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
+/// Runs `test` against SQLite, then PostgreSQL when `LEASEHOLD_TEST_POSTGRES_URL` is set.
+async fn each_backend(test: impl AsyncFn(&TestDb)) {
+    let sqlite = TestDb::sqlite();
+    test(&sqlite).await;
+    sqlite.cleanup().await;
+    if let Some(server) = std::env::var("LEASEHOLD_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|s| !s.is_empty())
+    {
+        let pg = TestDb::postgres(&server).await;
+        test(&pg).await;
+        pg.cleanup().await;
+    }
+}
+
+fn change(target: &str, from: Option<&str>, to: Option<&str>, at_ms: i64) -> OwnershipChange {
+    OwnershipChange {
+        cluster: "c1".into(),
+        target: target.into(),
+        from: from.map(Into::into),
+        to: to.map(Into::into),
+        cause: Cause::Rebalance,
+        operation: None,
+        at_ms,
+        acquired_at_ms: Some(at_ms),
+    }
+}
+
+fn new_op(
+    cluster: &str,
+    kind: OperationKind,
+    moves: &[(&str, &str, &str)],
+    now_ms: i64,
+) -> NewOperation {
+    NewOperation {
+        cluster: cluster.into(),
+        kind,
+        state: OperationState::Pending,
+        requested_by: "alice".into(),
+        reason: "test".into(),
+        instance: (kind == OperationKind::RemoveInstance).then(|| "pod-0".to_owned()),
+        params: serde_json::json!({"max_moves": 3}),
+        moves: moves
+            .iter()
+            .map(|(t, f, to)| NewMove {
+                target: (*t).into(),
+                from: Some((*f).into()),
+                to: (*to).into(),
+            })
+            .collect(),
+        now_ms,
+    }
+}
+
+fn query(limit: u32) -> HistoryQuery {
+    HistoryQuery {
+        limit,
+        ..HistoryQuery::default()
+    }
+}
+
+#[tokio::test]
+async fn migrations_create_a_new_sqlite_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sub-dir-free.db");
+    assert!(!path.exists());
+    for url in [
+        format!("sqlite:{}", path.display()),
+        format!("sqlite://{}", path.display()),
+    ] {
+        let store = Store::connect(&url).await.unwrap();
+        assert!(path.exists(), "{url} did not create the file");
+        assert_eq!(store.backend(), Backend::Sqlite);
+        let page = store.history(&query(10)).await.unwrap();
+        assert!(page.items.is_empty());
+        let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let fk: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(fk, 1);
+        store.close().await;
+    }
+
+    // In memory: works, and is one database across calls.
+    let mem = Store::connect("sqlite::memory:").await.unwrap();
+    mem.set_cordon("c", "i", true, "me", 1).await.unwrap();
+    assert_eq!(mem.cordons("c").await.unwrap(), vec!["i".to_owned()]);
+}
+
+#[tokio::test]
+async fn urls_never_show_a_password() {
+    assert_eq!(
+        redact_url("postgres://lh:s3cr3t@db:5432/leasehold?sslmode=disable"),
+        "postgres://lh:***@db:5432/leasehold?sslmode=disable"
+    );
+    assert_eq!(
+        redact_url("postgres://lh:pa/ss@word@db/x"),
+        "postgres://lh:***@db/x"
+    );
+    assert_eq!(
+        redact_url("postgres://db/x?user=lh&password=s3cr3t"),
+        "postgres://db/x?user=lh&password=***"
+    );
+    assert_eq!(redact_url("postgres://lh@db/x"), "postgres://lh@db/x");
+    assert_eq!(redact_url("sqlite:/var/lib/x.db"), "sqlite:/var/lib/x.db");
+
+    let err = Store::connect("mysql://root:s3cr3t@db/x")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::UnsupportedUrl(_)));
+    assert!(!err.to_string().contains("s3cr3t"), "{err}");
+
+    let store = Store::connect("sqlite::memory:").await.unwrap();
+    assert!(format!("{store:?}").contains("sqlite::memory:"));
+}
+
+#[tokio::test]
+async fn ownership_recording_is_idempotent() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        let c = change("t1", None, Some("pod-a"), 1_000);
+        assert!(store.record_ownership(&c).await.unwrap());
+        // A second replica sees the same acquisition a little later.
+        let again = OwnershipChange {
+            at_ms: 1_250,
+            cause: Cause::External,
+            ..c.clone()
+        };
+        assert!(!store.record_ownership(&again).await.unwrap());
+        // A new acquisition by the same holder is a new change.
+        let later = change("t1", Some("pod-a"), Some("pod-a"), 2_000);
+        assert!(store.record_ownership(&later).await.unwrap());
+        // Releases (no holder) dedupe on the acquire time too.
+        let release = OwnershipChange {
+            to: None,
+            ..change("t1", Some("pod-a"), None, 3_000)
+        };
+        assert!(store.record_ownership(&release).await.unwrap());
+        assert!(!store.record_ownership(&release).await.unwrap());
+        // Without an acquire time there is nothing to dedupe on: both are kept.
+        let bare = OwnershipChange {
+            acquired_at_ms: None,
+            ..change("t2", None, Some("pod-b"), 4_000)
+        };
+        assert!(store.record_ownership(&bare).await.unwrap());
+        assert!(store.record_ownership(&bare).await.unwrap());
+
+        let page = store.history(&query(100)).await.unwrap();
+        assert_eq!(page.items.len(), 5);
+        let first = page.items.last().unwrap();
+        assert_eq!(first.kind, HistoryKind::Ownership);
+        assert_eq!(first.to.as_deref(), Some("pod-a"));
+        assert_eq!(first.from, None);
+        assert_eq!(first.cause, Some(Cause::Rebalance));
+        assert_eq!(first.at_ms, 1_000);
+        assert_eq!(first.acquired_at_ms, Some(1_000));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn history_filters() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        store
+            .record_ownership(&change("t1", None, Some("a"), 100))
+            .await
+            .unwrap();
+        store
+            .record_ownership(&change("t1", Some("a"), Some("b"), 200))
+            .await
+            .unwrap();
+        store
+            .record_ownership(&change("t2", Some("b"), Some("c"), 300))
+            .await
+            .unwrap();
+        let other = OwnershipChange {
+            cluster: "c2".into(),
+            ..change("t1", None, Some("a"), 150)
+        };
+        store.record_ownership(&other).await.unwrap();
+        store
+            .record_instance_event(&InstanceEvent {
+                cluster: "c1".into(),
+                instance: "b".into(),
+                kind: InstanceEventKind::NotReady,
+                at_ms: 400,
+                detail: Some("probe failed".into()),
+            })
+            .await
+            .unwrap();
+        let op = store
+            .create_operation(&new_op("c1", OperationKind::RemoveInstance, &[], 500))
+            .await
+            .unwrap();
+
+        let ids = |q: HistoryQuery| {
+            let store = store.clone();
+            async move {
+                let page = store.history(&q).await.unwrap();
+                page.items.iter().map(|e| e.at_ms).collect::<Vec<_>>()
+            }
+        };
+        let c1 = HistoryQuery {
+            cluster: Some("c1".into()),
+            limit: 100,
+            ..HistoryQuery::default()
+        };
+        assert_eq!(ids(c1.clone()).await, vec![500, 400, 300, 200, 100]);
+        assert_eq!(ids(query(100)).await, vec![500, 400, 150, 300, 200, 100]);
+        assert_eq!(
+            ids(HistoryQuery {
+                target: Some("t1".into()),
+                ..c1.clone()
+            })
+            .await,
+            vec![200, 100]
+        );
+        // "b": the move to b, the move from b, and b's own event.
+        assert_eq!(
+            ids(HistoryQuery {
+                instance: Some("b".into()),
+                ..c1.clone()
+            })
+            .await,
+            vec![400, 300, 200]
+        );
+        // The remove-instance operation's entries carry its instance.
+        assert_eq!(
+            ids(HistoryQuery {
+                instance: Some("pod-0".into()),
+                ..c1.clone()
+            })
+            .await,
+            vec![500]
+        );
+        assert_eq!(
+            ids(HistoryQuery {
+                kind: Some(HistoryKind::Instance),
+                ..c1.clone()
+            })
+            .await,
+            vec![400]
+        );
+        assert_eq!(
+            ids(HistoryQuery {
+                since_ms: Some(200),
+                until_ms: Some(400),
+                ..c1.clone()
+            })
+            .await,
+            vec![300, 200]
+        );
+
+        let page = store
+            .history(&HistoryQuery {
+                kind: Some(HistoryKind::Operation),
+                ..c1.clone()
+            })
+            .await
+            .unwrap();
+        let e = &page.items[0];
+        assert_eq!(e.event.as_deref(), Some("created"));
+        assert_eq!(e.operation.as_deref(), Some(op.id.as_str()));
+        assert_eq!(e.actor.as_deref(), Some("alice"));
+        assert_eq!(e.detail.as_deref(), Some("test"));
+        let page = store
+            .history(&HistoryQuery {
+                kind: Some(HistoryKind::Instance),
+                ..c1
+            })
+            .await
+            .unwrap();
+        assert_eq!(page.items[0].event.as_deref(), Some("not_ready"));
+        assert_eq!(page.items[0].detail.as_deref(), Some("probe failed"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn history_pagination_visits_every_row_once() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        for i in 0..23 {
+            let c = change(&format!("t{}", i % 4), None, Some("a"), 1_000 + i);
+            assert!(store.record_ownership(&c).await.unwrap());
+        }
+        for limit in [1, 5, 23, 100] {
+            let mut seen = Vec::new();
+            let mut cursor = None;
+            let mut pages = 0;
+            loop {
+                let page = store
+                    .history(&HistoryQuery {
+                        cursor: cursor.clone(),
+                        ..query(limit)
+                    })
+                    .await
+                    .unwrap();
+                pages += 1;
+                assert!(page.items.len() <= limit as usize);
+                seen.extend(page.items.iter().map(|e| e.id));
+                match page.next_cursor {
+                    Some(c) => cursor = Some(c),
+                    None => break,
+                }
+            }
+            assert_eq!(seen.len(), 23, "limit {limit}");
+            assert!(
+                seen.windows(2).all(|w| w[0] > w[1]),
+                "newest first, no repeats"
+            );
+            assert_eq!(
+                pages,
+                23_usize.div_ceil(limit as usize).max(1),
+                "limit {limit}"
+            );
+        }
+        // Filters and cursors combine.
+        let mut seen = 0;
+        let mut cursor = None;
+        loop {
+            let page = store
+                .history(&HistoryQuery {
+                    target: Some("t1".into()),
+                    cursor,
+                    ..query(2)
+                })
+                .await
+                .unwrap();
+            seen += page.items.len();
+            assert!(page.items.iter().all(|e| e.target.as_deref() == Some("t1")));
+            cursor = page.next_cursor;
+            if cursor.is_none() {
+                break;
+            }
+        }
+        assert_eq!(seen, 6);
+        // A limit of 0 (the Default) means DEFAULT_PAGE; above the maximum means the maximum.
+        assert_eq!(store.history(&query(0)).await.unwrap().items.len(), 23);
+        assert_eq!(
+            store
+                .operations(&OperationQuery::default())
+                .await
+                .unwrap()
+                .next_cursor,
+            None
+        );
+        assert_eq!(store.history(&query(5_000)).await.unwrap().items.len(), 23);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn bad_cursor_is_an_error() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        store
+            .record_ownership(&change("t", None, Some("a"), 1))
+            .await
+            .unwrap();
+        store
+            .record_ownership(&change("t", Some("a"), Some("b"), 2))
+            .await
+            .unwrap();
+        let ops_cursor = encode_cursor("o", "1/x");
+        for bad in ["!!!", "", "bm90IGEgY3Vyc29y", ops_cursor.as_str()] {
+            let err = store
+                .history(&HistoryQuery {
+                    cursor: Some(bad.into()),
+                    ..query(10)
+                })
+                .await
+                .unwrap_err();
+            assert!(matches!(err, StoreError::BadCursor), "{bad}: {err}");
+        }
+        let history_cursor = store.history(&query(1)).await.unwrap().next_cursor.unwrap();
+        let err = store
+            .operations(&OperationQuery {
+                cursor: Some(history_cursor),
+                limit: 10,
+                ..OperationQuery::default()
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::BadCursor));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn operation_create_and_get() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        let moves = [("t1", "a", "b"), ("t2", "a", "c"), ("t3", "b", "c")];
+        let created = store
+            .create_operation(&new_op("c1", OperationKind::Rebalance, &moves, 10))
+            .await
+            .unwrap();
+        assert_eq!(
+            uuid::Uuid::parse_str(&created.id)
+                .unwrap()
+                .get_version_num(),
+            7
+        );
+        let got = store.operation(&created.id).await.unwrap().unwrap();
+        assert_eq!(got, created);
+        assert_eq!(got.state, OperationState::Pending);
+        assert_eq!(got.params, serde_json::json!({"max_moves": 3}));
+        assert_eq!(
+            got.moves
+                .iter()
+                .map(|m| (m.seq, m.target.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(1, "t1"), (2, "t2"), (3, "t3")]
+        );
+        assert!(
+            got.moves
+                .iter()
+                .all(|m| m.state == MoveState::Pending && m.attempts == 0)
+        );
+        assert_eq!(store.operation("no-such-id").await.unwrap(), None);
+
+        // Big plans go in several statements; a move may have no previous owner.
+        let mut big = new_op("c1", OperationKind::Rebalance, &[], 11);
+        big.moves = (0..450)
+            .map(|i| NewMove {
+                target: format!("t{i}"),
+                from: (i % 2 == 0).then(|| "a".to_owned()),
+                to: "b".into(),
+            })
+            .collect();
+        let big = store.create_operation(&big).await.unwrap();
+        let got = store.operation(&big.id).await.unwrap().unwrap();
+        assert_eq!(got.moves.len(), 450);
+        assert_eq!(got, big);
+
+        // Refused: created running; remove-instance without an instance.
+        let mut running = new_op("c1", OperationKind::Rebalance, &[], 12);
+        running.state = OperationState::Running;
+        assert!(matches!(
+            store.create_operation(&running).await,
+            Err(StoreError::Invalid(_))
+        ));
+        let mut nameless = new_op("c1", OperationKind::RemoveInstance, &[], 12);
+        nameless.instance = None;
+        assert!(matches!(
+            store.create_operation(&nameless).await,
+            Err(StoreError::Invalid(_))
+        ));
+
+        // Listing: newest first, filters, counts, cursor.
+        let mut other = new_op("c2", OperationKind::RemoveInstance, &moves, 20);
+        other.state = OperationState::Proposed;
+        let other = store.create_operation(&other).await.unwrap();
+        store
+            .update_move(&created.id, 1, MoveState::Done, 1, None, 30)
+            .await
+            .unwrap();
+        store
+            .update_move(&created.id, 2, MoveState::InProgress, 1, None, 30)
+            .await
+            .unwrap();
+        let all = store
+            .operations(&OperationQuery {
+                limit: 10,
+                ..OperationQuery::default()
+            })
+            .await
+            .unwrap();
+        let ids: Vec<&str> = all.items.iter().map(|o| o.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            vec![other.id.as_str(), big.id.as_str(), created.id.as_str()]
+        );
+        assert_eq!(all.next_cursor, None);
+        let counts = all.items[2].moves;
+        assert_eq!(
+            counts,
+            MoveCounts {
+                total: 3,
+                pending: 1,
+                in_progress: 1,
+                done: 1,
+                failed: 0,
+                cancelled: 0
+            }
+        );
+        assert_eq!(all.items[1].moves.total, 450);
+        let first = store
+            .operations(&OperationQuery {
+                limit: 2,
+                ..OperationQuery::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(first.items.len(), 2);
+        let rest = store
+            .operations(&OperationQuery {
+                limit: 2,
+                cursor: first.next_cursor,
+                ..OperationQuery::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(rest.items.len(), 1);
+        assert_eq!(rest.items[0].id, created.id);
+        assert_eq!(rest.next_cursor, None);
+        for (q, want) in [
+            (
+                OperationQuery {
+                    cluster: Some("c2".into()),
+                    ..OperationQuery::default()
+                },
+                vec![other.id.clone()],
+            ),
+            (
+                OperationQuery {
+                    state: Some(OperationState::Pending),
+                    ..OperationQuery::default()
+                },
+                vec![big.id.clone(), created.id.clone()],
+            ),
+            (
+                OperationQuery {
+                    kind: Some(OperationKind::RemoveInstance),
+                    cluster: Some("c1".into()),
+                    ..OperationQuery::default()
+                },
+                vec![],
+            ),
+        ] {
+            let got = store
+                .operations(&OperationQuery { limit: 10, ..q })
+                .await
+                .unwrap();
+            assert_eq!(
+                got.items.into_iter().map(|o| o.id).collect::<Vec<_>>(),
+                want
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn state_change_is_compare_and_set() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        let op = store
+            .create_operation(&new_op(
+                "c1",
+                OperationKind::Rebalance,
+                &[("t", "a", "b")],
+                10,
+            ))
+            .await
+            .unwrap();
+        use OperationState::*;
+        // Wrong `from`: refused, nothing changes, nothing recorded.
+        assert!(
+            !store
+                .set_operation_state(&op.id, &[Running], Succeeded, None, 20)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .set_operation_state(&op.id, &[], Running, None, 20)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .set_operation_state("missing", &[Pending], Running, None, 20)
+                .await
+                .unwrap()
+        );
+        let got = store.operation(&op.id).await.unwrap().unwrap();
+        assert_eq!(
+            (got.state, got.started_at_ms, got.updated_at_ms),
+            (Pending, None, 10)
+        );
+
+        assert!(
+            store
+                .set_operation_state(&op.id, &[Proposed, Pending], Running, None, 30)
+                .await
+                .unwrap()
+        );
+        // A second replica racing for the same transition loses.
+        assert!(
+            !store
+                .set_operation_state(&op.id, &[Proposed, Pending], Running, None, 31)
+                .await
+                .unwrap()
+        );
+        let got = store.operation(&op.id).await.unwrap().unwrap();
+        assert_eq!(
+            (got.state, got.started_at_ms, got.finished_at_ms),
+            (Running, Some(30), None)
+        );
+
+        assert!(
+            store
+                .set_operation_state(&op.id, &[Running], Failed, Some("boom"), 40)
+                .await
+                .unwrap()
+        );
+        let got = store.operation(&op.id).await.unwrap().unwrap();
+        assert_eq!(got.state, Failed);
+        assert_eq!(got.started_at_ms, Some(30));
+        assert_eq!(got.finished_at_ms, Some(40));
+        assert_eq!(got.error.as_deref(), Some("boom"));
+
+        // A retry: back to running keeps the first start and clears the end and the error.
+        assert!(
+            store
+                .set_operation_state(&op.id, &[Failed], Running, None, 50)
+                .await
+                .unwrap()
+        );
+        let got = store.operation(&op.id).await.unwrap().unwrap();
+        assert_eq!(
+            (got.started_at_ms, got.finished_at_ms, got.error),
+            (Some(30), None, None)
+        );
+
+        let page = store
+            .history(&HistoryQuery {
+                kind: Some(HistoryKind::Operation),
+                ..query(10)
+            })
+            .await
+            .unwrap();
+        let events: Vec<_> = page
+            .items
+            .iter()
+            .map(|e| e.event.clone().unwrap())
+            .collect();
+        assert_eq!(events, vec!["running", "failed", "running", "created"]);
+        assert_eq!(page.items[1].detail.as_deref(), Some("boom"));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cancel_keeps_done_moves_and_cancels_pending() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        let moves = [
+            ("t1", "a", "b"),
+            ("t2", "a", "b"),
+            ("t3", "a", "b"),
+            ("t4", "a", "b"),
+        ];
+        let op = store
+            .create_operation(&new_op("c1", OperationKind::Rebalance, &moves, 10))
+            .await
+            .unwrap();
+        use OperationState::*;
+        assert!(
+            store
+                .set_operation_state(&op.id, &[Pending], Running, None, 20)
+                .await
+                .unwrap()
+        );
+        store
+            .update_move(&op.id, 1, MoveState::Done, 1, None, 21)
+            .await
+            .unwrap();
+        store
+            .update_move(&op.id, 2, MoveState::Failed, 3, Some("timeout"), 22)
+            .await
+            .unwrap();
+        store
+            .update_move(&op.id, 3, MoveState::InProgress, 1, None, 23)
+            .await
+            .unwrap();
+
+        assert!(store.cancel_operation(&op.id, "bob", 30).await.unwrap());
+        assert!(
+            !store.cancel_operation(&op.id, "bob", 31).await.unwrap(),
+            "already final"
+        );
+        assert!(!store.cancel_operation("missing", "bob", 31).await.unwrap());
+
+        let got = store.operation(&op.id).await.unwrap().unwrap();
+        assert_eq!(got.state, Cancelled);
+        assert_eq!(got.finished_at_ms, Some(30));
+        let states: Vec<_> = got.moves.iter().map(|m| m.state).collect();
+        assert_eq!(
+            states,
+            vec![
+                MoveState::Done,
+                MoveState::Failed,
+                MoveState::InProgress,
+                MoveState::Cancelled
+            ]
+        );
+        assert_eq!(got.moves[0].finished_at_ms, Some(21));
+        assert_eq!(got.moves[1].error.as_deref(), Some("timeout"));
+        assert_eq!(got.moves[1].attempts, 3);
+        assert_eq!(got.moves[2].started_at_ms, Some(23));
+        assert_eq!(got.moves[3].finished_at_ms, Some(30));
+
+        let page = store
+            .history(&HistoryQuery {
+                kind: Some(HistoryKind::Operation),
+                ..query(1)
+            })
+            .await
+            .unwrap();
+        assert_eq!(page.items[0].event.as_deref(), Some("cancelled"));
+        assert_eq!(page.items[0].actor.as_deref(), Some("bob"));
+
+        // Cancelling from a final state is refused.
+        let done = store
+            .create_operation(&new_op("c1", OperationKind::Rebalance, &[], 40))
+            .await
+            .unwrap();
+        assert!(
+            store
+                .set_operation_state(&done.id, &[Pending], Succeeded, None, 41)
+                .await
+                .unwrap()
+        );
+        assert!(!store.cancel_operation(&done.id, "bob", 42).await.unwrap());
+        assert_eq!(
+            store.operation(&done.id).await.unwrap().unwrap().state,
+            Succeeded
+        );
+
+        assert!(matches!(
+            store
+                .update_move(&op.id, 99, MoveState::Done, 1, None, 50)
+                .await,
+            Err(StoreError::NotFound(_))
+        ));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn unfinished_operations_survive_restart() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        use OperationState::*;
+        let finished = store
+            .create_operation(&new_op(
+                "c1",
+                OperationKind::Rebalance,
+                &[("t0", "a", "b")],
+                5,
+            ))
+            .await
+            .unwrap();
+        assert!(
+            store
+                .set_operation_state(&finished.id, &[Pending], Succeeded, None, 6)
+                .await
+                .unwrap()
+        );
+        let running = store
+            .create_operation(&new_op(
+                "c1",
+                OperationKind::Rebalance,
+                &[("t1", "a", "b"), ("t2", "a", "c")],
+                10,
+            ))
+            .await
+            .unwrap();
+        assert!(
+            store
+                .set_operation_state(&running.id, &[Pending], Running, None, 11)
+                .await
+                .unwrap()
+        );
+        store
+            .update_move(&running.id, 1, MoveState::Done, 1, None, 12)
+            .await
+            .unwrap();
+        store
+            .update_move(
+                &running.id,
+                2,
+                MoveState::InProgress,
+                2,
+                Some("retrying"),
+                13,
+            )
+            .await
+            .unwrap();
+        let mut proposed = new_op("c2", OperationKind::RemoveInstance, &[], 20);
+        proposed.state = Proposed;
+        let proposed = store.create_operation(&proposed).await.unwrap();
+        store.close().await;
+        drop(store);
+
+        // "Restart": a new process opens the same database.
+        let store = db.connect().await;
+        let open = store.unfinished_operations().await.unwrap();
+        assert_eq!(
+            open.iter()
+                .map(|o| (o.id.as_str(), o.state))
+                .collect::<Vec<_>>(),
+            vec![
+                (running.id.as_str(), Running),
+                (proposed.id.as_str(), Proposed)
+            ]
+        );
+        let moves: Vec<_> = open[0]
+            .moves
+            .iter()
+            .map(|m| (m.seq, m.state, m.attempts))
+            .collect();
+        assert_eq!(
+            moves,
+            vec![(1, MoveState::Done, 1), (2, MoveState::InProgress, 2)]
+        );
+        assert_eq!(open[0].moves[1].error.as_deref(), Some("retrying"));
+        assert!(open[1].moves.is_empty());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn phase_marker_persists() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        let op = store
+            .create_operation(&new_op("c1", OperationKind::RemoveInstance, &[], 10))
+            .await
+            .unwrap();
+        assert_eq!(op.phase, None);
+        for (i, phase) in ["cordoned", "drained", "webhook_called"].iter().enumerate() {
+            store
+                .set_operation_phase(&op.id, phase, 20 + i as i64)
+                .await
+                .unwrap();
+        }
+        assert!(matches!(
+            store.set_operation_phase("missing", "drained", 30).await,
+            Err(StoreError::NotFound(_))
+        ));
+        drop(store);
+        let store = db.connect().await;
+        let got = store.operation(&op.id).await.unwrap().unwrap();
+        assert_eq!(got.phase.as_deref(), Some("webhook_called"));
+        assert_eq!(got.updated_at_ms, 22);
+        assert_eq!(
+            store.unfinished_operations().await.unwrap()[0]
+                .phase
+                .as_deref(),
+            Some("webhook_called")
+        );
+        let page = store
+            .history(&HistoryQuery {
+                instance: Some("pod-0".into()),
+                ..query(10)
+            })
+            .await
+            .unwrap();
+        let details: Vec<_> = page
+            .items
+            .iter()
+            .filter(|e| e.event.as_deref() == Some("phase"))
+            .map(|e| e.detail.clone().unwrap())
+            .collect();
+        assert_eq!(details, vec!["webhook_called", "drained", "cordoned"]);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cordons_set_unset_list_and_record_events() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        assert!(
+            store
+                .set_cordon("c1", "pod-b", true, "alice", 10)
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .set_cordon("c1", "pod-a", true, "alice", 11)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .set_cordon("c1", "pod-a", true, "bob", 12)
+                .await
+                .unwrap(),
+            "already"
+        );
+        assert!(
+            store
+                .set_cordon("c2", "pod-a", true, "alice", 13)
+                .await
+                .unwrap()
+        );
+        assert_eq!(store.cordons("c1").await.unwrap(), vec!["pod-a", "pod-b"]);
+        assert!(
+            store
+                .set_cordon("c1", "pod-b", false, "bob", 14)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .set_cordon("c1", "pod-b", false, "bob", 15)
+                .await
+                .unwrap(),
+            "already"
+        );
+        assert_eq!(store.cordons("c1").await.unwrap(), vec!["pod-a"]);
+        assert_eq!(store.cordons("c2").await.unwrap(), vec!["pod-a"]);
+        assert!(store.cordons("c3").await.unwrap().is_empty());
+        drop(store);
+
+        let store = db.connect().await;
+        assert_eq!(store.cordons("c1").await.unwrap(), vec!["pod-a"]);
+        let page = store
+            .history(&HistoryQuery {
+                cluster: Some("c1".into()),
+                kind: Some(HistoryKind::Instance),
+                ..query(10)
+            })
+            .await
+            .unwrap();
+        let got: Vec<_> = page
+            .items
+            .iter()
+            .map(|e| {
+                (
+                    e.instance.clone().unwrap(),
+                    e.event.clone().unwrap(),
+                    e.actor.clone().unwrap(),
+                    e.at_ms,
+                )
+            })
+            .collect();
+        let want = [
+            ("pod-b", InstanceEventKind::Uncordoned, "bob", 14),
+            ("pod-a", InstanceEventKind::Cordoned, "alice", 11),
+            ("pod-b", InstanceEventKind::Cordoned, "alice", 10),
+        ]
+        .map(|(i, k, a, t)| (i.to_owned(), k.as_str().to_owned(), a.to_owned(), t));
+        assert_eq!(got, want.to_vec());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn prune_removes_old_history_and_finished_operations() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        use OperationState::*;
+        for at in [100, 200, 300] {
+            store
+                .record_ownership(&change("t", None, Some("a"), at))
+                .await
+                .unwrap();
+        }
+        let old_done = store
+            .create_operation(&new_op(
+                "c1",
+                OperationKind::Rebalance,
+                &[("t", "a", "b")],
+                50,
+            ))
+            .await
+            .unwrap();
+        assert!(
+            store
+                .set_operation_state(&old_done.id, &[Pending], Succeeded, None, 150)
+                .await
+                .unwrap()
+        );
+        let old_running = store
+            .create_operation(&new_op(
+                "c1",
+                OperationKind::Rebalance,
+                &[("t", "a", "b")],
+                60,
+            ))
+            .await
+            .unwrap();
+        assert!(
+            store
+                .set_operation_state(&old_running.id, &[Pending], Running, None, 160)
+                .await
+                .unwrap()
+        );
+        let new_done = store
+            .create_operation(&new_op("c1", OperationKind::Rebalance, &[], 260))
+            .await
+            .unwrap();
+        assert!(
+            store
+                .set_operation_state(&new_done.id, &[Pending], Succeeded, None, 270)
+                .await
+                .unwrap()
+        );
+
+        // History before 250: ownership at 100 and 200; op entries at 50, 60, 150, 160.
+        // Operations: old_done (finished at 150).
+        assert_eq!(store.prune(250).await.unwrap(), 4 + 2 + 1);
+        assert_eq!(store.operation(&old_done.id).await.unwrap(), None);
+        let left = store.operation(&old_running.id).await.unwrap().unwrap();
+        assert_eq!(
+            left.moves.len(),
+            1,
+            "unfinished operations are kept whatever their age"
+        );
+        assert!(store.operation(&new_done.id).await.unwrap().is_some());
+        let remaining: Vec<i64> = store
+            .history(&query(100))
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|e| e.at_ms)
+            .collect();
+        assert_eq!(remaining, vec![270, 260, 300]);
+        let orphans: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM moves WHERE operation_id = $1")
+            .bind(old_done.id.as_str())
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(orphans, 0);
+        assert_eq!(store.prune(250).await.unwrap(), 0);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_replicas_agree() {
+    each_backend(async |db| {
+        // Two "replicas": two pools on the same database.
+        let a = db.connect().await;
+        let b = db.connect().await;
+        let op = a
+            .create_operation(&new_op(
+                "c1",
+                OperationKind::Rebalance,
+                &[("t", "x", "y")],
+                1,
+            ))
+            .await
+            .unwrap();
+        let c = change("t", Some("x"), Some("y"), 5);
+        let mut tasks = Vec::new();
+        for i in 0..16 {
+            let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+            let (id, c) = (op.id.clone(), c.clone());
+            tasks.push(tokio::spawn(async move {
+                let ran = store
+                    .set_operation_state(
+                        &id,
+                        &[OperationState::Pending],
+                        OperationState::Running,
+                        None,
+                        10 + i,
+                    )
+                    .await
+                    .unwrap();
+                let recorded = store.record_ownership(&c).await.unwrap();
+                let cordoned = store
+                    .set_cordon("c1", "x", true, "r", 10 + i)
+                    .await
+                    .unwrap();
+                (ran, recorded, cordoned)
+            }));
+        }
+        let mut wins = (0, 0, 0);
+        for t in tasks {
+            let (ran, recorded, cordoned) = t.await.unwrap();
+            wins.0 += usize::from(ran);
+            wins.1 += usize::from(recorded);
+            wins.2 += usize::from(cordoned);
+        }
+        assert_eq!(wins, (1, 1, 1));
+        let page = b.history(&query(100)).await.unwrap();
+        // created + running + one ownership change + one cordon event.
+        assert_eq!(page.items.len(), 4);
+    })
+    .await;
+}
