@@ -438,11 +438,13 @@ impl Config {
             file: file.to_owned(),
             message: e.to_string(),
         })?;
-        config.validate().map_err(|(field, why)| ConfigError::Invalid {
-            file: file.to_owned(),
-            field,
-            why,
-        })?;
+        config
+            .validate()
+            .map_err(|(field, why)| ConfigError::Invalid {
+                file: file.to_owned(),
+                field,
+                why,
+            })?;
         Ok(config)
     }
 
@@ -457,7 +459,10 @@ impl Config {
             return Err(bad("control_plane.namespace", "must be a DNS label"));
         }
         if !names::is_dns_subdomain(&cp.lease_name) {
-            return Err(bad("control_plane.lease_name", "must be a valid Lease name"));
+            return Err(bad(
+                "control_plane.lease_name",
+                "must be a valid Lease name",
+            ));
         }
         if cp.lease_duration < Duration::from_secs(2) {
             return Err(bad("control_plane.lease_duration", "must be at least 2s"));
@@ -596,7 +601,9 @@ pub fn parse_target_list(text: &str) -> Result<Vec<TargetSpec>, String> {
     let mut keys = BTreeSet::new();
     for (i, t) in list.iter().enumerate() {
         if t.key.is_empty() || t.weight == 0 {
-            return Err(format!("[{i}]: key must not be empty and weight must be ≥ 1"));
+            return Err(format!(
+                "[{i}]: key must not be empty and weight must be ≥ 1"
+            ));
         }
         if !keys.insert(&t.key) {
             return Err(format!("[{i}]: {:?} is listed twice", t.key));
@@ -647,14 +654,23 @@ mod tests {
             "test.yaml: clusters[0].policy.max_concurrent_moves: must be at least 1"
         );
         let e = parse(&base.replace("name: a", "name: A_b")).unwrap_err();
-        assert!(e.starts_with("test.yaml: clusters[0].name: must be a DNS label"), "{e}");
+        assert!(
+            e.starts_with("test.yaml: clusters[0].name: must be a DNS label"),
+            "{e}"
+        );
         let e = parse(&format!("{base}  polcy: {{}}\n")).unwrap_err();
         assert!(e.starts_with("test.yaml: ") && e.contains("polcy"), "{e}");
         let e = parse(&format!("{base}  policy: {{lease_duration: soon}}\n")).unwrap_err();
         assert!(e.contains("\"soon\" is not a duration"), "{e}");
         let e = parse(&base.replace("[x]", "[x, {key: x}]")).unwrap_err();
-        assert!(e.contains("targets.inline[1].key: \"x\" is listed twice"), "{e}");
-        let e = parse(&format!("{base}- name: a\n  namespace: ns\n  selector: {{app: a}}\n  targets: {{inline: [y]}}\n")).unwrap_err();
+        assert!(
+            e.contains("targets.inline[1].key: \"x\" is listed twice"),
+            "{e}"
+        );
+        let e = parse(&format!(
+            "{base}- name: a\n  namespace: ns\n  selector: {{app: a}}\n  targets: {{inline: [y]}}\n"
+        ))
+        .unwrap_err();
         assert!(e.contains("clusters[1].name: \"a\" is used twice"), "{e}");
     }
 

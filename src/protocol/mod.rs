@@ -243,7 +243,9 @@ pub fn with_desire(lease: &Lease, desire: &Desire) -> Lease {
     let mut out = lease.clone();
     desire_annotations(
         desire,
-        out.metadata.annotations.get_or_insert_with(Default::default),
+        out.metadata
+            .annotations
+            .get_or_insert_with(Default::default),
     );
     out.metadata.managed_fields = None;
     out
@@ -393,7 +395,10 @@ mod tests {
                 ..desire("m-1")
             },
         );
-        assert_eq!(moved.spec, renewed.spec, "the control plane never touches spec");
+        assert_eq!(
+            moved.spec, renewed.spec,
+            "the control plane never touches spec"
+        );
         let rel = released(&moved, ts(106));
         assert_eq!(Holding::of(rel.spec.as_ref()).holder, None);
         let taken = held_by(&rel, "m-1", ts(107), 10);
@@ -417,7 +422,10 @@ mod tests {
         let v = parse_gnmic(&lease, "lab").unwrap();
         assert_eq!(v.role, LeaseRole::Target("Router-1".into()));
         assert_eq!(v.holding.holder.as_deref(), Some("gnmic-1"));
-        assert!(parse_gnmic(&lease, "la").is_none(), "prefix of another cluster");
+        assert!(
+            parse_gnmic(&lease, "la").is_none(),
+            "prefix of another cluster"
+        );
         // Older gnmic: the instance is in a label named after the lease.
         let old: Lease = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "gnmic-lab-leader",

@@ -124,11 +124,20 @@ mod tests {
         let stem = target_lease_stem("leasehold", "c");
         let dotted = |len: usize| -> String {
             (0..len)
-                .map(|i| if i % 50 == 49 && i + 1 < len { '.' } else { 'a' })
+                .map(|i| {
+                    if i % 50 == 49 && i + 1 < len {
+                        '.'
+                    } else {
+                        'a'
+                    }
+                })
                 .collect()
         };
         let fits = dotted(MAX_NAME - stem.len());
-        assert_eq!(target_lease("leasehold", "c", &fits), format!("{stem}{fits}"));
+        assert_eq!(
+            target_lease("leasehold", "c", &fits),
+            format!("{stem}{fits}")
+        );
         let too_long = dotted(MAX_NAME - stem.len() + 1);
         assert!(target_lease("leasehold", "c", &too_long).contains("--"));
     }
@@ -141,7 +150,10 @@ mod tests {
         );
         assert_eq!(gnmic_lease("gnmic/lab/leader"), "gnmic-lab-leader");
         let hashed = gnmic_lease("gnmic/lab/targets/Router_1");
-        assert!(hashed.starts_with("gnmic-") && hashed.len() == 6 + 64, "{hashed}");
+        assert!(
+            hashed.starts_with("gnmic-") && hashed.len() == 6 + 64,
+            "{hashed}"
+        );
     }
 
     #[test]
