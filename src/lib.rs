@@ -9,6 +9,7 @@
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod k8s;
 pub mod model;
 pub mod protocol;
 pub mod sim;
