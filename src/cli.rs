@@ -27,6 +27,9 @@ pub enum Command {
     Sim(SimArgs),
     /// Run the control plane for the clusters in a config file.
     Serve(ServeArgs),
+    /// Run the member agent beside a member app (sidecar): hold the targets assigned to this
+    /// pod and tell the app through hooks.
+    Agent(AgentArgs),
 }
 
 /// Flags of `leasehold serve`.
@@ -38,6 +41,46 @@ pub struct ServeArgs {
     /// This replica's identity in the control-plane election (the pod name in Kubernetes).
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
+}
+
+/// Flags of `leasehold agent`.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// The cluster this member belongs to.
+    #[arg(long, env = "LEASEHOLD_CLUSTER")]
+    pub cluster: String,
+    /// Namespace of the cluster's Leases (downward API: metadata.namespace).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub namespace: String,
+    /// This member's identity, its pod name (downward API: metadata.name).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: String,
+    /// Prefix of Lease names.
+    #[arg(long, default_value = crate::agent::DEFAULT_LEASE_PREFIX)]
+    pub lease_prefix: String,
+    /// Lease duration (seconds) when a target Lease does not say.
+    #[arg(long, default_value_t = 15)]
+    pub lease_duration: u64,
+    /// Bound on one hook call (seconds).
+    #[arg(long, default_value_t = 5)]
+    pub hook_timeout: u64,
+    /// Bound on concurrent Lease writes.
+    #[arg(long, default_value_t = crate::agent::DEFAULT_MAX_PARALLEL)]
+    pub max_parallel: usize,
+    /// Shell command run when a target is acquired (env LEASEHOLD_TARGET, LEASEHOLD_EVENT,
+    /// LEASEHOLD_CLUSTER, LEASEHOLD_INSTANCE).
+    #[arg(long, conflicts_with = "hook_url")]
+    pub on_acquire: Option<String>,
+    /// Shell command run before a target is released.
+    #[arg(long, conflicts_with = "hook_url")]
+    pub on_release: Option<String>,
+    /// Local URL POSTed on each event (`{event}` is replaced by acquire|release, or
+    /// `/acquire` and `/release` are appended).
+    #[arg(long)]
+    pub hook_url: Option<String>,
+    /// Kubeconfig to use instead of the in-cluster config or $KUBECONFIG.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// Flags of `leasehold demo`.
@@ -90,6 +133,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Sim(args) => run_sim(args).await,
         Command::Serve(args) => run_serve(args).await,
+        Command::Agent(args) => run_agent(args).await,
         Command::Demo(a) => {
             crate::demo::run(crate::demo::DemoOptions {
                 listen: a.listen,
@@ -113,10 +157,65 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| format!("leasehold-{}", uuid::Uuid::new_v4().simple()));
     let engine = crate::engine::Engine::new(config, client, store, identity);
     engine
-        .run(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
+        .run(shutdown_signal())
         .await
+}
+
+async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
+    use crate::agent::{self, AgentConfig, CommandHooks, Hooks, HttpHooks, NoHooks};
+    let client = match &a.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+            kube::Client::try_from(cfg)?
+        }
+        None => kube::Client::try_default()
+            .await
+            .context("no Kubernetes config (in-cluster or KUBECONFIG)")?,
+    };
+    let hooks: std::sync::Arc<dyn Hooks> = match (&a.hook_url, &a.on_acquire, &a.on_release) {
+        (Some(url), _, _) => std::sync::Arc::new(HttpHooks::new(url, &a.cluster, &a.identity)),
+        (None, None, None) => std::sync::Arc::new(NoHooks),
+        (None, acq, rel) => std::sync::Arc::new(CommandHooks {
+            on_acquire: acq.clone(),
+            on_release: rel.clone(),
+            cluster: a.cluster.clone(),
+            instance: a.identity.clone(),
+        }),
+    };
+    let cfg = AgentConfig {
+        lease_prefix: a.lease_prefix,
+        default_lease_duration: Duration::from_secs(a.lease_duration.max(1)),
+        hook_timeout: Duration::from_secs(a.hook_timeout.max(1)),
+        max_parallel: a.max_parallel.max(1),
+        ..AgentConfig::new(&a.cluster, &a.namespace, &a.identity)
+    };
+    agent::run(client, cfg, hooks, shutdown_signal()).await
+}
+
+/// Completes on SIGTERM (what the kubelet sends) or Ctrl-C.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM; Ctrl-C only");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 async fn run_sim(args: SimArgs) -> anyhow::Result<()> {

@@ -6,6 +6,7 @@
 //! shared vocabulary. `sim` is a Kubernetes API simulator for demos and tests, `demo` the
 //! one-command demo, `cli` the command line, `telemetry` logging.
 
+pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod demo;

@@ -1,0 +1,274 @@
+//! What the member app is told when the agent starts or stops work on a target: a shell
+//! command ([`CommandHooks`]), a local HTTP call ([`HttpHooks`]) or nothing ([`NoHooks`]).
+//! Hooks only report; the agent bounds every call with its hook timeout (dropping the future,
+//! which kills a command) and decides what a failure means.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::FutureExt as _;
+use futures::future::BoxFuture;
+use http_body_util::{BodyExt as _, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+/// Which hook runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookEvent {
+    /// The member now holds the target: start working on it.
+    Acquire,
+    /// The member is about to give the target up: stop working on it.
+    Release,
+}
+
+impl HookEvent {
+    /// The word used in `LEASEHOLD_EVENT` and in hook URLs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookEvent::Acquire => "acquire",
+            HookEvent::Release => "release",
+        }
+    }
+}
+
+/// The member app's side of the protocol. Implementations must not borrow `target` in the
+/// returned future (clone it). An `Err` is logged by the agent with the target.
+pub trait Hooks: Send + Sync + 'static {
+    /// Start working on `target` (called after the Lease was acquired).
+    fn on_acquire(&self, target: &str) -> BoxFuture<'_, Result<(), String>>;
+    /// Stop working on `target` (called before the Lease is released or given up).
+    fn on_release(&self, target: &str) -> BoxFuture<'_, Result<(), String>>;
+}
+
+impl dyn Hooks {
+    /// Calls the hook for `event`.
+    pub fn call(&self, event: HookEvent, target: &str) -> BoxFuture<'_, Result<(), String>> {
+        match event {
+            HookEvent::Acquire => self.on_acquire(target),
+            HookEvent::Release => self.on_release(target),
+        }
+    }
+}
+
+/// Hooks that do nothing (the app watches Leases itself, or there is no app).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoHooks;
+
+impl Hooks for NoHooks {
+    fn on_acquire(&self, _target: &str) -> BoxFuture<'_, Result<(), String>> {
+        futures::future::ready(Ok(())).boxed()
+    }
+    fn on_release(&self, _target: &str) -> BoxFuture<'_, Result<(), String>> {
+        futures::future::ready(Ok(())).boxed()
+    }
+}
+
+/// Runs a shell command (`sh -c`) per event with `LEASEHOLD_TARGET`, `LEASEHOLD_EVENT`
+/// (`acquire` | `release`), `LEASEHOLD_CLUSTER` and `LEASEHOLD_INSTANCE` in its environment.
+/// A non-zero exit is an error; a missing command for an event means success. Output goes to
+/// the agent's own stdout/stderr.
+#[derive(Debug, Clone)]
+pub struct CommandHooks {
+    /// Command run on acquire.
+    pub on_acquire: Option<String>,
+    /// Command run on release.
+    pub on_release: Option<String>,
+    /// The cluster name passed as `LEASEHOLD_CLUSTER`.
+    pub cluster: String,
+    /// The member's identity passed as `LEASEHOLD_INSTANCE`.
+    pub instance: String,
+}
+
+impl CommandHooks {
+    async fn run(&self, event: HookEvent, target: String) -> Result<(), String> {
+        let cmd = match event {
+            HookEvent::Acquire => &self.on_acquire,
+            HookEvent::Release => &self.on_release,
+        };
+        let Some(cmd) = cmd else {
+            return Ok(());
+        };
+        let status = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .env("LEASEHOLD_TARGET", &target)
+            .env("LEASEHOLD_EVENT", event.as_str())
+            .env("LEASEHOLD_CLUSTER", &self.cluster)
+            .env("LEASEHOLD_INSTANCE", &self.instance)
+            .stdin(std::process::Stdio::null())
+            // A timed-out hook is dropped; the child must die with it.
+            .kill_on_drop(true)
+            .status()
+            .await
+            .map_err(|e| format!("{} hook could not start: {e}", event.as_str()))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("{} hook exited with {status}", event.as_str()))
+        }
+    }
+}
+
+impl Hooks for CommandHooks {
+    fn on_acquire(&self, target: &str) -> BoxFuture<'_, Result<(), String>> {
+        self.run(HookEvent::Acquire, target.to_owned()).boxed()
+    }
+    fn on_release(&self, target: &str) -> BoxFuture<'_, Result<(), String>> {
+        self.run(HookEvent::Release, target.to_owned()).boxed()
+    }
+}
+
+/// POSTs `{"target", "cluster", "instance"}` as JSON to a local HTTP URL per event. The URL
+/// may contain `{event}` (replaced by `acquire` or `release`); otherwise `/{event}` is
+/// appended. A non-2xx answer is an error. Plain `http://` only: the app is a local sidecar
+/// peer, reached over loopback.
+#[derive(Debug, Clone)]
+pub struct HttpHooks {
+    url: String,
+    cluster: String,
+    instance: String,
+    client: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl HttpHooks {
+    /// Hooks posting to `url` (see the type's doc for `{event}`).
+    pub fn new(url: &str, cluster: &str, instance: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            cluster: cluster.to_owned(),
+            instance: instance.to_owned(),
+            client: Client::builder(TokioExecutor::new()).build_http(),
+        }
+    }
+
+    /// The URL called for `event`.
+    pub fn url_for(&self, event: HookEvent) -> String {
+        if self.url.contains("{event}") {
+            self.url.replace("{event}", event.as_str())
+        } else {
+            format!("{}/{}", self.url.trim_end_matches('/'), event.as_str())
+        }
+    }
+
+    async fn post(&self, event: HookEvent, target: String) -> Result<(), String> {
+        let url = self.url_for(event);
+        let body = serde_json::json!({
+            "target": target,
+            "cluster": self.cluster,
+            "instance": self.instance,
+        });
+        let req = http::Request::post(&url)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .map_err(|e| format!("{} hook: bad request to {url}: {e}", event.as_str()))?;
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| format!("{} hook: POST {url}: {e}", event.as_str()))?;
+        let status = resp.status();
+        // Drain the body so the connection can be reused.
+        let _ = resp.into_body().collect().await;
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} hook: POST {url} answered {status}",
+                event.as_str()
+            ))
+        }
+    }
+}
+
+impl Hooks for HttpHooks {
+    fn on_acquire(&self, target: &str) -> BoxFuture<'_, Result<(), String>> {
+        self.post(HookEvent::Acquire, target.to_owned()).boxed()
+    }
+    fn on_release(&self, target: &str) -> BoxFuture<'_, Result<(), String>> {
+        self.post(HookEvent::Release, target.to_owned()).boxed()
+    }
+}
+
+/// Runs `event`'s hook for `target`, bounded by `timeout`.
+pub(crate) async fn call_bounded(
+    hooks: Arc<dyn Hooks>,
+    event: HookEvent,
+    target: String,
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    match tokio::time::timeout(timeout, hooks.call(event, &target)).await {
+        Ok(res) => res,
+        Err(_) => Err(format!(
+            "{} hook timed out after {timeout:?}",
+            event.as_str()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hook_urls() {
+        let h = HttpHooks::new("http://127.0.0.1:8080/leasehold/", "c", "m-0");
+        assert_eq!(
+            h.url_for(HookEvent::Acquire),
+            "http://127.0.0.1:8080/leasehold/acquire"
+        );
+        let h = HttpHooks::new("http://127.0.0.1:8080/hook?event={event}", "c", "m-0");
+        assert_eq!(
+            h.url_for(HookEvent::Release),
+            "http://127.0.0.1:8080/hook?event=release"
+        );
+    }
+
+    #[tokio::test]
+    async fn commands_see_their_environment_and_fail_on_nonzero_exit() {
+        let hooks = CommandHooks {
+            on_acquire: Some(
+                r#"test "$LEASEHOLD_TARGET/$LEASEHOLD_EVENT/$LEASEHOLD_CLUSTER/$LEASEHOLD_INSTANCE" = "Spine/1/acquire/c/m-0""#
+                    .into(),
+            ),
+            on_release: Some("exit 3".into()),
+            cluster: "c".into(),
+            instance: "m-0".into(),
+        };
+        assert_eq!(hooks.on_acquire("Spine/1").await, Ok(()));
+        assert!(hooks.on_acquire("other").await.is_err());
+        let err = hooks.on_release("Spine/1").await.unwrap_err();
+        assert!(err.contains("exit status: 3"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_hanging_hook_is_cut_off_at_the_timeout() {
+        let hooks: Arc<dyn Hooks> = Arc::new(CommandHooks {
+            on_acquire: Some("sleep 30".into()),
+            on_release: None,
+            cluster: "c".into(),
+            instance: "m-0".into(),
+        });
+        let started = std::time::Instant::now();
+        let err = call_bounded(
+            hooks.clone(),
+            HookEvent::Acquire,
+            "t".into(),
+            std::time::Duration::from_millis(200),
+        )
+        .await
+        .unwrap_err();
+        assert!(err.contains("timed out"), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        assert_eq!(
+            call_bounded(
+                hooks,
+                HookEvent::Release,
+                "t".into(),
+                std::time::Duration::from_millis(200)
+            )
+            .await,
+            Ok(())
+        );
+    }
+}

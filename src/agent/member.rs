@@ -1,0 +1,754 @@
+//! The member's decision loop. One task owns all state (the Leases seen by the watcher with an
+//! [`Observation`] each, and the Leases held with their phase); Lease writes and hook calls run
+//! as owned tasks in a `JoinSet` and report back. The loop re-decides after every watcher
+//! event, every finished task and every timer (next renewal, renew deadline, observed expiry,
+//! or the periodic tick), so a handoff is acted on as soon as its watch event arrives.
+//!
+//! Per target the phases are: acquiring (PUT in flight) → starting (held, `on_acquire`
+//! running) → working → stopping (`on_release` running; renewals go on) → releasing (PUT of
+//! `protocol::released`). A Lease not renewed within its renew deadline (2/3 of its duration,
+//! measured from when the last successful write was *sent*) goes straight to stopping and is
+//! then forgotten without a write, so the work stops before anyone else may take the Lease.
+//!
+//! A failing `on_acquire` is logged and the Lease is kept: the desired owner is still this
+//! member, giving the Lease up would only make the control plane move it back, and the app can
+//! retry on its own. `on_release` failures are logged too; the release goes ahead.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, PostParams};
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::{AbortHandle, JoinSet};
+use tokio::time::Instant;
+
+use super::AgentConfig;
+use super::hooks::{HookEvent, Hooks, call_bounded};
+use crate::k8s::election::{self, Action, is_conflict};
+use crate::protocol::{self, Holding, LeaseRole, LeaseView, Observation};
+
+/// Longest time between two decision passes when nothing happens.
+const TICK: Duration = Duration::from_secs(1);
+/// Bound on a release write (renewals and acquisitions are bounded by a third of the duration).
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Tries of a release that keeps meeting 409s (each after a fresh GET).
+const RELEASE_TRIES: usize = 3;
+/// Pause before retrying a write that failed for another reason than a 409 (a 409 is
+/// re-decided at once on the fresh copy).
+const WRITE_BACKOFF: Duration = Duration::from_millis(250);
+
+/// A Lease of the cluster as last seen.
+struct Seen {
+    lease: Lease,
+    view: LeaseView,
+    observed: Observation,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Acquiring,
+    Starting,
+    Working,
+    /// `on_release` is running; `release` says whether a release write follows (false when
+    /// the Lease was lost or deleted).
+    Stopping {
+        release: bool,
+    },
+    Releasing,
+}
+
+/// A Lease this member holds or is acquiring.
+struct Held {
+    target: String,
+    duration: Duration,
+    /// The freshest copy known (written by us or seen by the watcher): the CAS base.
+    lease: Lease,
+    /// When the last successful write holding it was sent.
+    renewed: Instant,
+    phase: Phase,
+    writing: bool,
+    /// No renewal before this (set after a failed one).
+    retry_at: Instant,
+    /// The running `on_acquire`, aborted if the Lease is lost meanwhile.
+    starting: Option<AbortHandle>,
+}
+
+impl Held {
+    fn renew_due(&self) -> Instant {
+        (self.renewed + self.duration / 3).max(self.retry_at)
+    }
+    fn deadline(&self) -> Instant {
+        self.renewed + self.duration * 2 / 3
+    }
+    fn renews(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Starting | Phase::Working | Phase::Stopping { release: true }
+        )
+    }
+}
+
+/// Why a write did not go through.
+enum WriteError {
+    /// 409; carries a fresh copy read after it, if the read worked.
+    Conflict(Option<Box<Lease>>),
+    NotFound,
+    Other(String),
+}
+
+/// What a task reports back.
+enum Done {
+    Acquired {
+        name: String,
+        sent: Instant,
+        result: Result<Lease, WriteError>,
+    },
+    Renewed {
+        name: String,
+        sent: Instant,
+        result: Result<Lease, WriteError>,
+    },
+    Released {
+        name: String,
+        /// The Lease as written (absent when it was already gone or taken).
+        result: Result<Option<Lease>, String>,
+    },
+    Hook {
+        name: String,
+        event: HookEvent,
+        result: Result<(), String>,
+    },
+}
+
+pub(super) struct Member {
+    api: Api<Lease>,
+    cfg: AgentConfig,
+    hooks: Arc<dyn Hooks>,
+    published: watch::Sender<BTreeSet<String>>,
+    clock: Instant,
+    seen: BTreeMap<String, Seen>,
+    held: BTreeMap<String, Held>,
+    /// Leases held by us in the API that we do not track (a former run of this pod, or a
+    /// write whose answer was lost) and are releasing without hooks.
+    orphans: BTreeSet<String>,
+    /// No acquisition attempt of these before the instant (after a failed one).
+    not_before: BTreeMap<String, Instant>,
+    tasks: JoinSet<Done>,
+    writes: Arc<Semaphore>,
+    synced: bool,
+    stopping: bool,
+}
+
+/// Whether `candidate` is a newer version than `current`. resourceVersions are opaque, but the
+/// watcher and our own write answers interleave; when both are integers (etcd revisions) the
+/// larger wins, otherwise the later arrival does.
+fn is_newer(candidate: &Lease, current: &Lease) -> bool {
+    let rv = |l: &Lease| l.metadata.resource_version.clone().unwrap_or_default();
+    match (rv(candidate).parse::<u64>(), rv(current).parse::<u64>()) {
+        (Ok(a), Ok(b)) => a > b,
+        _ => rv(candidate) != rv(current),
+    }
+}
+
+impl Member {
+    pub(super) fn new(
+        client: kube::Client,
+        cfg: AgentConfig,
+        hooks: Arc<dyn Hooks>,
+        published: watch::Sender<BTreeSet<String>>,
+    ) -> Self {
+        Self {
+            api: Api::namespaced(client, &cfg.namespace),
+            writes: Arc::new(Semaphore::new(cfg.max_parallel.max(1))),
+            cfg,
+            hooks,
+            published,
+            clock: Instant::now(),
+            seen: BTreeMap::new(),
+            held: BTreeMap::new(),
+            orphans: BTreeSet::new(),
+            not_before: BTreeMap::new(),
+            tasks: JoinSet::new(),
+            synced: false,
+            stopping: false,
+        }
+    }
+
+    fn now_ms(&self) -> i64 {
+        i64::try_from(self.clock.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
+
+    fn me(&self) -> &str {
+        &self.cfg.identity
+    }
+
+    /// Runs until `shutdown`, then releases everything and returns.
+    pub(super) async fn run(mut self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+        let selector = format!("{}={}", protocol::LABEL_CLUSTER, self.cfg.cluster);
+        let stream = watcher::watcher(
+            self.api.clone(),
+            watcher::Config::default().labels(&selector),
+        )
+        .default_backoff();
+        tokio::pin!(stream, shutdown);
+        let mut init: Vec<Lease> = Vec::new();
+        let mut wake = Instant::now();
+        loop {
+            if self.stopping && self.held.is_empty() && self.tasks.is_empty() {
+                return Ok(());
+            }
+            tokio::select! {
+                () = &mut shutdown, if !self.stopping => {
+                    self.stopping = true;
+                }
+                ev = stream.next(), if !self.stopping => match ev {
+                    Some(Ok(ev)) => self.on_event(ev, &mut init),
+                    Some(Err(error)) => tracing::warn!(%error, "lease watch failed; retrying"),
+                    None => anyhow::bail!("the lease watch ended"),
+                },
+                Some(done) = self.tasks.join_next() => match done {
+                    Ok(done) => self.on_done(done),
+                    // An `on_acquire` aborted because its Lease was lost.
+                    Err(e) if e.is_cancelled() => {}
+                    Err(e) => anyhow::bail!("an agent task died: {e}"),
+                },
+                () = tokio::time::sleep_until(wake) => {}
+            }
+            wake = self.step();
+            self.publish();
+        }
+    }
+
+    fn on_event(&mut self, ev: Event<Lease>, init: &mut Vec<Lease>) {
+        match ev {
+            Event::Apply(lease) => self.apply(lease),
+            Event::Delete(lease) => {
+                if let Some(name) = lease.metadata.name {
+                    self.seen.remove(&name);
+                }
+            }
+            Event::Init => init.clear(),
+            Event::InitApply(lease) => init.push(lease),
+            Event::InitDone => {
+                let names: BTreeSet<String> = init
+                    .iter()
+                    .filter_map(|l| l.metadata.name.clone())
+                    .collect();
+                self.seen.retain(|n, _| names.contains(n));
+                for lease in init.drain(..) {
+                    self.apply(lease);
+                }
+                self.synced = true;
+            }
+        }
+    }
+
+    /// Takes in a copy of a Lease (from the watcher, or a fresh read after a 409).
+    fn apply(&mut self, mut lease: Lease) {
+        lease.metadata.managed_fields = None;
+        let Some(view) = protocol::parse_native(&lease, &self.cfg.cluster) else {
+            // Not (or no longer) one of ours: forget it, as if deleted.
+            if let Some(name) = &lease.metadata.name {
+                self.seen.remove(name);
+            }
+            return;
+        };
+        if view.role == LeaseRole::Leader {
+            return;
+        }
+        let now_ms = self.now_ms();
+        let name = view.name.clone();
+        if let Some(h) = self.held.get_mut(&name)
+            && is_newer(&lease, &h.lease)
+        {
+            h.lease = lease.clone();
+            // Someone else wrote the holder after our last write: it is not ours any more.
+            if view.holding.holder.as_deref() != Some(self.cfg.identity.as_str())
+                && !matches!(h.phase, Phase::Acquiring | Phase::Releasing)
+            {
+                tracing::warn!(target = %h.target, holder = ?view.holding.holder, "lease taken by another holder; stopping work");
+                Self::lose(
+                    &mut self.tasks,
+                    &self.hooks,
+                    self.cfg.hook_timeout,
+                    &name,
+                    h,
+                );
+            }
+        }
+        match self.seen.get_mut(&name) {
+            Some(s) => {
+                if is_newer(&lease, &s.lease) {
+                    s.observed.observe(&view.holding, now_ms);
+                    s.lease = lease;
+                    s.view = view;
+                }
+            }
+            None => {
+                let observed = Observation::new(view.holding.clone(), now_ms);
+                self.seen.insert(
+                    name,
+                    Seen {
+                        lease,
+                        view,
+                        observed,
+                    },
+                );
+            }
+        }
+    }
+
+    /// The Lease is lost (renew deadline passed, or another holder): stop the work without a
+    /// release write, within what is left of the duration.
+    fn lose(
+        tasks: &mut JoinSet<Done>,
+        hooks: &Arc<dyn Hooks>,
+        hook_timeout: Duration,
+        name: &str,
+        h: &mut Held,
+    ) {
+        if let Some(a) = h.starting.take() {
+            a.abort();
+        }
+        match h.phase {
+            Phase::Stopping { .. } => h.phase = Phase::Stopping { release: false },
+            Phase::Starting | Phase::Working => {
+                h.phase = Phase::Stopping { release: false };
+                let left = (h.renewed + h.duration).saturating_duration_since(Instant::now());
+                spawn_hook(
+                    tasks,
+                    hooks,
+                    name,
+                    &h.target,
+                    HookEvent::Release,
+                    hook_timeout.min(left),
+                );
+            }
+            Phase::Acquiring | Phase::Releasing => {}
+        }
+    }
+
+    fn on_done(&mut self, done: Done) {
+        match done {
+            Done::Acquired { name, sent, result } => {
+                let Some(h) = self.held.get_mut(&name) else {
+                    return;
+                };
+                h.writing = false;
+                match result {
+                    Ok(lease) => {
+                        h.renewed = sent;
+                        h.lease = lease.clone();
+                        tracing::info!(target = %h.target, "acquired");
+                        if self.stopping {
+                            // Never started: give it straight back.
+                            h.phase = Phase::Releasing;
+                        } else {
+                            h.phase = Phase::Starting;
+                            h.starting = Some(spawn_hook(
+                                &mut self.tasks,
+                                &self.hooks,
+                                &name,
+                                &h.target,
+                                HookEvent::Acquire,
+                                self.cfg.hook_timeout,
+                            ));
+                        }
+                        self.apply(lease);
+                    }
+                    Err(e) => {
+                        let target = h.target.clone();
+                        self.held.remove(&name);
+                        if !matches!(e, WriteError::Conflict(_)) {
+                            self.not_before
+                                .insert(name.clone(), Instant::now() + WRITE_BACKOFF);
+                        }
+                        self.write_failed(&name, &target, "acquire", e);
+                    }
+                }
+            }
+            Done::Renewed { name, sent, result } => {
+                let Some(h) = self.held.get_mut(&name) else {
+                    return;
+                };
+                h.writing = false;
+                match result {
+                    Ok(lease) => {
+                        h.renewed = sent;
+                        h.lease = lease.clone();
+                        self.apply(lease);
+                    }
+                    Err(e) => {
+                        if !matches!(e, WriteError::Conflict(_)) {
+                            h.retry_at = Instant::now() + WRITE_BACKOFF;
+                        }
+                        let target = h.target.clone();
+                        self.write_failed(&name, &target, "renew", e);
+                    }
+                }
+            }
+            Done::Released { name, result } => {
+                let stray = self.orphans.remove(&name);
+                let held = self.held.remove(&name);
+                match (result, held) {
+                    (Ok(written), held) => {
+                        if let Some(h) = held {
+                            tracing::info!(target = %h.target, "released");
+                        }
+                        if let Some(l) = written {
+                            self.apply(l);
+                        }
+                    }
+                    (Err(error), Some(h)) => {
+                        tracing::warn!(target = %h.target, %error, "release failed; the lease will expire")
+                    }
+                    (Err(error), None) => {
+                        if stray {
+                            tracing::warn!(lease = %name, %error, "releasing a stray lease failed");
+                        }
+                        self.not_before.insert(name, Instant::now() + WRITE_BACKOFF);
+                    }
+                }
+            }
+            Done::Hook {
+                name,
+                event,
+                result,
+            } => {
+                let Some(h) = self.held.get_mut(&name) else {
+                    return;
+                };
+                if let Err(error) = &result {
+                    tracing::warn!(cluster = %self.cfg.cluster, target = %h.target, event = event.as_str(), %error, "hook failed");
+                }
+                match (event, h.phase) {
+                    (HookEvent::Acquire, Phase::Starting) => {
+                        h.starting = None;
+                        h.phase = Phase::Working;
+                    }
+                    (HookEvent::Release, Phase::Stopping { release: true }) => {
+                        h.phase = Phase::Releasing;
+                    }
+                    (HookEvent::Release, Phase::Stopping { release: false }) => {
+                        tracing::info!(target = %h.target, "work stopped on a lost lease");
+                        self.held.remove(&name);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// A failed write: a 409 brings a fresh copy to decide on; anything else waits for the
+    /// next pass (a renewal is retried until its deadline).
+    fn write_failed(&mut self, name: &str, target: &str, what: &str, e: WriteError) {
+        match e {
+            WriteError::Conflict(fresh) => {
+                tracing::debug!(%target, what, "conflict; re-reading");
+                if let Some(l) = fresh {
+                    self.apply(*l);
+                }
+            }
+            WriteError::NotFound => {
+                tracing::info!(%target, what, "lease deleted");
+                self.seen.remove(name);
+            }
+            WriteError::Other(error) => tracing::warn!(%target, what, %error, "lease write failed"),
+        }
+    }
+
+    /// One decision pass; returns when the next one is due at the latest.
+    fn step(&mut self) -> Instant {
+        let now = Instant::now();
+        let now_ms = self.now_ms();
+        let mut wake = now + TICK.min(self.cfg.default_lease_duration / 3);
+        let names: Vec<String> = self.held.keys().cloned().collect();
+        for name in names {
+            let wanted = !self.stopping
+                && self
+                    .seen
+                    .get(&name)
+                    .is_some_and(|s| s.view.desired.as_deref() == Some(self.me()));
+            let exists = self.seen.contains_key(&name);
+            let Some(h) = self.held.get_mut(&name) else {
+                continue;
+            };
+            if h.renews() && now >= h.deadline() {
+                tracing::warn!(target = %h.target, "renew deadline passed; stopping work and giving the lease up");
+                Self::lose(
+                    &mut self.tasks,
+                    &self.hooks,
+                    self.cfg.hook_timeout,
+                    &name,
+                    h,
+                );
+                continue;
+            }
+            if !wanted && h.phase == Phase::Working {
+                if self.stopping {
+                    tracing::info!(target = %h.target, "shutting down: stopping work");
+                } else {
+                    let desired = self.seen.get(&name).and_then(|s| s.view.desired.clone());
+                    tracing::info!(target = %h.target, ?desired, "handing over: stopping work");
+                }
+                h.phase = Phase::Stopping { release: exists };
+                spawn_hook(
+                    &mut self.tasks,
+                    &self.hooks,
+                    &name,
+                    &h.target,
+                    HookEvent::Release,
+                    self.cfg.hook_timeout,
+                );
+            }
+            if h.phase == Phase::Releasing && !h.writing {
+                if !exists {
+                    self.held.remove(&name);
+                    continue;
+                }
+                h.writing = true;
+                let lease = h.lease.clone();
+                self.spawn_release(name.clone(), lease);
+                continue;
+            }
+            if h.renews() && !h.writing {
+                if now >= h.renew_due() {
+                    h.writing = true;
+                    let lease = h.lease.clone();
+                    let d = h.duration;
+                    self.spawn_write(name.clone(), lease, d, false);
+                } else {
+                    wake = wake.min(h.renew_due());
+                }
+            }
+            if let Some(h) = self.held.get(&name)
+                && h.renews()
+            {
+                wake = wake.min(h.deadline());
+            }
+        }
+        if self.synced && !self.stopping {
+            wake = wake.min(self.acquire_pass(now_ms));
+        }
+        wake
+    }
+
+    /// Starts acquisitions of the Leases desired for us, and releases stray ones held by us.
+    fn acquire_pass(&mut self, now_ms: i64) -> Instant {
+        let me = self.cfg.identity.clone();
+        let mut wake_ms = i64::MAX;
+        let mut acquire = Vec::new();
+        let mut strays = Vec::new();
+        let now = Instant::now();
+        self.not_before.retain(|_, t| *t > now);
+        for (name, s) in &self.seen {
+            if self.held.contains_key(name)
+                || self.orphans.contains(name)
+                || self.not_before.contains_key(name)
+            {
+                continue;
+            }
+            let LeaseRole::Target(target) = &s.view.role else {
+                continue;
+            };
+            if s.view.desired.as_deref() != Some(me.as_str()) {
+                if s.view.holding.holder.as_deref() == Some(me.as_str()) {
+                    strays.push((name.clone(), s.lease.clone()));
+                }
+                continue;
+            }
+            match election::decide(&s.observed, &me, now_ms) {
+                Action::Acquire | Action::Renew => {
+                    let secs = s
+                        .view
+                        .desired_duration_s
+                        .map(|d| u64::try_from(d).unwrap_or(1))
+                        .unwrap_or(self.cfg.default_lease_duration.as_secs())
+                        .max(1);
+                    acquire.push((
+                        name.clone(),
+                        target.clone(),
+                        s.lease.clone(),
+                        Duration::from_secs(secs),
+                    ));
+                }
+                Action::Wait { until_ms } => wake_ms = wake_ms.min(until_ms),
+            }
+        }
+        for (name, target, lease, duration) in acquire {
+            tracing::debug!(%target, "acquiring");
+            self.held.insert(
+                name.clone(),
+                Held {
+                    target,
+                    duration,
+                    lease: lease.clone(),
+                    renewed: Instant::now(),
+                    phase: Phase::Acquiring,
+                    writing: true,
+                    retry_at: Instant::now(),
+                    starting: None,
+                },
+            );
+            self.spawn_write(name, lease, duration, true);
+        }
+        for (name, lease) in strays {
+            tracing::info!(lease = %name, "releasing a lease held by this identity but not desired for it");
+            self.orphans.insert(name.clone());
+            self.spawn_release(name, lease);
+        }
+        let delay = u64::try_from(wake_ms.saturating_sub(now_ms)).unwrap_or(0);
+        let wake = now + Duration::from_millis(delay.min(3_600_000));
+        self.not_before.values().copied().fold(wake, Instant::min)
+    }
+
+    /// Acquire (`acquiring`) or renew: a PUT of `held_by` with the copy's resourceVersion.
+    fn spawn_write(&mut self, name: String, lease: Lease, duration: Duration, acquiring: bool) {
+        let api = self.api.clone();
+        let me = self.cfg.identity.clone();
+        let writes = self.writes.clone();
+        let secs = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
+        self.tasks.spawn(async move {
+            let _permit = writes.acquire_owned().await;
+            let sent = Instant::now();
+            let next = protocol::held_by(&lease, &me, jiff::Timestamp::now(), secs);
+            let result = put(&api, &name, &next, duration / 3).await;
+            if acquiring {
+                Done::Acquired { name, sent, result }
+            } else {
+                Done::Renewed { name, sent, result }
+            }
+        });
+    }
+
+    /// Release: a PUT of `released`; on a 409, re-read and release again only if still ours.
+    fn spawn_release(&mut self, name: String, lease: Lease) {
+        let api = self.api.clone();
+        let me = self.cfg.identity.clone();
+        let writes = self.writes.clone();
+        self.tasks.spawn(async move {
+            let _permit = writes.acquire_owned().await;
+            let mut lease = lease;
+            let mut result = Err("lease kept changing".to_owned());
+            for _ in 0..RELEASE_TRIES {
+                let next = protocol::released(&lease, jiff::Timestamp::now());
+                match put(&api, &name, &next, RELEASE_TIMEOUT).await {
+                    Ok(written) => {
+                        result = Ok(Some(written));
+                        break;
+                    }
+                    Err(WriteError::NotFound) => {
+                        result = Ok(None);
+                        break;
+                    }
+                    Err(WriteError::Conflict(Some(fresh))) => {
+                        if Holding::of(fresh.spec.as_ref()).holder.as_deref() != Some(me.as_str()) {
+                            result = Ok(Some(*fresh));
+                            break;
+                        }
+                        lease = *fresh;
+                    }
+                    Err(WriteError::Conflict(None)) => {
+                        result = Err("conflict, and the re-read failed".to_owned());
+                        break;
+                    }
+                    Err(WriteError::Other(e)) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            Done::Released { name, result }
+        });
+    }
+
+    fn publish(&self) {
+        let now: BTreeSet<String> = self
+            .held
+            .values()
+            .filter(|h| h.phase != Phase::Acquiring)
+            .map(|h| h.target.clone())
+            .collect();
+        self.published.send_if_modified(|cur| {
+            if *cur == now {
+                false
+            } else {
+                *cur = now;
+                true
+            }
+        });
+    }
+}
+
+/// Runs one hook as an owned task and reports back.
+fn spawn_hook(
+    tasks: &mut JoinSet<Done>,
+    hooks: &Arc<dyn Hooks>,
+    name: &str,
+    target: &str,
+    event: HookEvent,
+    timeout: Duration,
+) -> AbortHandle {
+    let hooks = hooks.clone();
+    let name = name.to_owned();
+    let target = target.to_owned();
+    tasks.spawn(async move {
+        let result = call_bounded(hooks, event, target, timeout).await;
+        Done::Hook {
+            name,
+            event,
+            result,
+        }
+    })
+}
+
+/// PUT with the copy's resourceVersion, bounded by `timeout`; a 409 reads a fresh copy.
+async fn put(
+    api: &Api<Lease>,
+    name: &str,
+    lease: &Lease,
+    timeout: Duration,
+) -> Result<Lease, WriteError> {
+    let timeout = timeout.max(Duration::from_millis(200));
+    let res = tokio::time::timeout(timeout, api.replace(name, &PostParams::default(), lease)).await;
+    match res {
+        Ok(Ok(l)) => Ok(l),
+        Ok(Err(kube::Error::Api(s))) if s.code == 404 => Err(WriteError::NotFound),
+        Ok(Err(e)) if is_conflict(&e) => {
+            let fresh = tokio::time::timeout(timeout, api.get_opt(name)).await;
+            match fresh {
+                Ok(Ok(Some(l))) => Err(WriteError::Conflict(Some(Box::new(l)))),
+                Ok(Ok(None)) => Err(WriteError::NotFound),
+                _ => Err(WriteError::Conflict(None)),
+            }
+        }
+        Ok(Err(e)) => Err(WriteError::Other(e.to_string())),
+        Err(_) => Err(WriteError::Other(format!("no answer within {timeout:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(rv: &str) -> Lease {
+        let mut l = Lease::default();
+        l.metadata.resource_version = Some(rv.into());
+        l
+    }
+
+    #[test]
+    fn newer_versions() {
+        assert!(is_newer(&lease("10"), &lease("9")));
+        assert!(!is_newer(&lease("9"), &lease("10")));
+        assert!(!is_newer(&lease("10"), &lease("10")));
+        assert!(is_newer(&lease("b"), &lease("a")));
+        assert!(!is_newer(&lease("a"), &lease("a")));
+    }
+}

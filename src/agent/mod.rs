@@ -1,0 +1,182 @@
+//! `leasehold agent`: the member side of the protocol (`docs/protocol.md`), run beside a member
+//! app as a sidecar or embedded as a library. It watches its cluster's Leases, takes the target
+//! Leases whose desired owner is this member (only when free, already ours, or expired by our
+//! own observation), renews what it holds, hands a target over when the desired owner changes
+//! (stop work, then release), and releases everything on shutdown. It also stands in the
+//! cluster's leader election (`k8s::election`).
+//!
+//! It writes only the holder side of a Lease (`spec`, via `protocol::held_by` / `released`),
+//! every write a compare-and-swap on `resourceVersion`; it never writes desired owners.
+//! `member` holds the decision loop, `hooks` the ways of telling the app.
+
+pub mod hooks;
+mod member;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tracing::Instrument as _;
+
+use crate::k8s::election::{self, ElectionConfig, LeaderElector};
+use crate::protocol::{self, names};
+
+pub use self::hooks::{CommandHooks, HookEvent, Hooks, HttpHooks, NoHooks};
+
+/// Default prefix of Lease names.
+pub const DEFAULT_LEASE_PREFIX: &str = "leasehold";
+/// Default lease duration when a target Lease has no `leasehold.io/lease-duration-seconds`
+/// (client-go's 15 s).
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+/// Default bound on one hook call. Kept under a third of the default duration: a member that
+/// loses its Lease (renew deadline at 2/3) must have stopped the work before the Lease expires.
+pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default bound on concurrent Lease writes (a rebalance can move many targets at once; the
+/// API server's mutating-call budget is shared with everyone).
+pub const DEFAULT_MAX_PARALLEL: usize = 16;
+
+/// Settings of one member agent.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The cluster (value of `leasehold.io/cluster`).
+    pub cluster: String,
+    /// Namespace of the cluster's Leases.
+    pub namespace: String,
+    /// This member's identity: its pod name, as the control plane writes it in desired owners.
+    pub identity: String,
+    /// Prefix of Lease names (`<prefix>-<cluster>-…`).
+    pub lease_prefix: String,
+    /// Duration promised on a target Lease without a duration annotation; also the leader
+    /// Lease's duration.
+    pub default_lease_duration: Duration,
+    /// Bound on each hook call.
+    pub hook_timeout: Duration,
+    /// Bound on concurrent Lease writes.
+    pub max_parallel: usize,
+}
+
+impl AgentConfig {
+    /// Settings with the defaults above.
+    pub fn new(cluster: &str, namespace: &str, identity: &str) -> Self {
+        Self {
+            cluster: cluster.to_owned(),
+            namespace: namespace.to_owned(),
+            identity: identity.to_owned(),
+            lease_prefix: DEFAULT_LEASE_PREFIX.to_owned(),
+            default_lease_duration: DEFAULT_LEASE_DURATION,
+            hook_timeout: DEFAULT_HOOK_TIMEOUT,
+            max_parallel: DEFAULT_MAX_PARALLEL,
+        }
+    }
+
+    /// The leader election this member takes part in: the cluster's leader Lease, the default
+    /// duration, and a retry period of at most 2 s and at most a quarter of the duration (so
+    /// that short test durations still leave several renewals before the renew deadline).
+    pub fn election(&self) -> ElectionConfig {
+        let mut cfg = ElectionConfig::new(
+            &self.namespace,
+            &names::leader_lease(&self.lease_prefix, &self.cluster),
+            &self.identity,
+        )
+        .with_duration(self.default_lease_duration);
+        cfg.retry_period = election::DEFAULT_RETRY_PERIOD.min(self.default_lease_duration / 4);
+        cfg.labels = BTreeMap::from([
+            (protocol::LABEL_CLUSTER.to_owned(), self.cluster.clone()),
+            (
+                protocol::LABEL_ROLE.to_owned(),
+                protocol::ROLE_LEADER.to_owned(),
+            ),
+        ]);
+        cfg
+    }
+}
+
+/// A member agent. Create it, take the state receivers you need, then [`Agent::run`] it.
+pub struct Agent {
+    cfg: AgentConfig,
+    hooks: Arc<dyn Hooks>,
+    held: watch::Sender<BTreeSet<String>>,
+    leading: watch::Sender<bool>,
+}
+
+impl Agent {
+    /// An agent with these settings and hooks.
+    pub fn new(cfg: AgentConfig, hooks: Arc<dyn Hooks>) -> Self {
+        Self {
+            cfg,
+            hooks,
+            held: watch::Sender::new(BTreeSet::new()),
+            leading: watch::Sender::new(false),
+        }
+    }
+
+    /// Target keys whose Lease this member holds (from a successful acquire until the release
+    /// is written or the Lease is given up). Keeps its last value after the agent stops.
+    pub fn held(&self) -> watch::Receiver<BTreeSet<String>> {
+        self.held.subscribe()
+    }
+
+    /// Whether this member is the cluster's elected leader.
+    pub fn leader(&self) -> watch::Receiver<bool> {
+        self.leading.subscribe()
+    }
+
+    /// Runs until `shutdown` completes, then releases everything it holds (stopping the work
+    /// first) and the leader Lease, and returns. Returns an error only if one of its own tasks
+    /// died; API errors are logged and retried.
+    pub async fn run(
+        self,
+        client: kube::Client,
+        shutdown: impl Future<Output = ()>,
+    ) -> anyhow::Result<()> {
+        let span = tracing::info_span!("agent", cluster = %self.cfg.cluster, identity = %self.cfg.identity);
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let stopped = |mut rx: watch::Receiver<bool>| async move {
+            // A dropped sender also means stop.
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        let elector = LeaderElector::new(self.cfg.election()).run(
+            client.clone(),
+            self.leading.clone(),
+            stopped(stop_rx.clone()),
+        );
+        let member = member::Member::new(client, self.cfg, self.hooks, self.held);
+        let members = member.run(stopped(stop_rx));
+        async move {
+            tokio::pin!(members, elector, shutdown);
+            let (mut elector_done, mut stopping) = (false, false);
+            // Both loops run until stopped; the member loop ends early only when one of its
+            // tasks died, and then the elector is stopped (and releases) too.
+            let res = loop {
+                tokio::select! {
+                    res = &mut members => break res,
+                    () = &mut elector, if !elector_done => elector_done = true,
+                    () = &mut shutdown, if !stopping => {
+                        tracing::info!("shutting down: releasing held leases");
+                        stopping = true;
+                        stop_tx.send_replace(true);
+                    }
+                }
+            };
+            stop_tx.send_replace(true);
+            if !elector_done {
+                elector.await;
+            }
+            res
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+/// Runs a member agent until `shutdown` (see [`Agent::run`]).
+pub async fn run(
+    client: kube::Client,
+    cfg: AgentConfig,
+    hooks: Arc<dyn Hooks>,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    Agent::new(cfg, hooks).run(client, shutdown).await
+}

@@ -1,0 +1,222 @@
+//! `InvariantChecker`: records when each member starts and stops working on each target and
+//! flags any moment two members work on one target at once. Work on a target counts from the
+//! start of `on_acquire` to the end of `on_release` (or a crash). Use [`InvariantChecker::hooks`]
+//! to get agent hooks that record into it, or call `acquired`/`released` yourself.
+//!
+//! It records rather than panics inside hooks (a panic there would only kill an agent task);
+//! tests call [`InvariantChecker::assert_ok`] at the end.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use futures::FutureExt as _;
+use futures::future::BoxFuture;
+use leasehold::agent::Hooks;
+
+/// What happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `on_acquire` started: the member works on the target from now.
+    Acquired,
+    /// `on_release` finished: the member no longer works on it.
+    Released,
+    /// The member crashed: it no longer works on anything.
+    Crashed,
+}
+
+/// One recorded hook call.
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub at: Instant,
+    pub target: String,
+    pub member: String,
+    pub kind: Kind,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Who works on each target now, since when.
+    working: BTreeMap<String, BTreeMap<String, Instant>>,
+    log: Vec<Record>,
+    violations: Vec<String>,
+}
+
+/// Shared recorder of who works on what; clone it freely.
+#[derive(Clone, Default)]
+pub struct InvariantChecker {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl InvariantChecker {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `member` starts working on `target`; a violation if anyone else works on it now.
+    pub fn acquired(&self, target: &str, member: &str) {
+        let now = Instant::now();
+        let mut g = self.lock();
+        let workers = g.working.entry(target.to_owned()).or_default();
+        let others: Vec<String> = workers.keys().filter(|m| *m != member).cloned().collect();
+        workers.insert(member.to_owned(), now);
+        if !others.is_empty() {
+            g.violations.push(format!(
+                "{member} started on {target:?} while {others:?} still worked on it"
+            ));
+        }
+        g.log.push(Record {
+            at: now,
+            target: target.to_owned(),
+            member: member.to_owned(),
+            kind: Kind::Acquired,
+        });
+    }
+
+    /// `member` stopped working on `target`.
+    pub fn released(&self, target: &str, member: &str) {
+        let now = Instant::now();
+        let mut g = self.lock();
+        if let Some(w) = g.working.get_mut(target) {
+            w.remove(member);
+        }
+        g.log.push(Record {
+            at: now,
+            target: target.to_owned(),
+            member: member.to_owned(),
+            kind: Kind::Released,
+        });
+    }
+
+    /// `member` crashed (its agent task was aborted): all its work ends now.
+    pub fn crashed(&self, member: &str) {
+        let now = Instant::now();
+        let mut g = self.lock();
+        let mut ended = Vec::new();
+        for (target, w) in g.working.iter_mut() {
+            if w.remove(member).is_some() {
+                ended.push(target.clone());
+            }
+        }
+        for target in ended {
+            g.log.push(Record {
+                at: now,
+                target,
+                member: member.to_owned(),
+                kind: Kind::Crashed,
+            });
+        }
+    }
+
+    /// Who works on `target` now.
+    pub fn workers(&self, target: &str) -> Vec<String> {
+        self.lock()
+            .working
+            .get(target)
+            .map(|w| w.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Targets `member` works on now.
+    pub fn working_on(&self, member: &str) -> Vec<String> {
+        self.lock()
+            .working
+            .iter()
+            .filter(|(_, w)| w.contains_key(member))
+            .map(|(t, _)| t.clone())
+            .collect()
+    }
+
+    /// Every record, in order.
+    pub fn log(&self) -> Vec<Record> {
+        self.lock().log.clone()
+    }
+
+    /// Records of one target, in order.
+    pub fn log_of(&self, target: &str) -> Vec<Record> {
+        self.log()
+            .into_iter()
+            .filter(|r| r.target == target)
+            .collect()
+    }
+
+    /// Overlaps seen so far.
+    pub fn violations(&self) -> Vec<String> {
+        self.lock().violations.clone()
+    }
+
+    /// Panics if two members ever worked on one target at once.
+    #[track_caller]
+    pub fn assert_ok(&self) {
+        let v = self.violations();
+        assert!(
+            v.is_empty(),
+            "ownership invariant violated:\n{}",
+            v.join("\n")
+        );
+    }
+
+    /// For each handoff of a target from one member to another: the time from the old
+    /// member's end of work (release or crash) to the new member's start.
+    pub fn handoffs(&self) -> Vec<(String, Duration)> {
+        let mut last_end: BTreeMap<String, (String, Instant)> = BTreeMap::new();
+        let mut out = Vec::new();
+        for r in self.log() {
+            match r.kind {
+                Kind::Released | Kind::Crashed => {
+                    last_end.insert(r.target.clone(), (r.member.clone(), r.at));
+                }
+                Kind::Acquired => {
+                    if let Some((from, at)) = last_end.remove(&r.target)
+                        && from != r.member
+                    {
+                        out.push((r.target.clone(), r.at.duration_since(at)));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Agent hooks for `member` that record into this checker; `work` is how long each hook
+    /// takes (to widen race windows).
+    pub fn hooks(&self, member: &str, work: Duration) -> Arc<dyn Hooks> {
+        Arc::new(RecordingHooks {
+            checker: self.clone(),
+            member: member.to_owned(),
+            work,
+        })
+    }
+}
+
+struct RecordingHooks {
+    checker: InvariantChecker,
+    member: String,
+    work: Duration,
+}
+
+impl Hooks for RecordingHooks {
+    fn on_acquire(&self, target: &str) -> BoxFuture<'_, Result<(), String>> {
+        self.checker.acquired(target, &self.member);
+        let work = self.work;
+        async move {
+            tokio::time::sleep(work).await;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn on_release(&self, target: &str) -> BoxFuture<'_, Result<(), String>> {
+        let target = target.to_owned();
+        async move {
+            tokio::time::sleep(self.work).await;
+            self.checker.released(&target, &self.member);
+            Ok(())
+        }
+        .boxed()
+    }
+}
