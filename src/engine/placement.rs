@@ -41,7 +41,8 @@ pub fn alive(i: &Instance) -> bool {
 }
 
 /// The planner's view of the model's instances. A member whose Leases expire although its pod
-/// is ready has a hung agent: it receives nothing and its targets fail over.
+/// is ready may have a hung agent: it receives nothing new (its expired targets fail over; the
+/// ones it still renews stay).
 pub fn members(model: &ClusterModel) -> Vec<Member> {
     let hung: HashSet<&str> = model
         .targets
@@ -55,9 +56,7 @@ pub fn members(model: &ClusterModel) -> Vec<Member> {
         .map(|i| Member {
             id: i.name.clone(),
             capacity: i.capacity.max(1),
-            state: if hung.contains(i.name.as_str()) {
-                MemberState::Draining
-            } else if i.eligible() {
+            state: if i.eligible() && !hung.contains(i.name.as_str()) {
                 MemberState::Active
             } else if alive(i) {
                 MemberState::Cordoned
