@@ -28,9 +28,7 @@ pub(super) enum Phase {
     Working,
     /// `on_release` is running; `release` says whether a release write follows (false when
     /// the Lease was lost or deleted).
-    Stopping {
-        release: bool,
-    },
+    Stopping { release: bool },
     /// The work has stopped; the release PUT is due or in flight.
     Releasing,
 }
