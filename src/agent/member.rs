@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::{Semaphore, watch};
@@ -30,77 +30,16 @@ use tokio::time::Instant;
 
 use super::AgentConfig;
 use super::hooks::{HookEvent, Hooks, call_bounded};
-use crate::k8s::election::{self, Action, is_conflict};
-use crate::protocol::{self, Holding, LeaseRole, LeaseView, Observation};
+use super::state::{Held, Phase, Seen, is_newer};
+use super::writes::{self, WriteError};
+use crate::k8s::election::{self, Action};
+use crate::protocol::{self, LeaseRole, Observation};
 
 /// Longest time between two decision passes when nothing happens.
 const TICK: Duration = Duration::from_secs(1);
-/// Bound on a release write (renewals and acquisitions are bounded by a third of the duration).
-const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Tries of a release that keeps meeting 409s (each after a fresh GET).
-const RELEASE_TRIES: usize = 3;
 /// Pause before retrying a write that failed for another reason than a 409 (a 409 is
 /// re-decided at once on the fresh copy).
 const WRITE_BACKOFF: Duration = Duration::from_millis(250);
-
-/// A Lease of the cluster as last seen.
-struct Seen {
-    lease: Lease,
-    view: LeaseView,
-    observed: Observation,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Acquiring,
-    Starting,
-    Working,
-    /// `on_release` is running; `release` says whether a release write follows (false when
-    /// the Lease was lost or deleted).
-    Stopping {
-        release: bool,
-    },
-    Releasing,
-}
-
-/// A Lease this member holds or is acquiring.
-struct Held {
-    target: String,
-    duration: Duration,
-    /// The freshest copy known (written by us or seen by the watcher): the CAS base.
-    lease: Lease,
-    /// When the last successful write holding it was sent.
-    renewed: Instant,
-    phase: Phase,
-    writing: bool,
-    /// No renewal before this (set after a failed one).
-    retry_at: Instant,
-    /// The running `on_acquire`, aborted if the Lease is lost meanwhile.
-    starting: Option<AbortHandle>,
-}
-
-impl Held {
-    fn renew_due(&self) -> Instant {
-        (self.renewed + self.duration / 3).max(self.retry_at)
-    }
-    fn deadline(&self) -> Instant {
-        self.renewed + self.duration * 2 / 3
-    }
-    fn renews(&self) -> bool {
-        matches!(
-            self.phase,
-            Phase::Starting | Phase::Working | Phase::Stopping { release: true }
-        )
-    }
-}
-
-/// Why a write did not go through.
-enum WriteError {
-    /// 409; carries a fresh copy read after it, if the read worked.
-    Conflict(Option<Box<Lease>>),
-    NotFound,
-    Other(String),
-}
 
 /// What a task reports back.
 enum Done {
@@ -143,17 +82,6 @@ pub(super) struct Member {
     writes: Arc<Semaphore>,
     synced: bool,
     stopping: bool,
-}
-
-/// Whether `candidate` is a newer version than `current`. resourceVersions are opaque, but the
-/// watcher and our own write answers interleave; when both are integers (etcd revisions) the
-/// larger wins, otherwise the later arrival does.
-fn is_newer(candidate: &Lease, current: &Lease) -> bool {
-    let rv = |l: &Lease| l.metadata.resource_version.clone().unwrap_or_default();
-    match (rv(candidate).parse::<u64>(), rv(current).parse::<u64>()) {
-        (Ok(a), Ok(b)) => a > b,
-        _ => rv(candidate) != rv(current),
-    }
 }
 
 impl Member {
@@ -608,17 +536,15 @@ impl Member {
         self.not_before.values().copied().fold(wake, Instant::min)
     }
 
-    /// Acquire (`acquiring`) or renew: a PUT of `held_by` with the copy's resourceVersion.
+    /// Acquire (`acquiring`) or renew, as an owned task within the write budget.
     fn spawn_write(&mut self, name: String, lease: Lease, duration: Duration, acquiring: bool) {
         let api = self.api.clone();
         let me = self.cfg.identity.clone();
         let writes = self.writes.clone();
-        let secs = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
         self.tasks.spawn(async move {
             let _permit = writes.acquire_owned().await;
             let sent = Instant::now();
-            let next = protocol::held_by(&lease, &me, jiff::Timestamp::now(), secs);
-            let result = put(&api, &name, &next, duration / 3).await;
+            let result = writes::hold(&api, &name, &lease, &me, duration).await;
             if acquiring {
                 Done::Acquired { name, sent, result }
             } else {
@@ -627,43 +553,14 @@ impl Member {
         });
     }
 
-    /// Release: a PUT of `released`; on a 409, re-read and release again only if still ours.
+    /// Release, as an owned task within the write budget.
     fn spawn_release(&mut self, name: String, lease: Lease) {
         let api = self.api.clone();
         let me = self.cfg.identity.clone();
         let writes = self.writes.clone();
         self.tasks.spawn(async move {
             let _permit = writes.acquire_owned().await;
-            let mut lease = lease;
-            let mut result = Err("lease kept changing".to_owned());
-            for _ in 0..RELEASE_TRIES {
-                let next = protocol::released(&lease, jiff::Timestamp::now());
-                match put(&api, &name, &next, RELEASE_TIMEOUT).await {
-                    Ok(written) => {
-                        result = Ok(Some(written));
-                        break;
-                    }
-                    Err(WriteError::NotFound) => {
-                        result = Ok(None);
-                        break;
-                    }
-                    Err(WriteError::Conflict(Some(fresh))) => {
-                        if Holding::of(fresh.spec.as_ref()).holder.as_deref() != Some(me.as_str()) {
-                            result = Ok(Some(*fresh));
-                            break;
-                        }
-                        lease = *fresh;
-                    }
-                    Err(WriteError::Conflict(None)) => {
-                        result = Err("conflict, and the re-read failed".to_owned());
-                        break;
-                    }
-                    Err(WriteError::Other(e)) => {
-                        result = Err(e);
-                        break;
-                    }
-                }
-            }
+            let result = writes::release(&api, &name, lease, &me).await;
             Done::Released { name, result }
         });
     }
@@ -706,49 +603,4 @@ fn spawn_hook(
             result,
         }
     })
-}
-
-/// PUT with the copy's resourceVersion, bounded by `timeout`; a 409 reads a fresh copy.
-async fn put(
-    api: &Api<Lease>,
-    name: &str,
-    lease: &Lease,
-    timeout: Duration,
-) -> Result<Lease, WriteError> {
-    let timeout = timeout.max(Duration::from_millis(200));
-    let res = tokio::time::timeout(timeout, api.replace(name, &PostParams::default(), lease)).await;
-    match res {
-        Ok(Ok(l)) => Ok(l),
-        Ok(Err(kube::Error::Api(s))) if s.code == 404 => Err(WriteError::NotFound),
-        Ok(Err(e)) if is_conflict(&e) => {
-            let fresh = tokio::time::timeout(timeout, api.get_opt(name)).await;
-            match fresh {
-                Ok(Ok(Some(l))) => Err(WriteError::Conflict(Some(Box::new(l)))),
-                Ok(Ok(None)) => Err(WriteError::NotFound),
-                _ => Err(WriteError::Conflict(None)),
-            }
-        }
-        Ok(Err(e)) => Err(WriteError::Other(e.to_string())),
-        Err(_) => Err(WriteError::Other(format!("no answer within {timeout:?}"))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn lease(rv: &str) -> Lease {
-        let mut l = Lease::default();
-        l.metadata.resource_version = Some(rv.into());
-        l
-    }
-
-    #[test]
-    fn newer_versions() {
-        assert!(is_newer(&lease("10"), &lease("9")));
-        assert!(!is_newer(&lease("9"), &lease("10")));
-        assert!(!is_newer(&lease("10"), &lease("10")));
-        assert!(is_newer(&lease("b"), &lease("a")));
-        assert!(!is_newer(&lease("a"), &lease("a")));
-    }
 }

@@ -7,10 +7,13 @@
 //!
 //! It writes only the holder side of a Lease (`spec`, via `protocol::held_by` / `released`),
 //! every write a compare-and-swap on `resourceVersion`; it never writes desired owners.
-//! `member` holds the decision loop, `hooks` the ways of telling the app.
+//! `member` holds the decision loop, `state` what it keeps per Lease, `writes` the Lease writes,
+//! `hooks` the ways of telling the app.
 
 pub mod hooks;
 mod member;
+mod state;
+mod writes;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;

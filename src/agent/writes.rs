@@ -1,0 +1,96 @@
+//! The agent's Lease writes: each one a PUT of a `protocol` change with the `resourceVersion`
+//! of the copy it was made from (a compare-and-swap), bounded in time. A 409 never retries
+//! blindly: it reads a fresh copy and hands it back for the caller to re-decide on; only a
+//! release re-tries by itself, and only while the fresh copy still names us.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::{Api, PostParams};
+
+use crate::k8s::election::is_conflict;
+use crate::protocol::{self, Holding};
+
+/// Bound on a release write (acquisitions and renewals are bounded by a third of the duration).
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Tries of a release that keeps meeting 409s (each after a fresh GET).
+const RELEASE_TRIES: usize = 3;
+/// Shortest bound on one write, whatever the duration.
+const MIN_WRITE_TIMEOUT: Duration = Duration::from_millis(200);
+
+/// Why a write did not go through.
+pub(super) enum WriteError {
+    /// 409; carries a fresh copy read after it, if the read worked.
+    Conflict(Option<Box<Lease>>),
+    /// The Lease is gone.
+    NotFound,
+    /// Anything else (timeouts, connection errors, other statuses).
+    Other(String),
+}
+
+/// Acquire or renew: `protocol::held_by(lease, me, now, duration)`, bounded by a third of the
+/// duration (a later answer could not keep the Lease anyway).
+pub(super) async fn hold(
+    api: &Api<Lease>,
+    name: &str,
+    lease: &Lease,
+    me: &str,
+    duration: Duration,
+) -> Result<Lease, WriteError> {
+    let secs = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
+    let next = protocol::held_by(lease, me, jiff::Timestamp::now(), secs);
+    put(api, name, &next, duration / 3).await
+}
+
+/// Release: `protocol::released`; on a 409, release the fresh copy again only if it still
+/// names us. Returns the Lease as last written or read (None when it is gone).
+pub(super) async fn release(
+    api: &Api<Lease>,
+    name: &str,
+    mut lease: Lease,
+    me: &str,
+) -> Result<Option<Lease>, String> {
+    for _ in 0..RELEASE_TRIES {
+        let next = protocol::released(&lease, jiff::Timestamp::now());
+        match put(api, name, &next, RELEASE_TIMEOUT).await {
+            Ok(written) => return Ok(Some(written)),
+            Err(WriteError::NotFound) => return Ok(None),
+            Err(WriteError::Conflict(Some(fresh))) => {
+                if Holding::of(fresh.spec.as_ref()).holder.as_deref() != Some(me) {
+                    return Ok(Some(*fresh));
+                }
+                lease = *fresh;
+            }
+            Err(WriteError::Conflict(None)) => {
+                return Err("conflict, and the re-read failed".to_owned());
+            }
+            Err(WriteError::Other(e)) => return Err(e),
+        }
+    }
+    Err("the lease kept changing".to_owned())
+}
+
+/// PUT with the copy's resourceVersion, bounded by `timeout`; a 409 reads a fresh copy.
+async fn put(
+    api: &Api<Lease>,
+    name: &str,
+    lease: &Lease,
+    timeout: Duration,
+) -> Result<Lease, WriteError> {
+    let timeout = timeout.max(MIN_WRITE_TIMEOUT);
+    let res = tokio::time::timeout(timeout, api.replace(name, &PostParams::default(), lease)).await;
+    match res {
+        Ok(Ok(l)) => Ok(l),
+        Ok(Err(kube::Error::Api(s))) if s.code == 404 => Err(WriteError::NotFound),
+        Ok(Err(e)) if is_conflict(&e) => {
+            let fresh = tokio::time::timeout(timeout, api.get_opt(name)).await;
+            match fresh {
+                Ok(Ok(Some(l))) => Err(WriteError::Conflict(Some(Box::new(l)))),
+                Ok(Ok(None)) => Err(WriteError::NotFound),
+                _ => Err(WriteError::Conflict(None)),
+            }
+        }
+        Ok(Err(e)) => Err(WriteError::Other(e.to_string())),
+        Err(_) => Err(WriteError::Other(format!("no answer within {timeout:?}"))),
+    }
+}
