@@ -156,9 +156,7 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         .identity
         .unwrap_or_else(|| format!("leasehold-{}", uuid::Uuid::new_v4().simple()));
     let engine = crate::engine::Engine::new(config, client, store, identity);
-    engine
-        .run(shutdown_signal())
-        .await
+    engine.run(shutdown_signal()).await
 }
 
 async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {

@@ -194,7 +194,9 @@ impl Harness {
                     p.status
                         .as_ref()
                         .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                        .is_some_and(|cs| {
+                            cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                        })
                 })
                 .count();
             (ready >= n).then_some(())
@@ -309,8 +311,14 @@ async fn three_members_share_300_targets_evenly() {
         let rows = h.history(HistoryKind::Ownership).await;
         (rows.len() == 300).then_some(rows)
     })
-    .await
-    .expect("300 ownership rows");
+    .await;
+    let owned = match owned {
+        Some(o) => o,
+        None => panic!(
+            "300 ownership rows, not {}",
+            h.history(HistoryKind::Ownership).await.len()
+        ),
+    };
     assert!(
         owned
             .iter()
@@ -327,9 +335,11 @@ async fn scaling_to_five_rebalances_with_the_fewest_moves() {
         Duration::from_secs(30),
     )
     .await;
-    eventually(Duration::from_secs(10), || async { (h.history(HistoryKind::Ownership).await.len() == 300).then_some(()) })
-        .await
-        .expect("initial placements recorded");
+    eventually(Duration::from_secs(10), || async {
+        (h.history(HistoryKind::Ownership).await.len() == 300).then_some(())
+    })
+    .await
+    .expect("initial placements recorded");
     h.add_member("c-3").await;
     h.add_member("c-4").await;
     h.wait_balanced(
@@ -447,7 +457,13 @@ async fn removing_a_live_member_drains_cordons_and_calls_the_webhook_once() {
     let h = three_members(90, &policy, "").await;
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(h.t.client.clone(), NS);
     let secret = json!({"metadata": {"name": "hook"}, "stringData": {"token": "s3cret"}});
-    secrets.create(&PostParams::default(), &serde_json::from_value(secret).unwrap()).await.unwrap();
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(secret).unwrap(),
+        )
+        .await
+        .unwrap();
     h.wait_balanced(
         &[("c-0", 30), ("c-1", 30), ("c-2", 30)],
         Duration::from_secs(30),
@@ -622,12 +638,17 @@ async fn two_control_planes_exactly_one_acts_and_the_next_finishes_a_rebalance()
     )
     .await;
     // No move lost or applied twice: each target of the plan changed hands once.
-    let rows: Vec<_> = h
-        .history(HistoryKind::Ownership)
-        .await
-        .into_iter()
-        .filter(|r| r.operation.as_deref() == Some(op.id.as_str()))
-        .collect();
+    let rows = eventually(Duration::from_secs(10), || async {
+        let rows: Vec<_> = h
+            .history(HistoryKind::Ownership)
+            .await
+            .into_iter()
+            .filter(|r| r.operation.as_deref() == Some(op.id.as_str()))
+            .collect();
+        (rows.len() >= 40).then_some(rows)
+    })
+    .await
+    .unwrap_or_default();
     let mut per_target: HashMap<String, usize> = HashMap::new();
     for r in &rows {
         *per_target.entry(r.target.clone().unwrap()).or_default() += 1;
@@ -685,6 +706,7 @@ clusters:
             .await
             .unwrap();
     }
+    let before: Vec<_> = leases.list(&ListParams::default()).await.unwrap().items;
     h.start_engine("cp-a").await;
     let m = eventually(Duration::from_secs(10), || async {
         let m = h.engine().model("lab").unwrap();

@@ -1,6 +1,8 @@
-//! Records what the index sees into history, on the acting replica only (a standby replica
-//! sees the same changes; recording is idempotent for ownership, so a change seen by both
-//! around a leadership change is stored once). Also applies the retention setting.
+//! Records what the index sees into history. Ownership changes are recorded by every replica:
+//! recording them is idempotent (keyed by the Lease's acquire time), so a change seen by several
+//! replicas is stored once and none is lost while the acting replica changes. Instance events
+//! have no such key and are recorded by the acting replica only. Also applies the retention
+//! setting.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,9 +31,6 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
             }
             Err(RecvError::Closed) => return Ok(()),
         };
-        if !inner.acting() {
-            continue;
-        }
         let result = match change {
             Change::Ownership {
                 cluster,
