@@ -41,7 +41,13 @@ struct Member {
     stop: Option<oneshot::Sender<()>>,
 }
 
+/// The tests here each run a simulator, a control plane and several agents renewing hundreds
+/// of Leases; run side by side on a 2-core machine they starve each other's renewals. One at a
+/// time keeps the timings they assert meaningful.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 struct Harness {
+    _serial: tokio::sync::MutexGuard<'static, ()>,
     t: common::TestSim,
     config: Config,
     db: tempfile::TempDir,
@@ -72,6 +78,7 @@ clusters:
 
 impl Harness {
     async fn new(yaml: &str) -> Harness {
+        let serial = SERIAL.lock().await;
         // RUST_LOG=leasehold=debug shows what the engine and agents do.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -87,6 +94,7 @@ impl Harness {
         .await
         .unwrap();
         Harness {
+            _serial: serial,
             t,
             config: Config::parse(yaml, Path::new("test.yaml")).unwrap(),
             db: tempfile::tempdir().unwrap(),

@@ -185,11 +185,15 @@ async fn join_policy(inner: &Arc<Inner>, spec: &Cluster, watch: &mut JoinWatch) 
     {
         Ok(op) => {
             info!(cluster = %spec.name, operation = %op.id, moves = op.moves.len(), proposed, %reason, "join policy");
+            watch.known = Some(eligible);
+            watch.pending = None;
         }
-        // Wait for the running operation, then look again.
-        Err(EngineError::Busy(_)) => return,
-        Err(error) => warn!(cluster = %spec.name, %error, "join policy could not plan"),
+        // Wait for the running operation, or for the watches to be fresh again, then look again.
+        Err(EngineError::Busy(_) | EngineError::Stale(_)) => {}
+        Err(error) => {
+            warn!(cluster = %spec.name, %error, "join policy could not plan");
+            watch.known = Some(eligible);
+            watch.pending = None;
+        }
     }
-    watch.known = Some(eligible);
-    watch.pending = None;
 }
