@@ -41,6 +41,9 @@ pub struct ServeArgs {
     /// This replica's identity in the control-plane election (the pod name in Kubernetes).
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
+    /// Kubeconfig to use instead of the in-cluster config or $KUBECONFIG.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// Flags of `leasehold agent`.
@@ -149,9 +152,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = crate::config::Config::load(&args.config)?;
     let store = crate::store::Store::connect(&config.database).await?;
-    let client = kube::Client::try_default()
-        .await
-        .context("connecting to Kubernetes (in-cluster or KUBECONFIG)")?;
+    let client = client(args.kubeconfig.as_deref()).await?;
     let identity = args
         .identity
         .unwrap_or_else(|| format!("leasehold-{}", uuid::Uuid::new_v4().simple()));
@@ -159,9 +160,9 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     engine.run(shutdown_signal()).await
 }
 
-async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
-    use crate::agent::{self, AgentConfig, CommandHooks, Hooks, HttpHooks, NoHooks};
-    let client = match &a.kubeconfig {
+/// A Kubernetes client from `kubeconfig`, else in-cluster config or $KUBECONFIG.
+async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading {}", path.display()))?;
@@ -171,7 +172,12 @@ async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
         None => kube::Client::try_default()
             .await
             .context("no Kubernetes config (in-cluster or KUBECONFIG)")?,
-    };
+    })
+}
+
+async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
+    use crate::agent::{self, AgentConfig, CommandHooks, Hooks, HttpHooks, NoHooks};
+    let client = client(a.kubeconfig.as_deref()).await?;
     let hooks: std::sync::Arc<dyn Hooks> = match (&a.hook_url, &a.on_acquire, &a.on_release) {
         (Some(url), _, _) => std::sync::Arc::new(HttpHooks::new(url, &a.cluster, &a.identity)),
         (None, None, None) => std::sync::Arc::new(NoHooks),

@@ -1,7 +1,8 @@
 //! The configuration file (`leasehold serve --config FILE`): which clusters Leasehold manages
 //! and how. It owns parsing (YAML) and validation; an invalid file stops start-up with the
-//! file, the field and why. It never reads Kubernetes or the environment beyond what a field
-//! names (`*_env` fields are resolved where they are used, so secrets never sit in the config).
+//! file, the field and why. It never reads Kubernetes or the environment: credentials are named
+//! (`{env: VAR}` or `{secret: {name, key}}`) and resolved where they are used, so secrets never
+//! sit in the config.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -578,12 +579,34 @@ impl Cluster {
                     "must be an http:// or https:// URL",
                 ));
             }
+            check_placeholders(&w.url)
+                .map_err(|why| ("policy.removal.webhook.url".to_owned(), why))?;
             if http::Method::from_bytes(w.method.as_bytes()).is_err() {
                 return Err(bad("policy.removal.webhook.method", "not an HTTP method"));
             }
         }
         Ok(())
     }
+}
+
+/// Checks the `{…}` placeholders of a webhook URL template.
+fn check_placeholders(template: &str) -> Result<(), String> {
+    let mut rest = template;
+    while let Some(start) = rest.find('{') {
+        let Some(len) = rest[start..].find('}') else {
+            return Err("has an unclosed {".into());
+        };
+        let name = &rest[start + 1..start + len];
+        let known = matches!(name, "cluster" | "namespace" | "instance" | "ip" | "dns")
+            || name.strip_prefix("role:").is_some_and(|r| !r.is_empty());
+        if !known {
+            return Err(format!(
+                "unknown placeholder {{{name}}} (known: {{cluster}}, {{namespace}}, {{instance}}, {{ip}}, {{dns}}, {{role:NAME}})"
+            ));
+        }
+        rest = &rest[start + len + 1..];
+    }
+    Ok(())
 }
 
 /// YAML 1.2 reading: only `true`/`false` are booleans and `0012` stays text, so keys such as
@@ -662,6 +685,14 @@ mod tests {
         assert!(e.starts_with("test.yaml: ") && e.contains("polcy"), "{e}");
         let e = parse(&format!("{base}  policy: {{lease_duration: soon}}\n")).unwrap_err();
         assert!(e.contains("\"soon\" is not a duration"), "{e}");
+        let e = parse(&format!(
+            "{base}  policy: {{removal: {{webhook: {{url: \"http://x/{{who}}\"}}}}}}\n"
+        ))
+        .unwrap_err();
+        assert!(
+            e.contains("policy.removal.webhook.url: unknown placeholder {who}"),
+            "{e}"
+        );
         let e = parse(&base.replace("[x]", "[x, {key: x}]")).unwrap_err();
         assert!(
             e.contains("targets.inline[1].key: \"x\" is listed twice"),

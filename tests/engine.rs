@@ -756,3 +756,32 @@ clusters:
     h.members.clear();
     h.finish().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn targets_released_by_a_stopped_agent_whose_pod_stays_ready_are_not_lost() {
+    let mut h = three_members_with(config_yaml_with(30, LEASE_S, "on_join: off", "")).await;
+    h.wait_balanced(
+        &[("c-0", 10), ("c-1", 10), ("c-2", 10)],
+        Duration::from_secs(30),
+    )
+    .await;
+    // The agent stops gracefully (releases everything) but the pod stays Ready.
+    let mut m = h.members.remove("c-1").unwrap();
+    m.stop.take().unwrap().send(()).unwrap();
+    m.task.await.unwrap().unwrap();
+    let stopped = Instant::now();
+    h.wait_balanced(
+        &[("c-0", 15), ("c-2", 15)],
+        Duration::from_secs(3 * LEASE_S + 2),
+    )
+    .await;
+    eprintln!(
+        "released targets placed again after {:?}",
+        stopped.elapsed()
+    );
+    assert!(
+        h.model().instance("c-1").unwrap().ready,
+        "the pod stayed ready"
+    );
+    h.finish().await;
+}

@@ -100,6 +100,12 @@ impl Inner {
             .ok_or_else(|| EngineError::UnknownCluster(name.to_owned()))
     }
 
+    /// The cluster's target lease duration, in milliseconds.
+    pub fn duration_ms(&self, cluster: &str) -> Result<i64, EngineError> {
+        let ms = self.cluster(cluster)?.policy.lease_duration.as_millis();
+        Ok(i64::try_from(ms).unwrap_or(i64::MAX))
+    }
+
     pub fn model(&self, cluster: &str) -> Option<ClusterModel> {
         self.shared.read(|ix| ix.model(cluster, Timestamp::now()))
     }
@@ -267,9 +273,10 @@ impl Engine {
     ) -> Result<planner::Plan, EngineError> {
         let model = self.ready_model(cluster)?;
         let busy = self.inner.busy(cluster);
+        let d = self.inner.duration_ms(cluster)?;
         Ok(planner::rebalance(
-            &placement::members(&model),
-            &placement::targets(&model, &busy),
+            &placement::members(&model, d),
+            &placement::targets(&model, &busy, d),
             req.budget,
         ))
     }
@@ -285,9 +292,10 @@ impl Engine {
             });
         }
         let busy = self.inner.busy(cluster);
+        let d = self.inner.duration_ms(cluster)?;
         let plan = planner::drain(
-            &placement::members(&model),
-            &placement::targets(&model, &busy),
+            &placement::members(&model, d),
+            &placement::targets(&model, &busy, d),
             instance,
             None,
         );

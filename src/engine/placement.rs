@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 
 use crate::engine::planner::{self, Member, MemberState};
-use crate::k8s::model::{ClusterModel, Instance, TargetState};
+use crate::k8s::model::{ClusterModel, Instance, Target, TargetState};
 use crate::model::Cause;
 use crate::protocol::{Desire, Protocol};
 
@@ -40,15 +40,31 @@ pub fn alive(i: &Instance) -> bool {
     i.ready && !i.ghost && !i.terminating
 }
 
-/// The planner's view of the model's instances. A member whose Leases expire although its pod
-/// is ready may have a hung agent: it receives nothing new (its expired targets fail over; the
-/// ones it still renews stay).
-pub fn members(model: &ClusterModel) -> Vec<Member> {
+/// A desired owner that leaves its target free this long (e.g. its agent stopped while its pod
+/// stays ready) loses it, in multiples of the lease duration: long enough that a busy member
+/// still acquiring is not mistaken for an absent one.
+pub const STALLED_AFTER_DURATIONS: i64 = 2;
+
+/// Whether `t`'s desired owner is failing it: holding it expired, or leaving it free for
+/// [`STALLED_AFTER_DURATIONS`] lease durations.
+fn neglected(t: &Target, duration_ms: i64) -> bool {
+    let expired_on_desired = t.state == TargetState::Expired && t.owner == t.desired;
+    let stalled = t.desired.is_some()
+        && t.owner.is_none()
+        && t.unchanged_ms
+            .is_some_and(|ms| ms >= STALLED_AFTER_DURATIONS * duration_ms);
+    expired_on_desired || stalled
+}
+
+/// The planner's view of the model's instances. A member that neglects targets desired for it
+/// although its pod is ready (a hung or stopped agent) receives nothing new; the neglected
+/// targets fail over, the ones it still renews stay.
+pub fn members(model: &ClusterModel, duration_ms: i64) -> Vec<Member> {
     let hung: HashSet<&str> = model
         .targets
         .iter()
-        .filter(|t| t.state == TargetState::Expired && t.owner == t.desired)
-        .filter_map(|t| t.owner.as_deref())
+        .filter(|t| neglected(t, duration_ms))
+        .filter_map(|t| t.desired.as_deref())
         .collect();
     model
         .instances
@@ -68,9 +84,13 @@ pub fn members(model: &ClusterModel) -> Vec<Member> {
 }
 
 /// The planner's view of the configured targets. The owner is the desired owner when that is
-/// a live member whose hold has not expired, else the live holder; otherwise none (it needs a
-/// home). `busy` targets (in a running operation) are pinned where the operation sends them.
-pub fn targets(model: &ClusterModel, busy: &HashSet<String>) -> Vec<planner::Target> {
+/// a live member not neglecting it, else the live holder; otherwise none (it needs a home).
+/// `busy` targets (in a running operation) are pinned where the operation sends them.
+pub fn targets(
+    model: &ClusterModel,
+    busy: &HashSet<String>,
+    duration_ms: i64,
+) -> Vec<planner::Target> {
     let live: HashSet<&str> = model
         .instances
         .iter()
@@ -82,9 +102,10 @@ pub fn targets(model: &ClusterModel, busy: &HashSet<String>) -> Vec<planner::Tar
         .iter()
         .filter(|t| t.configured)
         .map(|t| {
-            let expired_on_desired = t.state == TargetState::Expired && t.owner == t.desired;
             let owner = match (&t.desired, &t.owner) {
-                (Some(d), _) if live.contains(d.as_str()) && !expired_on_desired => Some(d.clone()),
+                (Some(d), _) if live.contains(d.as_str()) && !neglected(t, duration_ms) => {
+                    Some(d.clone())
+                }
                 (None, Some(h)) if live.contains(h.as_str()) && t.state != TargetState::Expired => {
                     Some(h.clone())
                 }
@@ -110,8 +131,9 @@ pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> 
     if model.protocol == Protocol::Gnmic || !model.synced || model.stale {
         return Vec::new();
     }
-    let members = members(model);
-    let targets = targets(model, busy);
+    let duration_ms = i64::from(duration_s) * 1000;
+    let members = members(model, duration_ms);
+    let targets = targets(model, busy, duration_ms);
     let plan = planner::place(&members, &targets);
     let mut actions = Vec::new();
     for mv in plan.moves {
@@ -181,7 +203,7 @@ pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::k8s::model::{Target, TargetCounts};
+    use crate::k8s::model::TargetCounts;
 
     fn inst(name: &str, ready: bool, cordoned: bool, ghost: bool) -> Instance {
         Instance {
@@ -294,6 +316,29 @@ mod tests {
                 TargetState::Expired,
                 true,
             )],
+        );
+        assert_eq!(
+            desires(&decide(&m, 10, &HashSet::new())),
+            [("t1".into(), "b".into(), Cause::Failover)]
+        );
+    }
+
+    #[test]
+    fn a_target_left_free_by_its_desired_owner_fails_over() {
+        let mut free = target("t1", None, Some("a"), TargetState::Unassigned, true);
+        free.unchanged_ms = Some(19_999);
+        let m = model(
+            vec![inst("a", true, false, false), inst("b", true, false, false)],
+            vec![free.clone()],
+        );
+        assert!(
+            decide(&m, 10, &HashSet::new()).is_empty(),
+            "still within two durations"
+        );
+        free.unchanged_ms = Some(20_000);
+        let m = model(
+            vec![inst("a", true, false, false), inst("b", true, false, false)],
+            vec![free],
         );
         assert_eq!(
             desires(&decide(&m, 10, &HashSet::new())),

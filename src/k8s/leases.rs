@@ -47,7 +47,9 @@ pub async fn set_desire(
             return Ok(Outcome::Unchanged);
         };
         if view.as_ref().is_some_and(|v| {
-            v.desired.as_deref() == Some(desire.owner.as_str()) && v.operation == desire.operation
+            v.desired.as_deref() == Some(desire.owner.as_str())
+                && v.operation == desire.operation
+                && v.desired_duration_s == Some(desire.duration_s)
         }) {
             return Ok(Outcome::Unchanged);
         }

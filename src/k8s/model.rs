@@ -88,7 +88,8 @@ impl Instance {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TargetState {
-    /// Held (unexpired) by a live member that is also its desired owner.
+    /// Held (unexpired by our observation) by an instance that has a pod, and desired there (or
+    /// with no desired owner written).
     Owned,
     /// No holder.
     Unassigned,

@@ -251,21 +251,6 @@ pub fn with_desire(lease: &Lease, desire: &Desire) -> Lease {
     out
 }
 
-/// The leader Lease of a native cluster, free (labels only; members elect through it).
-pub fn new_leader_lease(prefix: &str, cluster: &str) -> Lease {
-    Lease {
-        metadata: ObjectMeta {
-            name: Some(names::leader_lease(prefix, cluster)),
-            labels: Some(BTreeMap::from([
-                (LABEL_CLUSTER.to_owned(), cluster.to_owned()),
-                (LABEL_ROLE.to_owned(), ROLE_LEADER.to_owned()),
-            ])),
-            ..Default::default()
-        },
-        spec: Some(LeaseSpec::default()),
-    }
-}
-
 /// `lease` taken or renewed by `me` at `now` (member side): a holder change bumps
 /// `leaseTransitions` and sets `acquireTime`, as client-go does.
 pub fn held_by(lease: &Lease, me: &str, now: Timestamp, duration_s: i32) -> Lease {
@@ -300,7 +285,9 @@ pub fn released(lease: &Lease, now: Timestamp) -> Lease {
 
 /// One observer's view of whether a Lease has expired: the holder record must stay unchanged
 /// for a full duration *by the observer's own clock* (milliseconds of any monotonic clock the
-/// caller chooses) before it counts as expired. Timestamps written by the holder are never
+/// caller chooses: members use a monotonic clock; the control plane's index is fed wall-clock
+/// times, which only affects when Leasehold *shows* a hold as expired) before it counts as
+/// expired. Timestamps written by the holder are never
 /// compared with the observer's clock, so clock skew cannot make two holders.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observation {
