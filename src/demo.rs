@@ -1,19 +1,27 @@
-//! `leasehold demo`: one command, no cluster. Today it starts the Kubernetes simulator with the
-//! fake kubelet and seeds a StatefulSet-style member set (pods, a headless and a LoadBalancer
-//! Service) and target Leases, then prints a kubeconfig so `kubectl get leases -w` works beside
-//! it. The control plane, agents and dashboard join it as they are built (see README).
+//! `leasehold demo`: one command, no cluster. It starts the Kubernetes simulator with the fake
+//! kubelet, seeds a StatefulSet-style member set (pods, a headless and a LoadBalancer Service),
+//! runs one `leasehold agent` per member and the control plane (history in
+//! `leasehold-demo.db`), and prints a kubeconfig so `kubectl get leases -w` shows targets being
+//! placed and renewed. The dashboard joins it with the HTTP layer (see README).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
+use std::sync::Arc;
+
+use tokio::task::JoinSet;
+
+use crate::agent::{Agent, AgentConfig, NoHooks};
+use crate::config::Config;
+use crate::engine::Engine;
 use crate::sim::{self, SimOptions, Simulator};
+use crate::store::Store;
 
 /// Settings of the demo.
 #[derive(Debug, Clone)]
@@ -33,35 +41,111 @@ pub const NAMESPACE: &str = "demo";
 /// The demo cluster's name (pods are `<CLUSTER>-<ordinal>`).
 pub const CLUSTER: &str = "collector";
 
+/// Where the demo keeps its history (recreated on every start).
+pub const DATABASE: &str = "leasehold-demo.db";
+
+/// The demo's configuration: one native cluster over the seeded members, its targets placed
+/// and rebalanced automatically when a member joins.
+pub fn config(targets: usize) -> anyhow::Result<Config> {
+    let list: Vec<String> = (0..targets).map(|t| format!("device-{t:05}")).collect();
+    let yaml = format!(
+        "database: sqlite:{DATABASE}
+control_plane: {{namespace: {NAMESPACE}}}
+clusters:
+- name: {CLUSTER}
+  namespace: {NAMESPACE}
+  selector: {{app: {CLUSTER}}}
+  headless_service: {CLUSTER}
+  load_balancer_service: {CLUSTER}-api
+  targets: {{inline: [{}]}}
+  policy: {{lease_duration: 10s, on_join: auto, join_settle: 3s}}
+",
+        list.join(", ")
+    );
+    Ok(Config::parse(&yaml, std::path::Path::new("<demo>"))?)
+}
+
 /// Runs the demo until Ctrl-C.
 pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     let mut simulator = Simulator::start(opts.listen, SimOptions::default()).await?;
     let client = simulator.client().await?;
     simulator.spawn_kubelet(Default::default()).await?;
-    seed(&client, opts.members, opts.targets)
+    seed(&client, opts.members)
         .await
         .context("seeding the demo cluster")?;
     std::fs::write(&opts.kubeconfig_out, simulator.kubeconfig())
         .with_context(|| format!("writing {}", opts.kubeconfig_out.display()))?;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{DATABASE}{suffix}"));
+    }
+    let config = config(opts.targets)?;
+    let store = Store::connect(&config.database).await?;
+    let engine = Engine::new(config, client.clone(), store, "leasehold-demo".into());
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut tasks = JoinSet::new();
+    for i in 0..opts.members {
+        let name = format!("{CLUSTER}-{i}");
+        let agent = Agent::new(
+            AgentConfig::new(CLUSTER, NAMESPACE, &name),
+            Arc::new(NoHooks),
+        );
+        let (client, mut stopped) = (client.clone(), stopped.clone());
+        tasks.spawn(async move {
+            agent
+                .run(client, async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                })
+                .await
+        });
+    }
+    let mut engine_stopped = stopped.clone();
+    tasks.spawn(async move {
+        engine
+            .run(async move {
+                let _ = engine_stopped.wait_for(|s| *s).await;
+            })
+            .await
+    });
     println!(
-        "Leasehold demo (simulator stage): Kubernetes API at {}",
+        "Leasehold demo: Kubernetes API (simulated) at {}",
         simulator.url()
+    );
+    println!(
+        "  {} members with agents, {} targets, control plane acting; history in {DATABASE}",
+        opts.members, opts.targets
     );
     println!("  kubeconfig: {}", opts.kubeconfig_out.display());
     println!(
         "  try: KUBECONFIG={} kubectl -n {NAMESPACE} get pods,svc,leases",
         opts.kubeconfig_out.display()
     );
-    println!("  The control plane and dashboard are not part of the demo yet; Ctrl-C stops it.");
+    println!("  The dashboard is not part of the demo yet; Ctrl-C stops it.");
+    let mut outcome = Ok(());
     simulator
         .run_until(async {
-            let _ = tokio::signal::ctrl_c().await;
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                Some(done) = tasks.join_next() => {
+                    outcome = match done {
+                        Ok(Ok(())) => Err(anyhow::anyhow!("a demo task ended")),
+                        Ok(Err(e)) => Err(e),
+                        Err(e) => Err(e.into()),
+                    };
+                }
+            }
+            // Agents release their targets while the simulator still runs.
+            let _ = stop.send(true);
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+                while tasks.join_next().await.is_some() {}
+            })
+            .await;
         })
-        .await
+        .await?;
+    outcome
 }
 
-/// Creates the demo namespace, member pods, Services and target leases.
-pub async fn seed(client: &Client, members: usize, targets: usize) -> anyhow::Result<()> {
+/// Creates the demo namespace, member pods and Services.
+pub async fn seed(client: &Client, members: usize) -> anyhow::Result<()> {
     let pp = PostParams::default();
     let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": NAMESPACE } }))?;
     Api::<Namespace>::all(client.clone())
@@ -93,18 +177,6 @@ pub async fn seed(client: &Client, members: usize, targets: usize) -> anyhow::Re
         let svc: Service =
             serde_json::from_value(json!({ "metadata": { "name": name }, "spec": spec }))?;
         svcs.create(&pp, &svc).await?;
-    }
-    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
-    let now = jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
-        .to_string();
-    for t in 0..targets {
-        let holder = format!("{CLUSTER}-{}", t % members.max(1));
-        let lease: Lease = serde_json::from_value(json!({
-            "metadata": { "name": format!("leasehold-{CLUSTER}-targets-device-{t:05}"), "labels": { "leasehold.io/cluster": CLUSTER, "leasehold.io/role": "target" } },
-            "spec": { "holderIdentity": holder, "leaseDurationSeconds": 10, "acquireTime": now, "renewTime": now }
-        }))?;
-        leases.create(&pp, &lease).await?;
     }
     Ok(())
 }
