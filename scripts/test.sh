@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
 # The whole test suite: unit and property tests, HTTP/router tests, and the integration tests
-# against the in-process Kubernetes simulator (kube-rs and kubectl over real HTTP).
+# against the in-process Kubernetes simulator (kube-rs, kubectl and the engine with real agents
+# over real HTTP). The history store's tests run on SQLite and, when PostgreSQL's server
+# binaries are installed (initdb, pg_ctl), also on a throwaway PostgreSQL (scripts/postgres.sh).
 # Ends with one total line, "N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-cargo test --locked "$@" 2>&1 | tee "$log" || status=$?
+run=(cargo test --locked "$@")
+if [ -z "${LEASEHOLD_TEST_POSTGRES_URL:-}" ]; then
+  if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    run=(./scripts/postgres.sh run -- "${run[@]}")
+  else
+    echo "note: PostgreSQL server binaries not found; store tests run on SQLite only" >&2
+  fi
+fi
+"${run[@]}" 2>&1 | tee "$log" || status=$?
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "%d passed, %d failed\n", p, f }' "$log"
 exit "$status"
