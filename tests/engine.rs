@@ -18,7 +18,7 @@ use leasehold::agent::{Agent, AgentConfig};
 use leasehold::config::Config;
 use leasehold::engine::{Engine, PlanRequest};
 use leasehold::k8s::model::{ClusterModel, TargetState};
-use leasehold::model::{Cause, OperationState};
+use leasehold::model::{Cause, MoveState, OperationState};
 use leasehold::protocol;
 use leasehold::store::{HistoryKind, HistoryQuery, Store};
 use serde_json::json;
@@ -628,7 +628,7 @@ async fn two_control_planes_exactly_one_acts_and_the_next_finishes_a_rebalance()
         let op = engine.operation(&op.id).await.unwrap();
         (op.moves
             .iter()
-            .filter(|m| m.state == leasehold::model::MoveState::Done)
+            .filter(|m| m.state == MoveState::Done)
             .count()
             >= 4)
             .then_some(())
@@ -783,5 +783,216 @@ async fn targets_released_by_a_stopped_agent_whose_pod_stays_ready_are_not_lost(
         h.model().instance("c-1").unwrap().ready,
         "the pod stayed ready"
     );
+    h.finish().await;
+}
+
+async fn wait_op(engine: &Engine, id: &str, timeout: Duration) -> leasehold::store::Operation {
+    eventually(timeout, || async {
+        let op = engine.operation(id).await.unwrap();
+        op.state.is_final().then_some(op)
+    })
+    .await
+    .unwrap_or_else(|| panic!("operation {id} did not finish"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_proposed_rebalance_waits_for_approval_and_a_removal_can_be_cancelled() {
+    let mut h = Harness::new(&config_yaml(
+        60,
+        "on_join: propose, max_concurrent_moves: 1",
+        "",
+    ))
+    .await;
+    for m in ["c-0", "c-1"] {
+        h.add_member(m).await;
+    }
+    h.wait_pods_ready(2).await;
+    let engine = h.start_engine("cp-a").await;
+    h.wait_balanced(&[("c-0", 30), ("c-1", 30)], Duration::from_secs(30))
+        .await;
+    h.add_member("c-2").await;
+    let store = h.store().await;
+    let proposed = eventually(Duration::from_secs(20), || async {
+        let ops = store.unfinished_operations().await.unwrap();
+        ops.into_iter()
+            .find(|o| o.state == OperationState::Proposed)
+    })
+    .await
+    .expect("a proposed rebalance");
+    assert_eq!(proposed.moves.len(), 20);
+    assert!(proposed.reason.contains("c-2"), "{}", proposed.reason);
+    // Nothing moves until someone approves it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.model().instance("c-2").unwrap().owned, 0);
+    engine.approve(&proposed.id, "carol").await.unwrap();
+    let done = wait_op(&engine, &proposed.id, Duration::from_secs(60)).await;
+    assert_eq!(done.state, OperationState::Succeeded);
+    h.wait_balanced(
+        &[("c-0", 20), ("c-1", 20), ("c-2", 20)],
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(
+        engine.approve(&proposed.id, "carol").await.is_err(),
+        "only a proposed operation can be approved"
+    );
+
+    // Removing c-2 one move at a time, cancelled early: no new move starts after the cancel,
+    // moves in flight finish, and nothing is lost.
+    let op = engine.start_remove(CLUSTER, "c-2", "dave").await.unwrap();
+    eventually(Duration::from_secs(20), || async {
+        let op = engine.operation(&op.id).await.unwrap();
+        op.moves
+            .iter()
+            .any(|m| m.state == MoveState::Done)
+            .then_some(())
+    })
+    .await
+    .expect("a first move");
+    engine.cancel(&op.id, "dave").await.unwrap();
+    let cancelled = eventually(Duration::from_secs(20), || async {
+        let op = engine.operation(&op.id).await.unwrap();
+        op.moves.iter().all(|m| m.state.is_final()).then_some(op)
+    })
+    .await
+    .expect("moves settle");
+    assert_eq!(cancelled.state, OperationState::Cancelled);
+    let count = |s: MoveState| cancelled.moves.iter().filter(|m| m.state == s).count();
+    assert!(count(MoveState::Cancelled) >= 10, "{:?}", cancelled.moves);
+    assert_eq!(count(MoveState::Done) + count(MoveState::Cancelled), 20);
+    // The instance stays cordoned; every target stays owned.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let m = h.model();
+    assert!(m.instance("c-2").unwrap().cordoned);
+    assert_eq!(m.counts.owned, 60);
+    assert!(
+        engine.cancel(&op.id, "dave").await.is_err(),
+        "already final"
+    );
+    h.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_move_whose_new_owner_never_takes_the_lease_fails_and_nothing_is_lost() {
+    let mut h = Harness::new(&config_yaml_with(
+        40,
+        LEASE_S,
+        "on_join: off, move_retries: 1",
+        "",
+    ))
+    .await;
+    for m in ["c-0", "c-1"] {
+        h.add_member(m).await;
+    }
+    h.wait_pods_ready(2).await;
+    let engine = h.start_engine("cp-a").await;
+    h.wait_balanced(&[("c-0", 20), ("c-1", 20)], Duration::from_secs(30))
+        .await;
+    // A ready pod whose agent never runs.
+    h.add_pod("c-2").await;
+    eventually(Duration::from_secs(10), || async {
+        h.model()
+            .instance("c-2")
+            .is_some_and(|i| i.ready)
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    let op = engine
+        .start_rebalance(CLUSTER, &PlanRequest::default(), "erin", "test", false)
+        .await
+        .unwrap();
+    assert_eq!(op.moves.len(), 13);
+    let done = wait_op(&engine, &op.id, Duration::from_secs(60)).await;
+    assert_eq!(done.state, OperationState::Failed);
+    assert_eq!(done.error.as_deref(), Some("13 of 13 moves failed"));
+    for m in &done.moves {
+        assert_eq!((m.state, m.attempts), (MoveState::Failed, 2), "{m:?}");
+        assert!(
+            m.error
+                .as_deref()
+                .unwrap()
+                .contains("c-2 did not take the lease"),
+            "{m:?}"
+        );
+    }
+    // The targets c-2 never took fail over back to members that work.
+    h.wait_balanced(
+        &[("c-0", 20), ("c-1", 20)],
+        Duration::from_secs(4 * LEASE_S + 5),
+    )
+    .await;
+    h.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn targets_from_a_config_map_are_reloaded_live() {
+    let yaml = format!(
+        "control_plane: {{namespace: {NS}, lease_duration: 2s}}
+clusters:
+- name: {CLUSTER}
+  namespace: {NS}
+  selector: {{app: c}}
+  targets: {{config_map: {{name: targets, key: list.yaml}}}}
+  policy: {{lease_duration: {CALM_LEASE_S}s, on_join: off}}
+"
+    );
+    let mut h = Harness::new(&yaml).await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(h.t.client.clone(), NS);
+    let cm = |list: &str| -> k8s_openapi::api::core::v1::ConfigMap {
+        serde_json::from_value(
+            json!({"metadata": {"name": "targets"}, "data": {"list.yaml": list}}),
+        )
+        .unwrap()
+    };
+    cms.create(&PostParams::default(), &cm("[a, b, c, \"Router/1\"]"))
+        .await
+        .unwrap();
+    for m in ["c-0", "c-1"] {
+        h.add_member(m).await;
+    }
+    h.wait_pods_ready(2).await;
+    h.start_engine("cp-a").await;
+    h.wait_balanced(&[("c-0", 2), ("c-1", 2)], Duration::from_secs(30))
+        .await;
+    // Drop b and Router/1, add d and e: their leases go, the new ones are placed.
+    let mut current = cms.get("targets").await.unwrap();
+    current.data = cm("[a, c, d, e]").data;
+    cms.replace("targets", &PostParams::default(), &current)
+        .await
+        .unwrap();
+    let m = eventually(Duration::from_secs(20), || async {
+        let m = h.model();
+        let keys: Vec<String> = m.targets.iter().map(|t| t.key.clone()).collect();
+        (keys == ["a", "c", "d", "e"] && m.counts.owned == 4).then_some(m)
+    })
+    .await;
+    assert!(m.is_some(), "reloaded: {:?}", h.model().targets);
+    h.wait_balanced(&[("c-0", 2), ("c-1", 2)], Duration::from_secs(10))
+        .await;
+    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), NS);
+    for gone in ["b", "Router/1"] {
+        let name = protocol::names::target_lease("leasehold", CLUSTER, gone);
+        eventually(Duration::from_secs(10), || async {
+            leases.get_opt(&name).await.unwrap().is_none().then_some(())
+        })
+        .await
+        .unwrap_or_else(|| panic!("lease of {gone} deleted"));
+    }
+    // A broken list is reported and changes nothing.
+    let mut current = cms.get("targets").await.unwrap();
+    current.data = cm("[a, c, {key: ").data;
+    cms.replace("targets", &PostParams::default(), &current)
+        .await
+        .unwrap();
+    let m = eventually(Duration::from_secs(10), || async {
+        let m = h.model();
+        m.targets_error.is_some().then_some(m)
+    })
+    .await
+    .expect("the error is shown");
+    assert_eq!(m.counts.owned, 4);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(h.model().counts.owned, 4);
     h.finish().await;
 }
