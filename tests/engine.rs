@@ -292,15 +292,23 @@ async fn three_members(targets: usize, policy: &str, extra: &str) -> Harness {
     three_members_with(config_yaml(targets, policy, extra)).await
 }
 
+impl Harness {
+    /// Members (pods and agents) running before the control plane starts, so the first
+    /// placement sees all of them; returns the engine.
+    async fn members_then_engine(&mut self, members: &[&str], identity: &str) -> Engine {
+        for m in members {
+            self.add_member(m).await;
+        }
+        self.wait_pods_ready(members.len()).await;
+        self.start_engine(identity).await
+    }
+}
+
 /// Three members whose pods are running before the control plane starts, so the first
 /// placement sees all of them.
 async fn three_members_with(yaml: String) -> Harness {
     let mut h = Harness::new(&yaml).await;
-    for m in ["c-0", "c-1", "c-2"] {
-        h.add_member(m).await;
-    }
-    h.wait_pods_ready(3).await;
-    h.start_engine("cp-a").await;
+    h.members_then_engine(&["c-0", "c-1", "c-2"], "cp-a").await;
     h
 }
 
@@ -587,11 +595,7 @@ async fn two_control_planes_exactly_one_acts_and_the_next_finishes_a_rebalance()
         "",
     ))
     .await;
-    for m in ["c-0", "c-1"] {
-        h.add_member(m).await;
-    }
-    h.wait_pods_ready(2).await;
-    let a = h.start_engine("cp-a").await;
+    let a = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
     let b = h.start_engine("cp-b").await;
     h.wait_balanced(&[("c-0", 60), ("c-1", 60)], Duration::from_secs(30))
         .await;
@@ -803,11 +807,7 @@ async fn a_proposed_rebalance_waits_for_approval_and_a_removal_can_be_cancelled(
         "",
     ))
     .await;
-    for m in ["c-0", "c-1"] {
-        h.add_member(m).await;
-    }
-    h.wait_pods_ready(2).await;
-    let engine = h.start_engine("cp-a").await;
+    let engine = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
     h.wait_balanced(&[("c-0", 30), ("c-1", 30)], Duration::from_secs(30))
         .await;
     h.add_member("c-2").await;
@@ -881,11 +881,7 @@ async fn a_move_whose_new_owner_never_takes_the_lease_fails_and_nothing_is_lost(
         "",
     ))
     .await;
-    for m in ["c-0", "c-1"] {
-        h.add_member(m).await;
-    }
-    h.wait_pods_ready(2).await;
-    let engine = h.start_engine("cp-a").await;
+    let engine = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
     h.wait_balanced(&[("c-0", 20), ("c-1", 20)], Duration::from_secs(30))
         .await;
     // A ready pod whose agent never runs.
@@ -948,11 +944,7 @@ clusters:
     cms.create(&PostParams::default(), &cm("[a, b, c, \"Router/1\"]"))
         .await
         .unwrap();
-    for m in ["c-0", "c-1"] {
-        h.add_member(m).await;
-    }
-    h.wait_pods_ready(2).await;
-    h.start_engine("cp-a").await;
+    h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
     h.wait_balanced(&[("c-0", 2), ("c-1", 2)], Duration::from_secs(30))
         .await;
     // Drop b and Router/1, add d and e: their leases go, the new ones are placed.

@@ -96,49 +96,27 @@ async fn execute(inner: &Arc<Inner>, op: Operation) -> anyhow::Result<()> {
         info!("operation cancelled; moves in flight finished");
         return Ok(());
     }
-    if failed > 0 {
-        let error = format!("{failed} of {} moves failed", op.moves.len());
-        inner
-            .store
-            .set_operation_state(
-                &op.id,
-                &[OperationState::Running],
-                OperationState::Failed,
-                Some(&error),
-                now_ms(),
-            )
-            .await?;
-        warn!(%error, "operation failed");
-        return Ok(());
-    }
-    if op.kind == OperationKind::RemoveInstance
-        && let Err(error) = removal::finish(inner, &spec, &op).await
-    {
-        let error = format!("{error:#}");
-        inner
-            .store
-            .set_operation_state(
-                &op.id,
-                &[OperationState::Running],
-                OperationState::Failed,
-                Some(&error),
-                now_ms(),
-            )
-            .await?;
-        warn!(%error, "removal failed");
-        return Ok(());
-    }
+    let outcome = if failed > 0 {
+        Err(format!("{failed} of {} moves failed", op.moves.len()))
+    } else if op.kind == OperationKind::RemoveInstance {
+        removal::finish(inner, &spec, &op)
+            .await
+            .map_err(|e| format!("{e:#}"))
+    } else {
+        Ok(())
+    };
+    let (to, error) = match &outcome {
+        Ok(()) => (OperationState::Succeeded, None),
+        Err(e) => (OperationState::Failed, Some(e.as_str())),
+    };
     inner
         .store
-        .set_operation_state(
-            &op.id,
-            &[OperationState::Running],
-            OperationState::Succeeded,
-            None,
-            now_ms(),
-        )
+        .set_operation_state(&op.id, &[OperationState::Running], to, error, now_ms())
         .await?;
-    info!("operation succeeded");
+    match error {
+        None => info!("operation succeeded"),
+        Some(error) => warn!(%error, "operation failed"),
+    }
     Ok(())
 }
 
