@@ -759,40 +759,11 @@ async fn http_hooks_tell_the_app_and_a_failed_acquire_hook_keeps_the_lease() {
     m0.shutdown().await;
 }
 
-/// A TCP proxy in front of the simulator that can be cut (existing connections dropped, new
-/// ones refused), to take one member off the API.
-async fn cuttable_proxy(to: SocketAddr) -> (SocketAddr, watch::Sender<bool>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (cut_tx, cut) = watch::channel(false);
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut inbound, _)) = listener.accept().await else {
-                return;
-            };
-            if *cut.borrow() {
-                continue;
-            }
-            let mut cut = cut.clone();
-            tokio::spawn(async move {
-                let Ok(mut outbound) = tokio::net::TcpStream::connect(to).await else {
-                    return;
-                };
-                tokio::select! {
-                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                    _ = cut.wait_for(|c| *c) => {}
-                }
-            });
-        }
-    });
-    (addr, cut_tx)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_cut_off_from_the_api_stops_work_before_its_lease_expires() {
     let sim = common::start().await;
     let c = &sim.client;
-    let (proxy, cut) = cuttable_proxy(sim.sim.addr()).await;
+    let (proxy, cut) = common::cuttable_proxy(sim.sim.addr()).await;
     let kc: kube::config::Kubeconfig = serde_json::from_str(
         &sim.sim
             .kubeconfig()

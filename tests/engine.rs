@@ -113,9 +113,14 @@ impl Harness {
     }
 
     async fn start_engine(&mut self, identity: &str) -> Engine {
+        let client = self.t.client.clone();
+        self.start_engine_with(identity, client).await
+    }
+
+    async fn start_engine_with(&mut self, identity: &str, client: kube::Client) -> Engine {
         let engine = Engine::new(
             self.config.clone(),
-            self.t.client.clone(),
+            client,
             self.store().await,
             identity.into(),
         );
@@ -986,5 +991,44 @@ clusters:
     assert_eq!(m.counts.owned, 4);
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(h.model().counts.owned, 4);
+    h.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_unreachable_api_server_leaves_a_stale_model_and_no_decisions() {
+    let mut h = Harness::new(&config_yaml_with(20, LEASE_S, "on_join: off", "")).await;
+    for m in ["c-0", "c-1"] {
+        h.add_member(m).await;
+    }
+    h.wait_pods_ready(2).await;
+    // The control plane reaches the API through a proxy that can be cut; the members do not.
+    let (client, cut) = common::cuttable_client(&h.t).await;
+    let engine = h.start_engine_with("cp-a", client).await;
+    h.wait_balanced(&[("c-0", 10), ("c-1", 10)], Duration::from_secs(30))
+        .await;
+    cut.send_replace(true);
+    let stale = eventually(Duration::from_secs(20), || async {
+        let m = engine.model(CLUSTER).unwrap();
+        m.stale.then_some(m)
+    })
+    .await
+    .expect("the model turns stale");
+    // The last known state stays visible; nothing is planned on it.
+    assert_eq!(stale.counts.total, 20);
+    assert!(matches!(
+        engine.plan_rebalance(CLUSTER, &PlanRequest::default()),
+        Err(leasehold::engine::EngineError::Stale(_))
+    ));
+    // While the control plane is blind a member dies; once the API is back the model is fresh
+    // again and the targets fail over.
+    h.crash("c-1").await;
+    cut.send_replace(false);
+    eventually(Duration::from_secs(15), || async {
+        (!engine.model(CLUSTER).unwrap().stale).then_some(())
+    })
+    .await
+    .expect("fresh again");
+    h.wait_balanced(&[("c-0", 20)], Duration::from_secs(4 * LEASE_S + 5))
+        .await;
     h.finish().await;
 }

@@ -1,16 +1,20 @@
 //! The watchers that feed the index: one kube-rs `watcher` per (namespace, kind), each with
 //! the default backoff, applying events to the shared [`Index`] as they arrive and publishing
 //! what changed. A watch error marks the namespace's kind stale (the model is then shown as last
-//! known and never acted on) until the watch is back. Readiness waits for every first sync.
+//! known and never acted on) until the watch is back: an event arrives, or the API server
+//! answers a probe and the watch starts over with a fresh list. Readiness waits for every first
+//! sync.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use futures::StreamExt as _;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::ListParams;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
@@ -108,55 +112,93 @@ where
     tasks.spawn(watch_kind(api, ns.to_owned(), shared.clone()).instrument(span));
 }
 
+/// While a watch is failing, the API server is probed this often; once it answers, the watch
+/// starts over with a fresh list (instead of waiting out kube-rs's backoff of up to 30 s), so the
+/// model is fresh again within about this long of the API server's return.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// Completes once a one-item list of `K` succeeds.
+async fn reachable<K>(api: &Api<K>)
+where
+    K: Indexed + DeserializeOwned,
+{
+    loop {
+        tokio::time::sleep(PROBE_EVERY).await;
+        if api
+            .list_metadata(&ListParams::default().limit(1))
+            .await
+            .is_ok()
+        {
+            return;
+        }
+    }
+}
+
 async fn watch_kind<K>(api: Api<K>, ns: String, shared: Arc<Shared>)
 where
     K: Indexed + DeserializeOwned,
     K::DynamicType: Default,
 {
-    let mut stream = watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    let mut seen = BTreeSet::new();
-    let mut failing = false;
-    while let Some(event) = stream.next().await {
-        let now = Timestamp::now();
-        match event {
-            Ok(event) => {
-                let recovered = std::mem::take(&mut failing);
-                if recovered {
-                    tracing::info!("watch is back");
+    loop {
+        let mut stream = watcher::watcher(api.clone(), watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        let mut seen = BTreeSet::new();
+        let mut failing = false;
+        loop {
+            let event = if failing {
+                tokio::select! {
+                    e = stream.next() => e,
+                    () = reachable(&api) => {
+                        tracing::info!("API server reachable again; relisting");
+                        break;
+                    }
                 }
-                shared.write(|ix| {
+            } else {
+                stream.next().await
+            };
+            let Some(event) = event else {
+                return;
+            };
+            let now = Timestamp::now();
+            match event {
+                Ok(event) => {
+                    let recovered = std::mem::take(&mut failing);
                     if recovered {
-                        ix.set_stale(&ns, K::KIND, false);
+                        tracing::info!("watch is back");
                     }
-                    match event {
-                        Event::Init => {
-                            seen.clear();
-                            ((), Vec::new())
+                    shared.write(|ix| {
+                        if recovered {
+                            ix.set_stale(&ns, K::KIND, false);
                         }
-                        Event::InitApply(o) => {
-                            seen.extend(o.meta().name.clone());
-                            ((), ix.apply(&o, now))
+                        match event {
+                            Event::Init => {
+                                seen.clear();
+                                ((), Vec::new())
+                            }
+                            Event::InitApply(o) => {
+                                seen.extend(o.meta().name.clone());
+                                ((), ix.apply(&o, now))
+                            }
+                            Event::InitDone => ((), ix.finish_relist::<K>(&ns, &seen, now)),
+                            Event::Apply(o) => ((), ix.apply(&o, now)),
+                            Event::Delete(o) => {
+                                let name = o.meta().name.clone().unwrap_or_default();
+                                ((), ix.delete::<K>(&ns, &name, now))
+                            }
                         }
-                        Event::InitDone => ((), ix.finish_relist::<K>(&ns, &seen, now)),
-                        Event::Apply(o) => ((), ix.apply(&o, now)),
-                        Event::Delete(o) => {
-                            let name = o.meta().name.clone().unwrap_or_default();
-                            ((), ix.delete::<K>(&ns, &name, now))
-                        }
-                    }
-                });
-            }
-            Err(error) => {
-                if !failing {
-                    warn!(%error, "watch failed; the model is stale until it is back");
-                    failing = true;
+                    });
                 }
-                shared.write(|ix| {
-                    ix.set_stale(&ns, K::KIND, true);
-                    ((), Vec::new())
-                });
+                Err(error) => {
+                    if !failing {
+                        warn!(%error, "watch failed; the model is stale until it is back");
+                        failing = true;
+                    }
+                    shared.write(|ix| {
+                        ix.set_stale(&ns, K::KIND, true);
+                        ((), Vec::new())
+                    });
+                }
             }
         }
     }

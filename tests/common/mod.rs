@@ -208,3 +208,49 @@ impl TestSim {
         out
     }
 }
+
+/// A TCP proxy in front of the simulator that can be cut (existing connections dropped, new
+/// ones refused), to take a client off the API.
+pub async fn cuttable_proxy(
+    to: std::net::SocketAddr,
+) -> (std::net::SocketAddr, tokio::sync::watch::Sender<bool>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (cut_tx, cut) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut inbound, _)) = listener.accept().await else {
+                return;
+            };
+            if *cut.borrow() {
+                continue;
+            }
+            let mut cut = cut.clone();
+            tokio::spawn(async move {
+                let Ok(mut outbound) = tokio::net::TcpStream::connect(to).await else {
+                    return;
+                };
+                tokio::select! {
+                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                    _ = cut.wait_for(|c| *c) => {}
+                }
+            });
+        }
+    });
+    (addr, cut_tx)
+}
+
+/// A client of `t`'s simulator through a [`cuttable_proxy`]; sending `true` cuts it off.
+pub async fn cuttable_client(t: &TestSim) -> (kube::Client, tokio::sync::watch::Sender<bool>) {
+    let (proxy, cut) = cuttable_proxy(t.sim.addr()).await;
+    let kc: kube::config::Kubeconfig = serde_json::from_str(
+        &t.sim
+            .kubeconfig()
+            .replace(&t.sim.url(), &format!("http://{proxy}")),
+    )
+    .unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    (kube::Client::try_from(cfg).unwrap(), cut)
+}
