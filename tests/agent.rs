@@ -239,17 +239,18 @@ fn candidate(client: &kube::Client, identity: &str) -> Candidate {
 }
 
 /// Samples both candidates every 10 ms for `d`; panics if both ever lead; returns how many
-/// samples had a leader.
-async fn sample_exclusive(a: &Candidate, b: &Candidate, d: Duration) -> usize {
+/// samples had a leader, and how many were taken (fewer than `d` / 10 ms on a busy machine).
+async fn sample_exclusive(a: &Candidate, b: &Candidate, d: Duration) -> (usize, usize) {
     let end = Instant::now() + d;
-    let mut led = 0;
+    let (mut led, mut taken) = (0, 0);
     while Instant::now() < end {
         let (x, y) = (*a.leading.borrow(), *b.leading.borrow());
         assert!(!(x && y), "two leaders at once");
         led += usize::from(x || y);
+        taken += 1;
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    led
+    (led, taken)
 }
 
 async fn wait_leading(c: &Candidate, within: Duration) -> Option<Duration> {
@@ -267,8 +268,11 @@ async fn elector_two_candidates_one_leader_and_failover_after_a_duration() {
     let a = candidate(&sim.client, "a");
     assert!(wait_leading(&a, Duration::from_secs(3)).await.is_some());
     let b = candidate(&sim.client, "b");
-    let led = sample_exclusive(&a, &b, Duration::from_secs(3)).await;
-    assert!(led > 250, "a leader most of the time ({led} samples)");
+    let (led, taken) = sample_exclusive(&a, &b, Duration::from_secs(3)).await;
+    assert!(
+        led == taken && taken > 50,
+        "a leader all the time ({led} of {taken} samples)"
+    );
     assert!(
         *a.leading.borrow() && !*b.leading.borrow(),
         "the first leader keeps leading"
