@@ -30,6 +30,9 @@ use crate::model::{OperationKind, OperationState};
 use crate::protocol::Protocol;
 use crate::store::{NewMove, NewOperation, Operation, Store, StoreError, now_ms};
 
+/// How long shutdown waits for the control-plane Lease to be released.
+const RELEASE_GRACE: Duration = Duration::from_secs(5);
+
 /// Why the engine refused a request.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -251,16 +254,11 @@ impl Engine {
                 Err(e) => Err(e.into()),
             },
         };
-        // Stop acting first, then give the election a moment to release its Lease.
+        // The elector releases the control-plane Lease and reports it no longer acts; give it
+        // a bounded moment, then stop everything.
+        let mut acting = inner.acting.subscribe();
         let _ = stop_tx.send(true);
-        let _ = tokio::time::timeout(Duration::from_secs(5), async {
-            while let Some(t) = tasks.join_next().await {
-                if matches!(t, Ok(Err(_)) | Err(_)) {
-                    break;
-                }
-            }
-        })
-        .await;
+        let _ = tokio::time::timeout(RELEASE_GRACE, acting.wait_for(|a| !*a)).await;
         tasks.abort_all();
         result
     }
