@@ -18,10 +18,13 @@ use super::placement::{self, Action};
 use super::{Engine, EngineError, Inner, PlanRequest};
 use crate::config::{Cluster, OnJoin};
 use crate::k8s::leases;
+use crate::k8s::model::ClusterModel;
 use crate::protocol::{self, Protocol};
 
 /// Reconciles are at least this far apart, so a burst of watch events costs one pass.
 const MIN_INTERVAL: Duration = Duration::from_millis(100);
+/// A pass is followed by at least this many times its own duration of rest (≤ 20% of a core).
+const BUSY_FACTOR: u32 = 4;
 /// Reconciles happen at least this often, so expiries (which no event announces) are seen.
 const MAX_INTERVAL: Duration = Duration::from_millis(500);
 /// Lease writes of one reconcile in flight at once.
@@ -45,20 +48,29 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
             .iter()
             .filter(|c| c.protocol == Protocol::Native)
         {
-            reconcile(&inner, spec).await;
-            join_policy(&inner, spec, joins.entry(spec.name.clone()).or_default()).await;
+            let Some(model) = inner.model(&spec.name) else {
+                continue;
+            };
+            reconcile(&inner, spec, &model).await;
+            join_policy(
+                &inner,
+                spec,
+                &model,
+                joins.entry(spec.name.clone()).or_default(),
+            )
+            .await;
         }
-        tokio::time::sleep_until(started + MIN_INTERVAL).await;
+        // Large clusters make a pass expensive (the model of 50,000 targets takes ~0.1 s to
+        // build): keep the loop's share of a core bounded.
+        let pause = MIN_INTERVAL.max(started.elapsed() * BUSY_FACTOR);
+        tokio::time::sleep_until(started + pause).await;
         let _ = tokio::time::timeout(MAX_INTERVAL, versions.changed()).await;
     }
 }
 
-async fn reconcile(inner: &Inner, spec: &Cluster) {
-    let Some(model) = inner.model(&spec.name) else {
-        return;
-    };
+async fn reconcile(inner: &Inner, spec: &Cluster, model: &ClusterModel) {
     let duration_s = i32::try_from(spec.policy.lease_duration.as_secs()).unwrap_or(i32::MAX);
-    let actions = placement::decide(&model, duration_s, &inner.busy(&spec.name));
+    let actions = placement::decide(model, duration_s, &inner.busy(&spec.name));
     if actions.is_empty() {
         return;
     }
@@ -111,13 +123,15 @@ impl Inner {
     }
 }
 
-async fn join_policy(inner: &Arc<Inner>, spec: &Cluster, watch: &mut JoinWatch) {
+async fn join_policy(
+    inner: &Arc<Inner>,
+    spec: &Cluster,
+    model: &ClusterModel,
+    watch: &mut JoinWatch,
+) {
     if spec.policy.on_join == OnJoin::Off {
         return;
     }
-    let Some(model) = inner.model(&spec.name) else {
-        return;
-    };
     if !model.synced || model.stale {
         return;
     }
