@@ -60,12 +60,21 @@ fn neglected(t: &Target, duration_ms: i64) -> bool {
 /// although its pod is ready (a hung or stopped agent) receives nothing new; the neglected
 /// targets fail over, the ones it still renews stay.
 pub fn members(model: &ClusterModel, duration_ms: i64) -> Vec<Member> {
-    let hung: HashSet<&str> = model
+    let mut hung: HashSet<&str> = model
         .targets
         .iter()
         .filter(|t| neglected(t, duration_ms))
         .filter_map(|t| t.desired.as_deref())
         .collect();
+    // If every eligible member looks hung, suspicion helps nobody: targets of a vanished pod
+    // are better placed on a live pod than left where no pod exists.
+    if model
+        .instances
+        .iter()
+        .all(|i| !i.eligible() || hung.contains(i.name.as_str()))
+    {
+        hung.clear();
+    }
     model
         .instances
         .iter()
@@ -140,6 +149,10 @@ pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> 
         let Some(t) = model.target(&mv.target) else {
             continue;
         };
+        if t.desired.as_deref() == Some(mv.to.as_str()) {
+            // Already wanted there (a stalled target whose only home is where it is).
+            continue;
+        }
         let cause = if t.owner.is_some() || t.desired.is_some() {
             Cause::Failover
         } else {
@@ -343,6 +356,19 @@ mod tests {
         assert_eq!(
             desires(&decide(&m, 10, &HashSet::new())),
             [("t1".into(), "b".into(), Cause::Failover)]
+        );
+    }
+
+    #[test]
+    fn when_every_member_looks_hung_a_vanished_pods_targets_still_move() {
+        let mut stalled = target("t1", None, Some("a"), TargetState::Unassigned, true);
+        stalled.unchanged_ms = Some(60_000);
+        let gone = target("t2", None, Some("gone"), TargetState::Unassigned, true);
+        let m = model(vec![inst("a", true, false, false)], vec![stalled, gone]);
+        assert_eq!(
+            desires(&decide(&m, 10, &HashSet::new())),
+            // t1 is already wanted on the only member there is: no write.
+            [("t2".into(), "a".into(), Cause::Failover)]
         );
     }
 
