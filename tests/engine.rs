@@ -566,6 +566,8 @@ async fn leases_held_by_a_deleted_pod_without_agent_are_cleaned_up() {
     }
     h.add_member("c-0").await;
     h.add_member("c-1").await;
+    // Both ready before the control plane's first placement (on_join is off).
+    h.wait_pods_ready(2).await;
     h.start_engine("cp-a").await;
     h.wait_balanced(
         &[("c-0", 10), ("c-1", 10)],
