@@ -56,11 +56,11 @@ struct Harness {
     engines: BTreeMap<String, (Engine, JoinHandle<anyhow::Result<()>>)>,
 }
 
-fn config_yaml(targets: usize, policy: &str, extra: &str) -> String {
-    config_yaml_with(targets, CALM_LEASE_S, policy, extra)
+fn config_yaml(targets: usize, policy: &str) -> String {
+    config_yaml_with(targets, CALM_LEASE_S, policy)
 }
 
-fn config_yaml_with(targets: usize, lease_s: u64, policy: &str, extra: &str) -> String {
+fn config_yaml_with(targets: usize, lease_s: u64, policy: &str) -> String {
     let list: Vec<String> = (0..targets).map(|i| format!("t-{i:03}")).collect();
     format!(
         "control_plane: {{namespace: {NS}, lease_duration: 2s}}
@@ -71,7 +71,7 @@ clusters:
   headless_service: c
   targets: {{inline: [{}]}}
   policy: {{lease_duration: {lease_s}s, join_settle: 1s, move_timeout: {lease_s}s, {policy}}}
-{extra}",
+",
         list.join(", ")
     )
 }
@@ -293,8 +293,8 @@ impl Harness {
     }
 }
 
-async fn three_members(targets: usize, policy: &str, extra: &str) -> Harness {
-    three_members_with(config_yaml(targets, policy, extra)).await
+async fn three_members(targets: usize, policy: &str) -> Harness {
+    three_members_with(config_yaml(targets, policy)).await
 }
 
 impl Harness {
@@ -319,7 +319,7 @@ async fn three_members_with(yaml: String) -> Harness {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_members_share_300_targets_evenly() {
-    let h = three_members(300, "on_join: off", "").await;
+    let h = three_members(300, "on_join: off").await;
     let m = h
         .wait_balanced(
             &[("c-0", 100), ("c-1", 100), ("c-2", 100)],
@@ -350,7 +350,7 @@ async fn three_members_share_300_targets_evenly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn scaling_to_five_rebalances_with_the_fewest_moves() {
-    let mut h = three_members(300, "on_join: auto", "").await;
+    let mut h = three_members(300, "on_join: auto").await;
     h.wait_balanced(
         &[("c-0", 100), ("c-1", 100), ("c-2", 100)],
         Duration::from_secs(30),
@@ -410,7 +410,7 @@ async fn scaling_to_five_rebalances_with_the_fewest_moves() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_crashed_member_fails_over_within_the_lease_duration() {
-    let mut h = three_members_with(config_yaml_with(90, LEASE_S, "on_join: off", "")).await;
+    let mut h = three_members_with(config_yaml_with(90, LEASE_S, "on_join: off")).await;
     h.wait_balanced(
         &[("c-0", 30), ("c-1", 30), ("c-2", 30)],
         Duration::from_secs(30),
@@ -480,7 +480,7 @@ async fn removing_a_live_member_drains_cordons_and_calls_the_webhook_once() {
     let policy = format!(
         "on_join: off, removal: {{webhook: {{url: \"{url}/repl/remove?instanceName={{instance}}\", method: PUT, auth: {{bearer: {{token: {{secret: {{name: hook, key: token}}}}}}}}}}}}"
     );
-    let h = three_members(90, &policy, "").await;
+    let h = three_members(90, &policy).await;
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(h.t.client.clone(), NS);
     let secret = json!({"metadata": {"name": "hook"}, "stringData": {"token": "s3cret"}});
     secrets
@@ -541,7 +541,7 @@ async fn removing_a_live_member_drains_cordons_and_calls_the_webhook_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn leases_held_by_a_deleted_pod_without_agent_are_cleaned_up() {
-    let mut h = Harness::new(&config_yaml_with(20, LEASE_S, "on_join: off", "")).await;
+    let mut h = Harness::new(&config_yaml_with(20, LEASE_S, "on_join: off")).await;
     // Before Leasehold runs: a member that no longer exists holds half the targets, and a
     // target that is no longer configured.
     let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), NS);
@@ -596,12 +596,7 @@ async fn leases_held_by_a_deleted_pod_without_agent_are_cleaned_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_control_planes_exactly_one_acts_and_the_next_finishes_a_rebalance() {
-    let mut h = Harness::new(&config_yaml(
-        120,
-        "on_join: off, max_concurrent_moves: 2",
-        "",
-    ))
-    .await;
+    let mut h = Harness::new(&config_yaml(120, "on_join: off, max_concurrent_moves: 2")).await;
     let a = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
     let b = h.start_engine("cp-b").await;
     h.wait_balanced(&[("c-0", 60), ("c-1", 60)], Duration::from_secs(30))
@@ -770,7 +765,7 @@ clusters:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn targets_released_by_a_stopped_agent_whose_pod_stays_ready_are_not_lost() {
-    let mut h = three_members_with(config_yaml_with(30, LEASE_S, "on_join: off", "")).await;
+    let mut h = three_members_with(config_yaml_with(30, LEASE_S, "on_join: off")).await;
     h.wait_balanced(
         &[("c-0", 10), ("c-1", 10), ("c-2", 10)],
         Duration::from_secs(30),
@@ -811,7 +806,6 @@ async fn a_proposed_rebalance_waits_for_approval_and_a_removal_can_be_cancelled(
     let mut h = Harness::new(&config_yaml(
         60,
         "on_join: propose, max_concurrent_moves: 1",
-        "",
     ))
     .await;
     let engine = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
@@ -885,7 +879,6 @@ async fn a_move_whose_new_owner_never_takes_the_lease_fails_and_nothing_is_lost(
         40,
         LEASE_S,
         "on_join: off, move_retries: 1",
-        "",
     ))
     .await;
     let engine = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
@@ -998,7 +991,7 @@ clusters:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_unreachable_api_server_leaves_a_stale_model_and_no_decisions() {
-    let mut h = Harness::new(&config_yaml_with(20, LEASE_S, "on_join: off", "")).await;
+    let mut h = Harness::new(&config_yaml_with(20, LEASE_S, "on_join: off")).await;
     for m in ["c-0", "c-1"] {
         h.add_member(m).await;
     }

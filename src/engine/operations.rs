@@ -185,32 +185,19 @@ async fn run_move(
         duration_s: i32::try_from(spec.policy.lease_duration.as_secs()).unwrap_or(i32::MAX),
     };
     let mut attempts = mv.attempts;
-    loop {
-        attempts += 1;
+    // Every step of the move is stored as it happens, so a resumed operation knows where it is.
+    let record = async |state: MoveState, attempts: u32, error: Option<String>| {
         inner
             .store
-            .update_move(
-                op_id,
-                mv.seq,
-                MoveState::InProgress,
-                attempts,
-                None,
-                now_ms(),
-            )
-            .await?;
+            .update_move(op_id, mv.seq, state, attempts, error.as_deref(), now_ms())
+            .await
+    };
+    loop {
+        attempts += 1;
+        record(MoveState::InProgress, attempts, None).await?;
         if !inner.shared.read(|ix| ix.alive(&spec.name, &mv.to)) {
             let why = format!("destination {} is not a live member", mv.to);
-            inner
-                .store
-                .update_move(
-                    op_id,
-                    mv.seq,
-                    MoveState::Failed,
-                    attempts,
-                    Some(&why),
-                    now_ms(),
-                )
-                .await?;
+            record(MoveState::Failed, attempts, Some(why)).await?;
             return Ok(false);
         }
         // Idempotent: if the Lease already wants `to` for this operation, nothing is written.
@@ -233,26 +220,13 @@ async fn run_move(
         };
         match outcome {
             Ok(()) => {
-                inner
-                    .store
-                    .update_move(op_id, mv.seq, MoveState::Done, attempts, None, now_ms())
-                    .await?;
+                record(MoveState::Done, attempts, None).await?;
                 return Ok(true);
             }
             Err(why) if attempts > spec.policy.move_retries => {
                 let why = format!("{why} (after {attempts} attempts)");
                 warn!(target = %mv.target, to = %mv.to, %why, "move failed");
-                inner
-                    .store
-                    .update_move(
-                        op_id,
-                        mv.seq,
-                        MoveState::Failed,
-                        attempts,
-                        Some(&why),
-                        now_ms(),
-                    )
-                    .await?;
+                record(MoveState::Failed, attempts, Some(why)).await?;
                 return Ok(false);
             }
             Err(why) => warn!(target = %mv.target, to = %mv.to, %why, "move timed out; retrying"),
