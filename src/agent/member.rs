@@ -1,8 +1,15 @@
 //! The member's decision loop. One task owns all state (the Leases seen by the watcher with an
 //! [`Observation`] each, and the Leases held with their phase); Lease writes and hook calls run
-//! as owned tasks in a `JoinSet` and report back. The loop re-decides after every watcher
-//! event, every finished task and every timer (next renewal, renew deadline, observed expiry,
-//! or the periodic tick), so a handoff is acted on as soon as its watch event arrives.
+//! as owned tasks in a `JoinSet` and report back. The loop re-decides after every batch of
+//! watcher events and finished tasks and at every timer (next renewal, renew deadline,
+//! observed expiry, or the periodic tick), so a handoff is acted on as soon as its watch event
+//! arrives.
+//!
+//! A pass costs what changed, not the cluster's size: it revisits only the Leases touched
+//! since the last pass (`dirty`) and the held Leases whose timer is due (a heap), and an
+//! acquisition pass looks only at `candidates` — Leases not held but desired for us or held by
+//! us. Every member sees every renewal of every Lease of its cluster, so a pass that walked
+//! them all would make each member's CPU grow with the square of the cluster.
 //!
 //! Per target the phases are: acquiring (PUT in flight) → starting (held, `on_acquire`
 //! running) → working → stopping (`on_release` running; renewals go on) → releasing (PUT of
@@ -14,12 +21,13 @@
 //! member, giving the Lease up would only make the control plane move it back, and the app can
 //! retry on its own. `on_release` failures are logged too; the release goes ahead.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
+use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt as _;
@@ -40,6 +48,8 @@ const TICK: Duration = Duration::from_secs(1);
 /// Pause before retrying a write that failed for another reason than a 409 (a 409 is
 /// re-decided at once on the fresh copy).
 const WRITE_BACKOFF: Duration = Duration::from_millis(250);
+/// Most watch events and finished tasks taken in before one decision pass.
+const MAX_BATCH: usize = 1024;
 
 /// What a task reports back.
 enum Done {
@@ -80,6 +90,15 @@ pub(super) struct Member {
     not_before: BTreeMap<String, Instant>,
     tasks: JoinSet<Done>,
     writes: Arc<Semaphore>,
+    /// Leases touched since the last pass (seen, written, hooked, deleted).
+    dirty: BTreeSet<String>,
+    /// When held Leases next need a look (renewal or renew deadline). Entries are not removed
+    /// when a time changes; a stale one only causes a harmless extra look.
+    timers: BinaryHeap<Reverse<(Instant, String)>>,
+    /// Leases neither held nor orphaned that are desired for us or held by us.
+    candidates: BTreeSet<String>,
+    /// The published set of held targets may have changed.
+    publish_due: bool,
     synced: bool,
     stopping: bool,
 }
@@ -103,6 +122,10 @@ impl Member {
             orphans: BTreeSet::new(),
             not_before: BTreeMap::new(),
             tasks: JoinSet::new(),
+            dirty: BTreeSet::new(),
+            timers: BinaryHeap::new(),
+            candidates: BTreeSet::new(),
+            publish_due: false,
             synced: false,
             stopping: false,
         }
@@ -134,23 +157,56 @@ impl Member {
             tokio::select! {
                 () = &mut shutdown, if !self.stopping => {
                     self.stopping = true;
+                    self.dirty.extend(self.held.keys().cloned());
                 }
-                ev = stream.next(), if !self.stopping => match ev {
-                    Some(Ok(ev)) => self.on_event(ev, &mut init),
-                    Some(Err(error)) => tracing::warn!(%error, "lease watch failed; retrying"),
-                    None => anyhow::bail!("the lease watch ended"),
-                },
-                Some(done) = self.tasks.join_next() => match done {
-                    Ok(done) => self.on_done(done),
-                    // An `on_acquire` aborted because its Lease was lost.
-                    Err(e) if e.is_cancelled() => {}
-                    Err(e) => anyhow::bail!("an agent task died: {e}"),
-                },
+                ev = stream.next(), if !self.stopping => self.on_watch(ev, &mut init)?,
+                Some(done) = self.tasks.join_next() => self.on_joined(done)?,
                 () = tokio::time::sleep_until(wake) => {}
             }
+            // Take in what is already waiting, so that a burst of events costs one pass.
+            for _ in 0..MAX_BATCH {
+                if self.stopping {
+                    break;
+                }
+                match stream.next().now_or_never() {
+                    Some(ev) => self.on_watch(ev, &mut init)?,
+                    None => break,
+                }
+            }
+            for _ in 0..MAX_BATCH {
+                match self.tasks.try_join_next() {
+                    Some(done) => self.on_joined(done)?,
+                    None => break,
+                }
+            }
             wake = self.step();
-            self.publish();
+            if std::mem::take(&mut self.publish_due) {
+                self.publish();
+            }
         }
+    }
+
+    fn on_watch(
+        &mut self,
+        ev: Option<Result<Event<Lease>, watcher::Error>>,
+        init: &mut Vec<Lease>,
+    ) -> anyhow::Result<()> {
+        match ev {
+            Some(Ok(ev)) => self.on_event(ev, init),
+            Some(Err(error)) => tracing::warn!(%error, "lease watch failed; retrying"),
+            None => anyhow::bail!("the lease watch ended"),
+        }
+        Ok(())
+    }
+
+    fn on_joined(&mut self, done: Result<Done, tokio::task::JoinError>) -> anyhow::Result<()> {
+        match done {
+            Ok(done) => self.on_done(done),
+            // An `on_acquire` aborted because its Lease was lost.
+            Err(e) if e.is_cancelled() => {}
+            Err(e) => anyhow::bail!("an agent task died: {e}"),
+        }
+        Ok(())
     }
 
     fn on_event(&mut self, ev: Event<Lease>, init: &mut Vec<Lease>) {
@@ -159,6 +215,7 @@ impl Member {
             Event::Delete(lease) => {
                 if let Some(name) = lease.metadata.name {
                     self.seen.remove(&name);
+                    self.dirty.insert(name);
                 }
             }
             Event::Init => init.clear(),
@@ -168,7 +225,14 @@ impl Member {
                     .iter()
                     .filter_map(|l| l.metadata.name.clone())
                     .collect();
-                self.seen.retain(|n, _| names.contains(n));
+                let dirty = &mut self.dirty;
+                self.seen.retain(|n, _| {
+                    let keep = names.contains(n);
+                    if !keep {
+                        dirty.insert(n.clone());
+                    }
+                    keep
+                });
                 for lease in init.drain(..) {
                     self.apply(lease);
                 }
@@ -182,8 +246,9 @@ impl Member {
         lease.metadata.managed_fields = None;
         let Some(view) = protocol::parse_native(&lease, &self.cfg.cluster) else {
             // Not (or no longer) one of ours: forget it, as if deleted.
-            if let Some(name) = &lease.metadata.name {
-                self.seen.remove(name);
+            if let Some(name) = lease.metadata.name {
+                self.seen.remove(&name);
+                self.dirty.insert(name);
             }
             return;
         };
@@ -192,6 +257,7 @@ impl Member {
         }
         let now_ms = self.now_ms();
         let name = view.name.clone();
+        self.dirty.insert(name.clone());
         if let Some(h) = self.held.get_mut(&name)
             && is_newer(&lease, &h.lease)
         {
@@ -263,6 +329,14 @@ impl Member {
     }
 
     fn on_done(&mut self, done: Done) {
+        let name = match &done {
+            Done::Acquired { name, .. }
+            | Done::Renewed { name, .. }
+            | Done::Released { name, .. }
+            | Done::Hook { name, .. } => name.clone(),
+        };
+        self.publish_due |= !matches!(done, Done::Renewed { .. });
+        self.dirty.insert(name);
         match done {
             Done::Acquired { name, sent, result } => {
                 let Some(h) = self.held.get_mut(&name) else {
@@ -391,75 +465,30 @@ impl Member {
         }
     }
 
-    /// One decision pass; returns when the next one is due at the latest.
+    /// One decision pass over what changed and what is due; returns when the next one is due
+    /// at the latest.
     fn step(&mut self) -> Instant {
         let now = Instant::now();
         let now_ms = self.now_ms();
+        while let Some(Reverse((at, _))) = self.timers.peek()
+            && *at <= now
+        {
+            if let Some(Reverse((_, name))) = self.timers.pop() {
+                self.dirty.insert(name);
+            }
+        }
+        let dirty = std::mem::take(&mut self.dirty);
+        for name in &dirty {
+            if self.held.contains_key(name) {
+                self.step_held(name, now);
+            }
+        }
+        for name in dirty {
+            self.classify(name);
+        }
         let mut wake = now + TICK.min(self.cfg.default_lease_duration / 3);
-        let names: Vec<String> = self.held.keys().cloned().collect();
-        for name in names {
-            let wanted = !self.stopping
-                && self
-                    .seen
-                    .get(&name)
-                    .is_some_and(|s| s.view.desired.as_deref() == Some(self.me()));
-            let exists = self.seen.contains_key(&name);
-            let Some(h) = self.held.get_mut(&name) else {
-                continue;
-            };
-            if h.renews() && now >= h.deadline() {
-                tracing::warn!(target = %h.target, "renew deadline passed; stopping work and giving the lease up");
-                Self::lose(
-                    &mut self.tasks,
-                    &self.hooks,
-                    self.cfg.hook_timeout,
-                    &name,
-                    h,
-                );
-                continue;
-            }
-            if !wanted && h.phase == Phase::Working {
-                if self.stopping {
-                    tracing::info!(target = %h.target, "shutting down: stopping work");
-                } else {
-                    let desired = self.seen.get(&name).and_then(|s| s.view.desired.clone());
-                    tracing::info!(target = %h.target, ?desired, "handing over: stopping work");
-                }
-                h.phase = Phase::Stopping { release: exists };
-                spawn_hook(
-                    &mut self.tasks,
-                    &self.hooks,
-                    &name,
-                    &h.target,
-                    HookEvent::Release,
-                    self.cfg.hook_timeout,
-                );
-            }
-            if h.phase == Phase::Releasing && !h.writing {
-                if !exists {
-                    self.held.remove(&name);
-                    continue;
-                }
-                h.writing = true;
-                let lease = h.lease.clone();
-                self.spawn_release(name.clone(), lease);
-                continue;
-            }
-            if h.renews() && !h.writing {
-                if now >= h.renew_due() {
-                    h.writing = true;
-                    let lease = h.lease.clone();
-                    let d = h.duration;
-                    self.spawn_write(name.clone(), lease, d, false);
-                } else {
-                    wake = wake.min(h.renew_due());
-                }
-            }
-            if let Some(h) = self.held.get(&name)
-                && h.renews()
-            {
-                wake = wake.min(h.deadline());
-            }
+        if let Some(Reverse((at, _))) = self.timers.peek() {
+            wake = wake.min(*at);
         }
         if self.synced && !self.stopping {
             wake = wake.min(self.acquire_pass(now_ms));
@@ -467,31 +496,114 @@ impl Member {
         wake
     }
 
+    /// Decides on one held Lease: give it up past its renew deadline, hand it over when it is
+    /// no longer desired for us (or on shutdown), release it once the work stopped, renew it
+    /// when due. Schedules its next look.
+    fn step_held(&mut self, name: &str, now: Instant) {
+        let wanted = !self.stopping
+            && self
+                .seen
+                .get(name)
+                .is_some_and(|s| s.view.desired.as_deref() == Some(self.me()));
+        let exists = self.seen.contains_key(name);
+        let Some(h) = self.held.get_mut(name) else {
+            return;
+        };
+        if h.renews() && now >= h.deadline() {
+            tracing::warn!(target = %h.target, "renew deadline passed; stopping work and giving the lease up");
+            Self::lose(&mut self.tasks, &self.hooks, self.cfg.hook_timeout, name, h);
+            return;
+        }
+        if !wanted && h.phase == Phase::Working {
+            if self.stopping {
+                tracing::info!(target = %h.target, "shutting down: stopping work");
+            } else {
+                let desired = self.seen.get(name).and_then(|s| s.view.desired.as_deref());
+                tracing::info!(target = %h.target, ?desired, "handing over: stopping work");
+            }
+            h.phase = Phase::Stopping { release: exists };
+            spawn_hook(
+                &mut self.tasks,
+                &self.hooks,
+                name,
+                &h.target,
+                HookEvent::Release,
+                self.cfg.hook_timeout,
+            );
+        }
+        if h.phase == Phase::Releasing && !h.writing {
+            if !exists {
+                self.held.remove(name);
+                self.publish_due = true;
+                return;
+            }
+            h.writing = true;
+            let lease = h.lease.clone();
+            self.spawn_release(name.to_owned(), lease);
+            return;
+        }
+        if h.renews() && !h.writing && now >= h.renew_due() {
+            h.writing = true;
+            let lease = h.lease.clone();
+            let d = h.duration;
+            self.spawn_write(name.to_owned(), lease, d, false);
+        }
+        let Some(h) = self.held.get(name) else {
+            return;
+        };
+        if h.renews() {
+            let next = if h.writing {
+                h.deadline()
+            } else {
+                h.renew_due().min(h.deadline())
+            };
+            self.timers.push(Reverse((next, name.to_owned())));
+        }
+    }
+
+    /// Keeps `candidates` true for one Lease: in it when not held, not being released as an
+    /// orphan, and a target Lease desired for us or held by us.
+    fn classify(&mut self, name: String) {
+        let me = self.cfg.identity.as_str();
+        let candidate = !self.held.contains_key(&name)
+            && !self.orphans.contains(&name)
+            && self.seen.get(&name).is_some_and(|s| {
+                matches!(s.view.role, LeaseRole::Target(_))
+                    && (s.view.desired.as_deref() == Some(me)
+                        || s.view.holding.holder.as_deref() == Some(me))
+            });
+        if candidate {
+            self.candidates.insert(name);
+        } else {
+            self.candidates.remove(&name);
+        }
+    }
+
     /// Starts acquisitions of the Leases desired for us, and releases stray ones held by us.
     fn acquire_pass(&mut self, now_ms: i64) -> Instant {
-        let me = self.cfg.identity.clone();
+        let me = self.cfg.identity.as_str();
         let mut wake_ms = i64::MAX;
         let mut acquire = Vec::new();
         let mut strays = Vec::new();
         let now = Instant::now();
         self.not_before.retain(|_, t| *t > now);
-        for (name, s) in &self.seen {
-            if self.held.contains_key(name)
-                || self.orphans.contains(name)
-                || self.not_before.contains_key(name)
-            {
+        for name in &self.candidates {
+            if self.not_before.contains_key(name) {
                 continue;
             }
+            let Some(s) = self.seen.get(name) else {
+                continue;
+            };
             let LeaseRole::Target(target) = &s.view.role else {
                 continue;
             };
-            if s.view.desired.as_deref() != Some(me.as_str()) {
-                if s.view.holding.holder.as_deref() == Some(me.as_str()) {
+            if s.view.desired.as_deref() != Some(me) {
+                if s.view.holding.holder.as_deref() == Some(me) {
                     strays.push((name.clone(), s.lease.clone()));
                 }
                 continue;
             }
-            match election::decide(&s.observed, &me, now_ms) {
+            match election::decide(&s.observed, me, now_ms) {
                 Action::Acquire | Action::Renew => {
                     let secs = s
                         .view
@@ -511,6 +623,7 @@ impl Member {
         }
         for (name, target, lease, duration) in acquire {
             tracing::debug!(%target, "acquiring");
+            self.candidates.remove(&name);
             self.held.insert(
                 name.clone(),
                 Held {
@@ -528,6 +641,7 @@ impl Member {
         }
         for (name, lease) in strays {
             tracing::info!(lease = %name, "releasing a lease held by this identity but not desired for it");
+            self.candidates.remove(&name);
             self.orphans.insert(name.clone());
             self.spawn_release(name, lease);
         }
