@@ -635,7 +635,7 @@ async fn engine_parts(a: &Args, rows: &mut Vec<(String, String)>) -> anyhow::Res
             .targets
             .iter()
             .filter(|t| t.owner.as_deref() == Some(victim.as_str()))
-            .map(|t| t.key.clone())
+            .map(|t| t.key.to_string())
             .collect();
         let crashed = Instant::now();
         members.crash(&victim).await;

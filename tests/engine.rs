@@ -955,7 +955,7 @@ clusters:
         .unwrap();
     let m = eventually(Duration::from_secs(20), || async {
         let m = h.model();
-        let keys: Vec<String> = m.targets.iter().map(|t| t.key.clone()).collect();
+        let keys: Vec<String> = m.targets.iter().map(|t| t.key.to_string()).collect();
         (keys == ["a", "c", "d", "e"] && m.counts.owned == 4).then_some(m)
     })
     .await;

@@ -112,21 +112,21 @@ pub fn targets(
         .filter(|t| t.configured)
         .map(|t| {
             let owner = match (&t.desired, &t.owner) {
-                (Some(d), _) if live.contains(d.as_str()) && !neglected(t, duration_ms) => {
-                    Some(d.clone())
+                (Some(d), _) if live.contains(&**d) && !neglected(t, duration_ms) => {
+                    Some(d.to_string())
                 }
-                (None, Some(h)) if live.contains(h.as_str()) && t.state != TargetState::Expired => {
-                    Some(h.clone())
+                (None, Some(h)) if live.contains(&**h) && t.state != TargetState::Expired => {
+                    Some(h.to_string())
                 }
                 _ => None,
             };
-            let pin = if busy.contains(&t.key) {
-                t.desired.clone()
+            let pin = if busy.contains(&*t.key) {
+                t.desired.as_deref().map(str::to_owned)
             } else {
                 t.pin.clone()
             };
             planner::Target {
-                key: t.key.clone(),
+                key: t.key.to_string(),
                 weight: t.weight,
                 owner,
                 pin,
@@ -166,7 +166,7 @@ pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> 
                 operation: None,
                 duration_s,
             },
-            expect: t.desired.clone(),
+            expect: t.desired.as_deref().map(str::to_owned),
         });
     }
     // Adopt: held by a live member but never given a desired owner (e.g. written before
@@ -204,8 +204,8 @@ pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> 
                 && let Some(lease) = &t.lease
             {
                 actions.push(Action::Delete {
-                    key: t.key.clone(),
-                    lease: lease.clone(),
+                    key: t.key.to_string(),
+                    lease: lease.to_string(),
                 });
             }
         }
@@ -251,7 +251,7 @@ mod tests {
     ) -> Target {
         Target {
             key: key.into(),
-            lease: owner.or(desired).map(|_| format!("l-{key}")),
+            lease: owner.or(desired).map(|_| format!("l-{key}").into()),
             owner: owner.map(Into::into),
             desired: desired.map(Into::into),
             state,

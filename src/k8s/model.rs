@@ -2,6 +2,8 @@
 //! and Services of one managed cluster, as plain serialisable data (the HTTP API and the
 //! dashboard render it; the engine decides on it). No behaviour beyond small derived helpers.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use crate::protocol::Protocol;
@@ -105,13 +107,13 @@ pub enum TargetState {
 #[derive(Debug, Clone, Serialize)]
 pub struct Target {
     /// The raw key.
-    pub key: String,
+    pub key: Arc<str>,
     /// Its Lease, if one exists.
-    pub lease: Option<String>,
+    pub lease: Option<Arc<str>>,
     /// The member holding the Lease (expired or not).
-    pub owner: Option<String>,
+    pub owner: Option<Arc<str>>,
     /// The member the control plane wants holding it.
-    pub desired: Option<String>,
+    pub desired: Option<Arc<str>>,
     /// Where it is.
     pub state: TargetState,
     /// Relative load.
@@ -121,7 +123,7 @@ pub struct Target {
     /// In the configured target list.
     pub configured: bool,
     /// The operation that last set its desired owner.
-    pub operation: Option<String>,
+    pub operation: Option<Arc<str>>,
     /// Milliseconds since its holder record last changed, as we observed it.
     pub unchanged_ms: Option<i64>,
 }
@@ -169,7 +171,7 @@ impl ClusterModel {
     /// Finds a target (targets are sorted by key).
     pub fn target(&self, key: &str) -> Option<&Target> {
         self.targets
-            .binary_search_by(|t| t.key.as_str().cmp(key))
+            .binary_search_by(|t| (*t.key).cmp(key))
             .ok()
             .map(|i| &self.targets[i])
     }

@@ -12,7 +12,7 @@ use super::{ClusterState, Emit, Kind, LeaseEntry, PodInfo};
 use crate::config::parse_target_list;
 use crate::k8s::model::ServiceInfo;
 use crate::model::{Cause, InstanceEventKind};
-use crate::protocol::{self, LeaseRole, LeaseView, Observation};
+use crate::protocol::{self, LeaseRole, LeaseView};
 
 /// A kind of object the index understands.
 pub trait Indexed: Resource + Clone + std::fmt::Debug + Send + Sync + 'static {
@@ -317,20 +317,19 @@ impl Indexed for Lease {
             return;
         };
         let now = emit.now_ms;
-        match view.role.clone() {
+        let ix = &mut state.interner;
+        let key = match &view.role {
             LeaseRole::Leader => {
-                let old = state.leader.take();
-                let old_holder = old
-                    .as_ref()
-                    .and_then(|e| e.observed.holding().holder.clone());
-                let new_holder = view.holding.holder.clone();
-                let mut entry = old.unwrap_or_else(|| LeaseEntry {
-                    view: view.clone(),
-                    observed: Observation::new(view.holding.clone(), now),
-                    last_holder: None,
-                });
-                entry.observed.observe(&view.holding, now);
-                entry.view = view;
+                let old_holder = state.leader.as_ref().and_then(|e| e.holder.clone());
+                match &mut state.leader {
+                    Some(e) if *e.name == *view.name => {
+                        e.observe(&view, now, ix);
+                    }
+                    leader => {
+                        *leader = Some(LeaseEntry::new(view.name.as_str().into(), &view, now, ix))
+                    }
+                }
+                let new_holder = state.leader.as_ref().and_then(|e| e.holder.clone());
                 if old_holder != new_holder {
                     if let Some(o) = &old_holder {
                         emit.instance(o, InstanceEventKind::LeaderLost);
@@ -339,74 +338,56 @@ impl Indexed for Lease {
                         emit.instance(n, InstanceEventKind::LeaderGained);
                     }
                 }
-                state.leader = Some(entry);
+                return;
             }
-            LeaseRole::Target(key) => {
-                let name = view.name.clone();
-                if let Some(old_key) = state.lease_keys.get(&name)
-                    && old_key != &key
-                {
-                    let old_key = old_key.clone();
-                    state.targets.remove(&old_key);
+            LeaseRole::Target(key) => key.as_str(),
+        };
+        if let Some(old_key) = state.lease_keys.get(view.name.as_str())
+            && **old_key != *key
+        {
+            let old_key = old_key.clone();
+            state.targets.remove(&old_key);
+            state.lease_keys.remove(view.name.as_str());
+        }
+        let new_holder = view.holding.holder.as_deref();
+        let ownership = |from: Option<&str>| super::Change::Ownership {
+            cluster: emit.cluster.to_owned(),
+            target: key.to_owned(),
+            cause: cause_of(&view, from),
+            from: from.map(str::to_owned),
+            to: new_holder.map(str::to_owned),
+            operation: view.operation.clone(),
+            at_ms: now,
+            acquired_at_ms: view.holding.acquire.map(|t| t.as_millisecond()),
+        };
+        match state.targets.get_mut(key) {
+            Some(entry) => {
+                let before = entry.holder.clone();
+                let from = entry.last_holder.clone();
+                entry.observe(&view, now, ix);
+                if new_holder.is_some() && new_holder != before.as_deref() {
+                    let change = ownership(from.as_deref());
+                    emit.push(change);
                 }
-                state.lease_keys.insert(name, key.clone());
-                let new_holder = view.holding.holder.clone();
-                match state.targets.get_mut(&key) {
-                    Some(entry) => {
-                        let before = entry.observed.holding().holder.clone();
-                        entry.observed.observe(&view.holding, now);
-                        if new_holder.is_some() && new_holder != before {
-                            let from = entry.last_holder.clone();
-                            emit.push(super::Change::Ownership {
-                                cluster: emit.cluster.to_owned(),
-                                target: key.clone(),
-                                cause: cause_of(&view, from.as_deref()),
-                                from,
-                                to: new_holder.clone(),
-                                operation: view.operation.clone(),
-                                at_ms: now,
-                                acquired_at_ms: view.holding.acquire.map(|t| t.as_millisecond()),
-                            });
-                        }
-                        if new_holder.is_some() {
-                            entry.last_holder = new_holder;
-                        }
-                        entry.view = view;
-                    }
-                    None => {
-                        if new_holder.is_some() {
-                            emit.push(super::Change::Ownership {
-                                cluster: emit.cluster.to_owned(),
-                                target: key.clone(),
-                                from: None,
-                                to: new_holder.clone(),
-                                cause: cause_of(&view, None),
-                                operation: view.operation.clone(),
-                                at_ms: now,
-                                acquired_at_ms: view.holding.acquire.map(|t| t.as_millisecond()),
-                            });
-                        }
-                        state.targets.insert(
-                            key,
-                            LeaseEntry {
-                                observed: Observation::new(view.holding.clone(), now),
-                                last_holder: new_holder,
-                                view,
-                            },
-                        );
-                    }
+            }
+            None => {
+                if new_holder.is_some() {
+                    let change = ownership(None);
+                    emit.push(change);
                 }
+                let name: std::sync::Arc<str> = view.name.as_str().into();
+                let key: std::sync::Arc<str> = key.into();
+                state.lease_keys.insert(name.clone(), key.clone());
+                state
+                    .targets
+                    .insert(key, LeaseEntry::new(name, &view, now, ix));
             }
         }
     }
 
     fn delete(state: &mut ClusterState, name: &str, emit: &mut Emit<'_>) {
-        if state.leader.as_ref().is_some_and(|l| l.view.name == name) {
-            if let Some(h) = state
-                .leader
-                .take()
-                .and_then(|l| l.observed.holding().holder.clone())
-            {
+        if state.leader.as_ref().is_some_and(|l| *l.name == *name) {
+            if let Some(h) = state.leader.take().and_then(|l| l.holder) {
                 emit.instance(&h, InstanceEventKind::LeaderLost);
             }
             return;
@@ -415,13 +396,13 @@ impl Indexed for Lease {
             return;
         };
         if let Some(entry) = state.targets.remove(&key)
-            && let Some(holder) = entry.observed.holding().holder.clone()
-            && !entry.observed.is_expired(emit.now_ms)
+            && let Some(holder) = &entry.holder
+            && !entry.is_expired(emit.now_ms)
         {
             emit.push(super::Change::Ownership {
                 cluster: emit.cluster.to_owned(),
-                target: key,
-                from: Some(holder),
+                target: key.to_string(),
+                from: Some(holder.to_string()),
                 to: None,
                 cause: Cause::External,
                 operation: None,
@@ -435,8 +416,8 @@ impl Indexed for Lease {
         state
             .lease_keys
             .keys()
-            .cloned()
-            .chain(state.leader.iter().map(|l| l.view.name.clone()))
+            .map(|n| n.to_string())
+            .chain(state.leader.iter().map(|l| l.name.to_string()))
             .collect()
     }
 }

@@ -5,16 +5,18 @@
 //! target list) and builds a [`ClusterModel`](super::model::ClusterModel) on demand. No I/O, no
 //! clock, no async: testable in microseconds. The watchers that feed it live in `k8s::watch`.
 
+mod entry;
 mod kinds;
 mod snapshot;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use jiff::Timestamp;
 
+use self::entry::{Interner, LeaseEntry};
 use crate::config::{Cluster, Config, TargetSpec};
 use crate::model::{Cause, InstanceEventKind};
-use crate::protocol::{LeaseView, Observation};
 
 pub use kinds::Indexed;
 
@@ -116,15 +118,6 @@ struct PodInfo {
     capacity: u32,
 }
 
-/// A Lease and our observation of its holder record.
-#[derive(Debug, Clone)]
-struct LeaseEntry {
-    view: LeaseView,
-    observed: Observation,
-    /// The last non-empty holder, kept across a release so the next acquire can name it.
-    last_holder: Option<String>,
-}
-
 /// Departed pods remembered (for ghosts and removal webhooks): the most recent ones.
 const DEPARTED_KEEP: usize = 1024;
 
@@ -136,11 +129,14 @@ pub struct ClusterState {
     departed: BTreeMap<String, (i64, PodInfo)>,
     services: BTreeMap<String, crate::k8s::model::ServiceInfo>,
     slices: BTreeMap<String, Vec<(String, bool)>>,
-    targets: HashMap<String, LeaseEntry>,
-    lease_keys: HashMap<String, String>,
+    /// Target Leases by target key.
+    targets: HashMap<Arc<str>, LeaseEntry>,
+    /// Target keys by Lease name (names may be hashed, so not derivable from the key).
+    lease_keys: HashMap<Arc<str>, Arc<str>>,
     leader: Option<LeaseEntry>,
+    interner: Interner,
     config_map_targets: Vec<TargetSpec>,
-    configured: BTreeMap<String, TargetSpec>,
+    configured: BTreeMap<Arc<str>, TargetSpec>,
     targets_error: Option<String>,
     cordoned: BTreeSet<String>,
     synced: BTreeSet<Kind>,
@@ -304,10 +300,10 @@ impl Index {
         let entry = state.targets.get(key)?;
         let now_ms = now.as_millisecond();
         Some(TargetNow {
-            lease: entry.view.name.clone(),
-            holder: entry.observed.holding().holder.clone(),
-            expired: entry.observed.is_expired(now_ms),
-            desired: entry.view.desired.clone(),
+            lease: entry.name.to_string(),
+            holder: entry.holder.as_deref().map(str::to_owned),
+            expired: entry.is_expired(now_ms),
+            desired: entry.desired.as_deref().map(str::to_owned),
         })
     }
 
@@ -378,6 +374,7 @@ impl ClusterState {
             targets: HashMap::new(),
             lease_keys: HashMap::new(),
             leader: None,
+            interner: Interner::default(),
             config_map_targets: Vec::new(),
             configured: BTreeMap::new(),
             targets_error: None,
@@ -397,7 +394,7 @@ impl ClusterState {
             .inline
             .iter()
             .chain(&self.config_map_targets)
-            .map(|t| (t.key.clone(), t.clone()))
+            .map(|t| (Arc::from(t.key.as_str()), t.clone()))
             .collect();
     }
 

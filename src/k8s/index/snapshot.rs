@@ -2,8 +2,9 @@
 //! instance load, ghosts, DNS names, counts. O(pods + targets); called on demand, not per event.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
-use super::{ClusterState, Kind, PodInfo};
+use super::{ClusterState, Kind, LeaseEntry, PodInfo};
 use crate::k8s::model::{ClusterModel, Instance, Target, TargetCounts, TargetState};
 use crate::protocol::Protocol;
 
@@ -26,33 +27,51 @@ impl ClusterState {
         let mut targets = Vec::with_capacity(self.configured.len().max(self.targets.len()));
         let mut counts = TargetCounts::default();
 
-        let keys: BTreeSet<&String> = self.configured.keys().chain(self.targets.keys()).collect();
-        for key in keys {
-            let conf = self.configured.get(key);
+        // Key order: the configured list (already sorted) merged with the Leases of keys not
+        // in it (few, except for a gnmic cluster without a list), without a set of all keys.
+        let mut extra: Vec<(&Arc<str>, &LeaseEntry)> = self
+            .targets
+            .iter()
+            .filter(|(k, _)| !self.configured.contains_key(&***k))
+            .collect();
+        extra.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut extra = extra.into_iter().peekable();
+        let mut conf = self.configured.iter().peekable();
+        loop {
+            let take_conf = match (conf.peek(), extra.peek()) {
+                (Some(c), Some(e)) => **c.0 < **e.0,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            let (key, conf, entry) = if take_conf {
+                let Some((key, c)) = conf.next() else { break };
+                (key, Some(c), self.targets.get(&**key))
+            } else {
+                let Some((key, e)) = extra.next() else { break };
+                (key, None, Some(e))
+            };
             let configured = all_configured || conf.is_some();
-            let entry = self.targets.get(key);
-            let holding = entry.map(|e| e.observed.holding());
-            let holder: Option<&str> = holding.and_then(|h| h.holder.as_deref());
-            let expired = entry.is_some_and(|e| e.observed.is_expired(now_ms));
-            let desired = entry.and_then(|e| e.view.desired.clone());
+            let holder = entry.and_then(|e| e.holder.as_ref());
+            let expired = entry.is_some_and(|e| e.is_expired(now_ms));
+            let desired = entry.and_then(|e| e.desired.clone());
             let state = match holder {
                 None if configured => TargetState::Unassigned,
                 None => TargetState::Orphaned,
                 Some(_) if !configured => TargetState::Orphaned,
                 Some(_) if expired => TargetState::Expired,
-                Some(h) if !self.pods.contains_key(h) => TargetState::Orphaned,
-                Some(h) if desired.as_deref().is_some_and(|d| d != h) => TargetState::Moving,
+                Some(h) if !self.pods.contains_key(&**h) => TargetState::Orphaned,
+                Some(h) if desired.as_ref().is_some_and(|d| d != h) => TargetState::Moving,
                 Some(_) => TargetState::Owned,
             };
             let weight = conf.map_or(1, |c| c.weight);
             if let (Some(h), Some(e)) = (holder, entry)
                 && !expired
             {
-                let l = loads.entry(h).or_default();
+                let l = loads.entry(&**h).or_default();
                 l.owned += 1;
                 l.weight += u64::from(weight);
-                let since = e.observed.since_ms();
-                l.freshest_ms = Some(l.freshest_ms.map_or(since, |f| f.max(since)));
+                l.freshest_ms = Some(l.freshest_ms.map_or(e.since_ms, |f| f.max(e.since_ms)));
             }
             counts.total += 1;
             match state {
@@ -64,23 +83,23 @@ impl ClusterState {
             }
             targets.push(Target {
                 key: key.clone(),
-                lease: entry.map(|e| e.view.name.clone()),
-                owner: holder.map(str::to_owned),
+                lease: entry.map(|e| e.name.clone()),
+                owner: holder.cloned(),
                 desired,
                 state,
                 weight,
                 pin: conf.and_then(|c| c.pin.clone()),
                 configured,
-                operation: entry.and_then(|e| e.view.operation.clone()),
-                unchanged_ms: entry.map(|e| now_ms - e.observed.since_ms()),
+                operation: entry.and_then(|e| e.operation.clone()),
+                unchanged_ms: entry.map(|e| now_ms - e.since_ms),
             });
         }
 
         let leader = self
             .leader
             .as_ref()
-            .filter(|l| !l.observed.is_expired(now_ms))
-            .and_then(|l| l.observed.holding().holder.clone());
+            .filter(|l| !l.is_expired(now_ms))
+            .and_then(|l| l.holder.as_deref().map(str::to_owned));
         let endpoints: BTreeMap<&str, bool> = self
             .slices
             .values()
@@ -116,7 +135,7 @@ impl ClusterState {
             .collect();
         for t in &targets {
             if let Some(o) = &t.owner
-                && !self.pods.contains_key(o)
+                && !self.pods.contains_key(&**o)
             {
                 ghosts.insert(o);
             }

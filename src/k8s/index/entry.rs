@@ -1,0 +1,198 @@
+//! The index's compact record of one Lease, and the interning of member names. At 50,000
+//! target Leases the index is most of the control plane's memory, so a record keeps only what
+//! the model and the change reports need, and every string that repeats across records (the
+//! holder and desired-owner names, operation ids) is shared: one allocation per distinct name.
+//!
+//! The expiry rule is [`Observation`](crate::protocol::Observation)'s — the holder record must
+//! stay unchanged for a full duration by the observer's clock — applied to the record's fields
+//! kept here, compared exactly.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+
+use crate::protocol::{Holding, LeaseView};
+
+/// Shared copies of strings that repeat across records.
+#[derive(Debug, Default)]
+pub(super) struct Interner {
+    names: HashSet<Arc<str>>,
+    /// Size at which unused names are dropped next (doubles with the live set).
+    prune_at: usize,
+}
+
+/// Fewest interned names before unused ones are dropped.
+const PRUNE_FLOOR: usize = 4096;
+
+impl Interner {
+    /// The shared copy of `s`.
+    pub(super) fn get(&mut self, s: &str) -> Arc<str> {
+        if let Some(a) = self.names.get(s) {
+            return a.clone();
+        }
+        if self.names.len() >= self.prune_at.max(PRUNE_FLOOR) {
+            // Names nobody refers to any more (departed members, finished operations).
+            self.names.retain(|a| Arc::strong_count(a) > 1);
+            self.prune_at = self.names.len() * 2;
+        }
+        let a: Arc<str> = Arc::from(s);
+        self.names.insert(a.clone());
+        a
+    }
+
+    fn opt(&mut self, s: Option<&str>) -> Option<Arc<str>> {
+        s.map(|s| self.get(s))
+    }
+}
+
+/// One Lease as the index keeps it.
+#[derive(Debug, Clone)]
+pub(super) struct LeaseEntry {
+    /// The Lease's name.
+    pub(super) name: Arc<str>,
+    /// Who holds it (`None` when free or released).
+    pub(super) holder: Option<Arc<str>>,
+    acquire: Option<Timestamp>,
+    renew: Option<Timestamp>,
+    duration_s: i32,
+    transitions: i32,
+    /// When (observer's clock, ms) the holder record last changed.
+    pub(super) since_ms: i64,
+    /// The desired owner set by the control plane.
+    pub(super) desired: Option<Arc<str>>,
+    /// The operation that set it.
+    pub(super) operation: Option<Arc<str>>,
+    /// The last non-empty holder, kept across a release so the next acquire can name it.
+    pub(super) last_holder: Option<Arc<str>>,
+}
+
+impl LeaseEntry {
+    /// First sight of a Lease at `now_ms`.
+    pub(super) fn new(name: Arc<str>, view: &LeaseView, now_ms: i64, ix: &mut Interner) -> Self {
+        let h = &view.holding;
+        let holder = ix.opt(h.holder.as_deref());
+        Self {
+            name,
+            last_holder: holder.clone(),
+            holder,
+            acquire: h.acquire,
+            renew: h.renew,
+            duration_s: h.duration_s,
+            transitions: h.transitions,
+            since_ms: now_ms,
+            desired: ix.opt(view.desired.as_deref()),
+            operation: ix.opt(view.operation.as_deref()),
+        }
+    }
+
+    /// Takes in a newer copy seen at `now_ms`; the expiry clock restarts only when the holder
+    /// record changed. Returns whether it did.
+    pub(super) fn observe(&mut self, view: &LeaseView, now_ms: i64, ix: &mut Interner) -> bool {
+        if self.desired.as_deref() != view.desired.as_deref() {
+            self.desired = ix.opt(view.desired.as_deref());
+        }
+        if self.operation.as_deref() != view.operation.as_deref() {
+            self.operation = ix.opt(view.operation.as_deref());
+        }
+        let h = &view.holding;
+        if self.same_record(h) {
+            return false;
+        }
+        if self.holder.as_deref() != h.holder.as_deref() {
+            self.holder = ix.opt(h.holder.as_deref());
+        }
+        if self.holder.is_some() {
+            self.last_holder = self.holder.clone();
+        }
+        self.acquire = h.acquire;
+        self.renew = h.renew;
+        self.duration_s = h.duration_s;
+        self.transitions = h.transitions;
+        self.since_ms = now_ms;
+        true
+    }
+
+    fn same_record(&self, h: &Holding) -> bool {
+        self.holder.as_deref() == h.holder.as_deref()
+            && self.acquire == h.acquire
+            && self.renew == h.renew
+            && self.duration_s == h.duration_s
+            && self.transitions == h.transitions
+    }
+
+    /// Held, but unchanged for a full duration (or more) as seen by us.
+    pub(super) fn is_expired(&self, now_ms: i64) -> bool {
+        self.holder.is_some() && now_ms - self.since_ms >= i64::from(self.duration_s.max(0)) * 1000
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Holding, LeaseRole, Observation};
+
+    fn view(holder: Option<&str>, renew_s: i64, duration_s: i32) -> LeaseView {
+        LeaseView {
+            name: "l".into(),
+            resource_version: "1".into(),
+            role: LeaseRole::Target("k".into()),
+            holding: Holding {
+                holder: holder.map(str::to_owned),
+                acquire: Some(Timestamp::from_second(1).unwrap()),
+                renew: Some(Timestamp::from_second(renew_s).unwrap()),
+                duration_s,
+                transitions: 0,
+            },
+            desired: holder.map(str::to_owned),
+            cause: None,
+            operation: None,
+            desired_duration_s: None,
+        }
+    }
+
+    /// The compact record expires exactly when the protocol's `Observation` does, through a
+    /// sequence of renewals, a silence and a release.
+    #[test]
+    fn expires_like_an_observation() {
+        let mut ix = Interner::default();
+        let steps = [
+            (0, view(Some("a"), 10, 10)),
+            (3_000, view(Some("a"), 13, 10)),
+            (9_000, view(Some("a"), 13, 10)),
+            (12_999, view(Some("a"), 13, 10)),
+            (13_000, view(Some("a"), 13, 10)),
+            (14_000, view(None, 13, 1)),
+            (20_000, view(Some("b"), 20, 5)),
+        ];
+        let mut e = LeaseEntry::new("l".into(), &steps[0].1, 0, &mut ix);
+        let mut o = Observation::new(steps[0].1.holding.clone(), 0);
+        for (now, v) in &steps[1..] {
+            assert_eq!(
+                e.observe(v, *now, &mut ix),
+                o.observe(&v.holding, *now),
+                "at {now}"
+            );
+            for probe in [*now, now + 999, now + 5_000, now + 10_000] {
+                assert_eq!(e.is_expired(probe), o.is_expired(probe), "at {now}+{probe}");
+            }
+        }
+        assert_eq!(e.last_holder.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn names_are_shared_and_unused_ones_dropped() {
+        let mut ix = Interner::default();
+        let a1 = ix.get("member-1");
+        let a2 = ix.get("member-1");
+        assert!(Arc::ptr_eq(&a1, &a2));
+        for i in 0..PRUNE_FLOOR * 2 {
+            drop(ix.get(&format!("gone-{i}")));
+        }
+        assert!(ix.names.len() < PRUNE_FLOOR + 2, "{}", ix.names.len());
+        assert!(
+            Arc::ptr_eq(&a1, &ix.get("member-1")),
+            "a name in use survives pruning"
+        );
+    }
+}
