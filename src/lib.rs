@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod engine;
+pub mod http;
 pub mod k8s;
 pub mod model;
 pub mod net;

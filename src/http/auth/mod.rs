@@ -1,0 +1,1 @@
+//! Authentication and authorisation of HTTP callers (being written).
