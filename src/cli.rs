@@ -30,6 +30,8 @@ pub enum Command {
     /// Run the member agent beside a member app (sidecar): hold the targets assigned to this
     /// pod and tell the app through hooks.
     Agent(AgentArgs),
+    /// Print the REST API's OpenAPI document (as committed at openapi/openapi.json).
+    Openapi,
 }
 
 /// Flags of `leasehold serve`.
@@ -44,6 +46,9 @@ pub struct ServeArgs {
     /// Kubeconfig to use instead of the in-cluster config or $KUBECONFIG.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// Listen address, overriding `http.listen` of the configuration.
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
 }
 
 /// Flags of `leasehold agent`.
@@ -136,6 +141,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Sim(args) => run_sim(args).await,
         Command::Serve(args) => run_serve(args).await,
+        Command::Openapi => print_openapi(),
         Command::Agent(args) => run_agent(args).await,
         Command::Demo(a) => {
             crate::demo::run(crate::demo::DemoOptions {
@@ -156,8 +162,36 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     let identity = args
         .identity
         .unwrap_or_else(|| format!("leasehold-{}", uuid::Uuid::new_v4().simple()));
+    let mut http = config.http.clone();
+    if let Some(listen) = args.listen {
+        http.listen = listen;
+    }
     let engine = crate::engine::Engine::new(config, client, store, identity);
-    engine.run(shutdown_signal()).await
+    let listener = tokio::net::TcpListener::bind(http.listen)
+        .await
+        .with_context(|| format!("listening on {}", http.listen))?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let server = crate::http::run(engine.clone(), &http, listener, stopped(stop_rx.clone()));
+    let engine_run = engine.run(stopped(stop_rx));
+    tokio::pin!(server, engine_run);
+    tokio::select! {
+        () = shutdown_signal() => {
+            let _ = stop_tx.send(true);
+            let (a, b) = tokio::join!(server, engine_run);
+            a.and(b)
+        }
+        r = &mut server => r.context("the HTTP server stopped"),
+        r = &mut engine_run => r.context("the engine stopped"),
+    }
+}
+
+/// Prints the OpenAPI document (what `openapi/openapi.json` must contain).
+fn print_openapi() -> anyhow::Result<()> {
+    print!("{}", crate::http::api::openapi_json());
+    Ok(())
 }
 
 /// A Kubernetes client from `kubeconfig`, else in-cluster config or $KUBECONFIG.

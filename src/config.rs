@@ -27,6 +27,9 @@ pub struct Config {
     pub control_plane: ControlPlane,
     /// The managed clusters.
     pub clusters: Vec<Cluster>,
+    /// The HTTP server: listen address and authentication.
+    #[serde(default, skip_serializing)]
+    pub http: crate::http::HttpSettings,
 }
 
 /// Control-plane replicas elect one acting replica through a Lease.

@@ -198,6 +198,30 @@ impl Engine {
         self.inner.acting.subscribe()
     }
 
+    /// A configured cluster.
+    pub fn cluster(&self, name: &str) -> Result<&Cluster, EngineError> {
+        self.inner.cluster(name)
+    }
+
+    /// The Kubernetes client.
+    pub fn client(&self) -> &Client {
+        &self.inner.client
+    }
+
+    /// The imbalance of a model's current placement (the planner's measure: largest load over
+    /// fair share, minus 1, over the members taking targets).
+    pub fn imbalance(&self, model: &ClusterModel) -> f64 {
+        let Ok(d) = self.inner.duration_ms(&model.name) else {
+            return 0.0;
+        };
+        let busy = self.inner.busy(&model.name);
+        planner::place(
+            &placement::members(model, d),
+            &placement::targets(model, &busy, d),
+        )
+        .imbalance_before
+    }
+
     /// A cluster's model now.
     pub fn model(&self, cluster: &str) -> Result<ClusterModel, EngineError> {
         self.inner.cluster(cluster)?;

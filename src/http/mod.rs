@@ -1,5 +1,178 @@
-//! The faces of Leasehold: the REST API under `/api/v1` (with its OpenAPI document), the live
-//! dashboard, the SSE stream, health and metrics, behind authentication and authorisation.
+//! The faces of Leasehold: the REST API under `/api/v1` (with its OpenAPI document and Swagger
+//! UI at `/docs`), the SSE feed, health and readiness, behind authentication and
+//! authorisation, with security headers, body limits and timeouts on every response.
 //! `http` reads the model and calls the engine; nothing below it imports `http`.
+//!
+//! `api` holds the handlers, `auth` who callers are and what they may do, `caller` the
+//! extractor that asks it, `error` the one error type (problem+json), `events` the numbered
+//! live feed, `state` the shared state and the model cache.
 
+pub mod api;
 pub mod auth;
+pub mod caller;
+pub mod error;
+pub mod events;
+pub mod state;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::trace::TraceLayer;
+
+use self::auth::{Auth, AuthSettings};
+use self::error::ApiError;
+use self::events::Hub;
+use self::state::{AppState, Models};
+use crate::engine::Engine;
+
+/// Largest request body accepted (requests are small JSON documents).
+pub const BODY_LIMIT: usize = 64 * 1024;
+/// Bound on handling one request (the SSE stream excepted).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The `http` section of the configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSettings {
+    /// Address to listen on (default `127.0.0.1:8080`; `0.0.0.0:8080` behind a Service).
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// Who may call, and how they prove it.
+    #[serde(default)]
+    pub auth: AuthSettings,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            listen: default_listen(),
+            auth: AuthSettings::default(),
+        }
+    }
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+
+/// The whole application: API, OpenAPI, Swagger UI, health, with the middleware stack.
+pub fn router(state: AppState) -> Router {
+    let (api, doc) = api::api_router();
+    let swagger = utoipa_swagger_ui::SwaggerUi::new("/docs").url("/openapi.json", doc);
+    Router::new()
+        .nest("/api/v1", api)
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .fallback(not_found)
+        .with_state(state)
+        .merge(swagger)
+        .layer(middleware::from_fn(timeout_unless_stream))
+        .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
+        .layer(middleware::from_fn(error::log_internal))
+        .layer(TraceLayer::new_for_http())
+        .layer(middleware::from_fn(security_headers))
+}
+
+/// Builds the state, starts the model cache and the event hub, and serves until `shutdown`.
+pub async fn run(
+    engine: Engine,
+    settings: &HttpSettings,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let addr = listener.local_addr()?;
+    let auth = Auth::new(&settings.auth, addr, Some(engine.client().clone())).await?;
+    let state = AppState {
+        engine: engine.clone(),
+        auth,
+        models: Models::default(),
+        events: Hub::default(),
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(state.models.clone().run(engine.clone()));
+    tasks.spawn(state.events.clone().run(engine.clone()));
+    tracing::info!(%addr, "serving HTTP");
+    let server = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown);
+    tokio::select! {
+        r = server => r?,
+        Some(r) = tasks.join_next() => {
+            r?;
+            anyhow::bail!("an HTTP background task ended");
+        }
+    }
+    Ok(())
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// Ready once every watch has synced and every cluster has a model.
+async fn readyz(State(state): State<AppState>) -> Response {
+    let synced = state.engine.shared().synced();
+    let models = state
+        .engine
+        .config()
+        .clusters
+        .iter()
+        .all(|c| state.models.get(&c.name).is_some());
+    if synced && models {
+        "ready".into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: watches syncing",
+        )
+            .into_response()
+    }
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("no such path".into())
+}
+
+/// Bounds every request but the event stream (which lives as long as the client).
+async fn timeout_unless_stream(req: Request, next: Next) -> Response {
+    if req.uri().path() == "/api/v1/events" {
+        return next.run(req).await;
+    }
+    match tokio::time::timeout(REQUEST_TIMEOUT, next.run(req)).await {
+        Ok(res) => res,
+        Err(_) => ApiError::Unavailable("the request timed out".into()).into_response(),
+    }
+}
+
+/// The Content-Security-Policy of every response: only our own scripts, styles and
+/// connections; no framing.
+pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
+    img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; \
+    form-action 'self'; object-src 'none'";
+
+async fn security_headers(req: Request, next: Next) -> Response {
+    let mut res = next.run(req).await;
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    res
+}

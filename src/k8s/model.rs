@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::protocol::Protocol;
 
 /// One managed cluster at one moment.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ClusterModel {
     /// Its name.
     pub name: String,
@@ -37,7 +37,7 @@ pub struct ClusterModel {
 
 /// A member instance (a pod matching the selector), or a ghost: an identity that still holds
 /// Leases although no such pod exists.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Instance {
     /// Pod name (the member identity).
     pub name: String,
@@ -87,7 +87,19 @@ impl Instance {
 }
 
 /// Where a target is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    serde::Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum TargetState {
     /// Held (unexpired by our observation) by an instance that has a pod, and desired there (or
@@ -104,15 +116,19 @@ pub enum TargetState {
 }
 
 /// One target.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Target {
     /// The raw key.
+    #[schema(value_type = String)]
     pub key: Arc<str>,
     /// Its Lease, if one exists.
+    #[schema(value_type = Option<String>)]
     pub lease: Option<Arc<str>>,
     /// The member holding the Lease (expired or not).
+    #[schema(value_type = Option<String>)]
     pub owner: Option<Arc<str>>,
     /// The member the control plane wants holding it.
+    #[schema(value_type = Option<String>)]
     pub desired: Option<Arc<str>>,
     /// Where it is.
     pub state: TargetState,
@@ -123,13 +139,14 @@ pub struct Target {
     /// In the configured target list.
     pub configured: bool,
     /// The operation that last set its desired owner.
+    #[schema(value_type = Option<String>)]
     pub operation: Option<Arc<str>>,
     /// Milliseconds since its holder record last changed, as we observed it.
     pub unchanged_ms: Option<i64>,
 }
 
 /// A configured Service.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ServiceInfo {
     /// Its name.
     pub name: String,
@@ -146,7 +163,7 @@ pub struct ServiceInfo {
 }
 
 /// Targets per state.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct TargetCounts {
     /// All targets.
     pub total: usize,

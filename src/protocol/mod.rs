@@ -46,7 +46,9 @@ pub const GNMIC_VALUE: &str = "original-value";
 pub const RELEASED_DURATION_SECONDS: i32 = 1;
 
 /// How a cluster's Leases are laid out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Protocol {
     /// Leasehold's own layout; the control plane places targets and members follow.

@@ -47,8 +47,8 @@ pub struct InstanceEvent {
     pub detail: Option<String>,
 }
 
-/// The three kinds of history entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// The kinds of history entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HistoryKind {
     /// An [`OwnershipChange`].
@@ -58,6 +58,8 @@ pub enum HistoryKind {
     /// An operation's lifecycle: `event` is `created`, `phase` (detail: the phase), or the
     /// state it entered (`running`, `succeeded`, `failed`, `cancelled`, ...).
     Operation,
+    /// A mutating API request: `event` says what was asked, `actor` who, `detail` the result.
+    Audit,
 }
 
 impl HistoryKind {
@@ -66,6 +68,7 @@ impl HistoryKind {
             HistoryKind::Ownership => "ownership",
             HistoryKind::Instance => "instance",
             HistoryKind::Operation => "operation",
+            HistoryKind::Audit => "audit",
         }
     }
 }
@@ -83,6 +86,7 @@ impl FromStr for HistoryKind {
             "ownership" => Ok(HistoryKind::Ownership),
             "instance" => Ok(HistoryKind::Instance),
             "operation" => Ok(HistoryKind::Operation),
+            "audit" => Ok(HistoryKind::Audit),
             _ => Err(UnknownWord {
                 kind: "HistoryKind",
                 word: s.to_owned(),
@@ -110,7 +114,7 @@ pub struct HistoryQuery {
 }
 
 /// One history row. Which fields are set depends on `kind`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct HistoryEntry {
     /// Increasing in insertion order; listings are newest (highest) first.
     pub id: i64,
@@ -215,6 +219,34 @@ impl Store {
         .execute(self.pool())
         .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    /// Records a mutating API request: `actor` asked for `what` on `cluster`; `result` is
+    /// `ok` or the error shown to the caller.
+    pub async fn record_audit(
+        &self,
+        cluster: &str,
+        actor: &str,
+        what: &str,
+        result: &str,
+        operation: Option<&str>,
+        at_ms: i64,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.pool().acquire().await?;
+        insert_entry(
+            &mut conn,
+            HistoryKind::Audit,
+            &NewEntry {
+                at_ms,
+                cluster,
+                instance: None,
+                event: what,
+                operation,
+                actor: Some(actor),
+                detail: Some(result),
+            },
+        )
+        .await
     }
 
     /// Records an instance event (cordon and uncordon events also come from

@@ -47,7 +47,7 @@ pub struct NewMove {
 }
 
 /// An operation with its moves.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Operation {
     /// A uuid v7 (time-ordered).
     pub id: String,
@@ -57,6 +57,7 @@ pub struct Operation {
     pub requested_by: String,
     pub reason: String,
     pub instance: Option<String>,
+    #[schema(value_type = Object)]
     pub params: serde_json::Value,
     /// Remove-instance progress marker (`cordoned`, `drained`, `webhook_called`, ...).
     pub phase: Option<String>,
@@ -70,7 +71,7 @@ pub struct Operation {
 }
 
 /// One move of an operation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MoveRecord {
     /// 1-based position in the plan.
     pub seq: u32,
@@ -85,7 +86,7 @@ pub struct MoveRecord {
 }
 
 /// How many of an operation's moves are in each state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MoveCounts {
     pub total: u32,
     pub pending: u32,
@@ -96,7 +97,7 @@ pub struct MoveCounts {
 }
 
 /// An operation without its moves, with their counts (for listings).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct OperationSummary {
     pub id: String,
     pub cluster: String,
@@ -105,6 +106,7 @@ pub struct OperationSummary {
     pub requested_by: String,
     pub reason: String,
     pub instance: Option<String>,
+    #[schema(value_type = Object)]
     pub params: serde_json::Value,
     pub phase: Option<String>,
     pub created_at_ms: i64,

@@ -31,7 +31,19 @@ use std::collections::{BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 
 /// What a member may do with targets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum MemberState {
     /// Keeps its targets and receives new ones.
@@ -43,7 +55,7 @@ pub enum MemberState {
 }
 
 /// A member instance (for example a pod) that can own targets.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub struct Member {
     /// Unique member id.
@@ -55,7 +67,7 @@ pub struct Member {
 }
 
 /// A unit of work (for example a network device) that one member owns at a time.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub struct Target {
     /// Unique target key.
@@ -69,7 +81,7 @@ pub struct Target {
 }
 
 /// One target changing owner.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub struct Move {
     /// Key of the target that moves.
@@ -81,7 +93,7 @@ pub struct Move {
 }
 
 /// How much one member carries, before or after a plan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub struct MemberLoad {
     /// Member id.
@@ -97,7 +109,7 @@ pub struct MemberLoad {
 }
 
 /// A target the plan could not put where it must be; it stays where it is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub struct Blocked {
     /// Key of the blocked target.
@@ -107,7 +119,7 @@ pub struct Blocked {
 }
 
 /// The outcome of planning: the moves and what they do to each member's load.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub struct Plan {
     /// The moves, sorted by target key; each target appears at most once.

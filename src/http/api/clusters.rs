@@ -1,0 +1,502 @@
+//! `/clusters…`: clusters, instances and targets as the latest model shows them (see
+//! `state::Models`), and the cluster-changing requests: rebalance, remove an instance,
+//! uncordon. A rebalance or removal is a dry run unless the body says `"dry_run": false`.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::engine::PlanRequest;
+use crate::engine::planner::Plan;
+use crate::k8s::model::{ClusterModel, Instance, ServiceInfo, Target, TargetCounts, TargetState};
+use crate::protocol::Protocol;
+use crate::store::{HistoryEntry, HistoryQuery, Operation, OperationQuery, OperationSummary};
+
+use super::super::auth::Action;
+use super::super::caller::Caller;
+use super::super::error::{ApiError, Problem};
+use super::super::state::{AppState, Snapshot};
+use super::{audit, cursor_decode, cursor_encode};
+
+pub(super) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_clusters))
+        .routes(routes!(get_cluster))
+        .routes(routes!(list_instances))
+        .routes(routes!(get_instance))
+        .routes(routes!(remove_instance))
+        .routes(routes!(uncordon_instance))
+        .routes(routes!(list_targets))
+        .routes(routes!(get_target))
+        .routes(routes!(rebalance))
+}
+
+/// One cluster at a glance.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClusterSummary {
+    /// Its name.
+    pub name: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its Lease layout.
+    pub protocol: Protocol,
+    /// Every watch has synced once.
+    pub synced: bool,
+    /// A watch is down: this is the last known state.
+    pub stale: bool,
+    /// The member holding the cluster's leader Lease.
+    pub leader: Option<String>,
+    /// Members whose pod is ready.
+    pub members_ready: usize,
+    /// Members (pods matching the selector) and ghosts.
+    pub members_total: usize,
+    /// Targets by state.
+    pub targets: TargetCounts,
+    /// Largest load over fair share, minus 1, over the members that take targets.
+    pub imbalance: f64,
+    /// The most recent operation.
+    pub last_operation: Option<OperationSummary>,
+    /// Why the target list could not be read, if it could not.
+    pub targets_error: Option<String>,
+}
+
+/// A cluster in detail: its summary, instances and Services.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClusterDetail {
+    /// At a glance.
+    #[serde(flatten)]
+    pub summary: ClusterSummary,
+    /// Members and ghosts.
+    pub instances: Vec<Instance>,
+    /// The configured Services.
+    pub services: Vec<ServiceInfo>,
+}
+
+/// An instance with the targets it holds.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InstanceDetail {
+    /// The instance.
+    #[serde(flatten)]
+    pub instance: Instance,
+    /// Keys of the targets it holds (sorted).
+    pub targets: Vec<String>,
+}
+
+/// A page of targets.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TargetPage {
+    /// The targets, sorted by key.
+    pub items: Vec<Target>,
+    /// Pass as `cursor` for the next page; absent on the last.
+    pub next_cursor: Option<String>,
+    /// How many targets match the filters in all.
+    pub total: usize,
+}
+
+/// A target with its ownership history, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TargetDetail {
+    /// The target.
+    #[serde(flatten)]
+    pub target: Target,
+    /// Its most recent history entries (ownership changes), newest first.
+    pub history: Vec<HistoryEntry>,
+}
+
+/// Filters of the target list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TargetFilter {
+    /// Only targets held by this instance.
+    pub owner: Option<String>,
+    /// Only targets in this state.
+    pub state: Option<TargetState>,
+    /// Only targets whose key contains this text (case-insensitive).
+    pub q: Option<String>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// Page size (default 100, at most 1000).
+    pub limit: Option<u32>,
+}
+
+/// A rebalance request.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RebalanceRequest {
+    /// Only return the plan (the default). `false` starts the operation.
+    #[serde(default = "yes")]
+    pub dry_run: bool,
+    /// At most this many moves.
+    pub max_moves: Option<usize>,
+    /// Why (recorded with the operation).
+    pub reason: Option<String>,
+}
+
+/// A request to remove an instance.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RemoveRequest {
+    /// Only return the drain plan (the default). `false` starts the removal.
+    #[serde(default = "yes")]
+    pub dry_run: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The answer to an uncordon.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Uncordoned {
+    /// Whether it was cordoned before.
+    pub changed: bool,
+}
+
+/// Default and largest page sizes of the target list.
+const DEFAULT_LIMIT: usize = 100;
+const MAX_LIMIT: usize = 1000;
+
+pub(super) fn snapshot(state: &AppState, cluster: &str) -> Result<Snapshot, ApiError> {
+    state.engine.cluster(cluster)?;
+    state
+        .models
+        .get(cluster)
+        .ok_or_else(|| ApiError::Unavailable(format!("cluster {cluster:?} has no model yet")))
+}
+
+async fn summary(state: &AppState, snap: &Snapshot) -> Result<ClusterSummary, ApiError> {
+    let m: &ClusterModel = &snap.model;
+    let last = state
+        .engine
+        .store()
+        .operations(&OperationQuery {
+            cluster: Some(m.name.clone()),
+            limit: 1,
+            ..Default::default()
+        })
+        .await?
+        .items
+        .into_iter()
+        .next();
+    Ok(ClusterSummary {
+        name: m.name.clone(),
+        namespace: m.namespace.clone(),
+        protocol: m.protocol,
+        synced: m.synced,
+        stale: m.stale,
+        leader: m.leader.clone(),
+        members_ready: m.instances.iter().filter(|i| i.ready && !i.ghost).count(),
+        members_total: m.instances.len(),
+        targets: m.counts.clone(),
+        imbalance: snap.imbalance,
+        last_operation: last,
+        targets_error: m.targets_error.clone(),
+    })
+}
+
+/// Lists the managed clusters.
+#[utoipa::path(get, path = "/clusters", tag = "clusters",
+    responses((status = 200, body = Vec<ClusterSummary>),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json")))]
+async fn list_clusters(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Vec<ClusterSummary>>, ApiError> {
+    caller.require(&state, Action::Read, None).await?;
+    let mut out = Vec::new();
+    for c in &state.engine.config().clusters {
+        if let Some(snap) = state.models.get(&c.name) {
+            out.push(summary(&state, &snap).await?);
+        }
+    }
+    Ok(Json(out))
+}
+
+/// One cluster: summary, instances, Services.
+#[utoipa::path(get, path = "/clusters/{cluster}", tag = "clusters",
+    params(("cluster" = String, Path, description = "Cluster name")),
+    responses((status = 200, body = ClusterDetail),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+async fn get_cluster(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(cluster): Path<String>,
+) -> Result<Json<ClusterDetail>, ApiError> {
+    caller.require(&state, Action::Read, Some(&cluster)).await?;
+    let snap = snapshot(&state, &cluster)?;
+    Ok(Json(ClusterDetail {
+        summary: summary(&state, &snap).await?,
+        instances: snap.model.instances.clone(),
+        services: snap.model.services.clone(),
+    }))
+}
+
+/// The cluster's instances (members and ghosts).
+#[utoipa::path(get, path = "/clusters/{cluster}/instances", tag = "instances",
+    params(("cluster" = String, Path, description = "Cluster name")),
+    responses((status = 200, body = Vec<Instance>),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+async fn list_instances(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(cluster): Path<String>,
+) -> Result<Json<Vec<Instance>>, ApiError> {
+    caller.require(&state, Action::Read, Some(&cluster)).await?;
+    Ok(Json(snapshot(&state, &cluster)?.model.instances.clone()))
+}
+
+fn find_instance(snap: &Snapshot, cluster: &str, name: &str) -> Result<Instance, ApiError> {
+    snap.model
+        .instance(name)
+        .cloned()
+        .ok_or_else(|| ApiError::NotFound(format!("cluster {cluster:?} has no instance {name:?}")))
+}
+
+/// One instance and the targets it holds.
+#[utoipa::path(get, path = "/clusters/{cluster}/instances/{instance}", tag = "instances",
+    params(("cluster" = String, Path, description = "Cluster name"),
+        ("instance" = String, Path, description = "Instance (pod) name")),
+    responses((status = 200, body = InstanceDetail),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+async fn get_instance(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((cluster, instance)): Path<(String, String)>,
+) -> Result<Json<InstanceDetail>, ApiError> {
+    caller.require(&state, Action::Read, Some(&cluster)).await?;
+    let snap = snapshot(&state, &cluster)?;
+    let i = find_instance(&snap, &cluster, &instance)?;
+    let targets = snap
+        .model
+        .targets
+        .iter()
+        .filter(|t| t.owner.as_deref() == Some(instance.as_str()))
+        .map(|t| t.key.to_string())
+        .collect();
+    Ok(Json(InstanceDetail {
+        instance: i,
+        targets,
+    }))
+}
+
+/// Plans (dry run, the default) or starts the removal of an instance: cordon, drain, the
+/// removal webhook, optionally deleting the pod.
+#[utoipa::path(post, path = "/clusters/{cluster}/instances/{instance}/remove", tag = "instances",
+    params(("cluster" = String, Path, description = "Cluster name"),
+        ("instance" = String, Path, description = "Instance (pod) name"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Repeat-safe key")),
+    request_body(content = Option<RemoveRequest>),
+    responses((status = 200, description = "The drain plan (dry run)", body = Plan),
+        (status = 202, description = "Started; Location names the operation", body = Operation),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = "application/problem+json")))]
+async fn remove_instance(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((cluster, instance)): Path<(String, String)>,
+    body: Option<Json<RemoveRequest>>,
+) -> Result<Response, ApiError> {
+    caller
+        .require(&state, Action::RemoveInstance, Some(&cluster))
+        .await?;
+    let req = body
+        .map(|Json(b)| b)
+        .unwrap_or(RemoveRequest { dry_run: true });
+    if req.dry_run {
+        return Ok(Json(state.engine.plan_remove(&cluster, &instance)?).into_response());
+    }
+    let result = state
+        .engine
+        .start_remove(&cluster, &instance, caller.name())
+        .await;
+    audit(
+        &state,
+        &cluster,
+        &caller,
+        &format!("remove instance {instance}"),
+        &result,
+    )
+    .await;
+    Ok(accepted(result?))
+}
+
+/// Lets a cordoned instance receive targets again.
+#[utoipa::path(post, path = "/clusters/{cluster}/instances/{instance}/uncordon", tag = "instances",
+    params(("cluster" = String, Path, description = "Cluster name"),
+        ("instance" = String, Path, description = "Instance (pod) name")),
+    responses((status = 200, body = Uncordoned),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+async fn uncordon_instance(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((cluster, instance)): Path<(String, String)>,
+) -> Result<Json<Uncordoned>, ApiError> {
+    caller
+        .require(&state, Action::Uncordon, Some(&cluster))
+        .await?;
+    let result = state
+        .engine
+        .uncordon(&cluster, &instance, caller.name())
+        .await;
+    audit(
+        &state,
+        &cluster,
+        &caller,
+        &format!("uncordon {instance}"),
+        &result,
+    )
+    .await;
+    Ok(Json(Uncordoned { changed: result? }))
+}
+
+/// Targets, filtered, a page at a time (sorted by key).
+#[utoipa::path(get, path = "/clusters/{cluster}/targets", tag = "targets",
+    params(("cluster" = String, Path, description = "Cluster name"), TargetFilter),
+    responses((status = 200, body = TargetPage),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+async fn list_targets(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(cluster): Path<String>,
+    Query(f): Query<TargetFilter>,
+) -> Result<Json<TargetPage>, ApiError> {
+    caller.require(&state, Action::Read, Some(&cluster)).await?;
+    let snap = snapshot(&state, &cluster)?;
+    Ok(Json(page(&snap.model, &f)?))
+}
+
+/// One page of the filtered targets. The cursor is the last key of the previous page, so a
+/// page starts with a binary search and stays cheap however deep it is.
+pub(super) fn page(m: &ClusterModel, f: &TargetFilter) -> Result<TargetPage, ApiError> {
+    let limit = f
+        .limit
+        .map_or(DEFAULT_LIMIT, |l| (l as usize).clamp(1, MAX_LIMIT));
+    let q = f.q.as_deref().map(str::to_lowercase);
+    let matches = |t: &Target| {
+        f.owner
+            .as_deref()
+            .is_none_or(|o| t.owner.as_deref() == Some(o))
+            && f.state.is_none_or(|s| t.state == s)
+            && q.as_deref()
+                .is_none_or(|q| t.key.to_lowercase().contains(q))
+    };
+    let start = match &f.cursor {
+        Some(c) => {
+            let after = cursor_decode("t", c)?;
+            m.targets.partition_point(|t| *t.key <= *after)
+        }
+        None => 0,
+    };
+    let filtered = f.owner.is_some() || f.state.is_some() || q.is_some();
+    let total = if filtered {
+        m.targets.iter().filter(|t| matches(t)).count()
+    } else {
+        m.targets.len()
+    };
+    let mut items: Vec<Target> = m.targets[start..]
+        .iter()
+        .filter(|t| matches(t))
+        .take(limit + 1)
+        .cloned()
+        .collect();
+    let next_cursor = if items.len() > limit {
+        items.truncate(limit);
+        items.last().map(|t| cursor_encode("t", &t.key))
+    } else {
+        None
+    };
+    Ok(TargetPage {
+        items,
+        next_cursor,
+        total,
+    })
+}
+
+/// One target and its recent ownership history.
+#[utoipa::path(get, path = "/clusters/{cluster}/targets/{target}", tag = "targets",
+    params(("cluster" = String, Path, description = "Cluster name"),
+        ("target" = String, Path, description = "Target key (percent-encoded)")),
+    responses((status = 200, body = TargetDetail),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+async fn get_target(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((cluster, target)): Path<(String, String)>,
+) -> Result<Json<TargetDetail>, ApiError> {
+    caller.require(&state, Action::Read, Some(&cluster)).await?;
+    let snap = snapshot(&state, &cluster)?;
+    let t = snap.model.target(&target).cloned().ok_or_else(|| {
+        ApiError::NotFound(format!("cluster {cluster:?} has no target {target:?}"))
+    })?;
+    let history = state
+        .engine
+        .store()
+        .history(&HistoryQuery {
+            cluster: Some(cluster.clone()),
+            target: Some(target.clone()),
+            limit: 50,
+            ..Default::default()
+        })
+        .await?
+        .items;
+    Ok(Json(TargetDetail { target: t, history }))
+}
+
+/// Plans (dry run, the default) or starts a rebalance with the fewest moves.
+#[utoipa::path(post, path = "/clusters/{cluster}/rebalance", tag = "clusters",
+    params(("cluster" = String, Path, description = "Cluster name"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Repeat-safe key")),
+    request_body(content = Option<RebalanceRequest>),
+    responses((status = 200, description = "The plan (dry run)", body = Plan),
+        (status = 202, description = "Started; Location names the operation", body = Operation),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = "application/problem+json")))]
+async fn rebalance(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(cluster): Path<String>,
+    body: Option<Json<RebalanceRequest>>,
+) -> Result<Response, ApiError> {
+    caller
+        .require(&state, Action::Rebalance, Some(&cluster))
+        .await?;
+    let req = body.map(|Json(b)| b).unwrap_or(RebalanceRequest {
+        dry_run: true,
+        ..Default::default()
+    });
+    let plan_req = PlanRequest {
+        budget: req.max_moves,
+    };
+    if req.dry_run {
+        return Ok(Json(state.engine.plan_rebalance(&cluster, &plan_req)?).into_response());
+    }
+    let reason = req.reason.as_deref().unwrap_or("requested over the API");
+    let result = state
+        .engine
+        .start_rebalance(&cluster, &plan_req, caller.name(), reason, false)
+        .await;
+    audit(&state, &cluster, &caller, "rebalance", &result).await;
+    Ok(accepted(result?))
+}
+
+/// 202 with the operation and its `Location`.
+fn accepted(op: Operation) -> Response {
+    let location = format!("/api/v1/operations/{}", op.id);
+    (
+        StatusCode::ACCEPTED,
+        [(header::LOCATION, location)],
+        Json(op),
+    )
+        .into_response()
+}

@@ -1,0 +1,131 @@
+//! The REST API under `/api/v1`: each submodule exposes a `router()` whose handlers carry
+//! their utoipa annotations; [`api_router`] nests them and yields the OpenAPI document
+//! (committed at `openapi/openapi.json`, checked for drift by a test).
+
+mod clusters;
+mod events;
+mod operations;
+
+use axum::Router;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+
+use super::caller::Caller;
+use super::error::{ApiError, Problem};
+use super::state::AppState;
+use crate::store::now_ms;
+
+pub use clusters::{ClusterDetail, ClusterSummary, TargetPage};
+
+/// The document's fixed parts; paths and schemas come from the handlers.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Leasehold",
+        description = "See and steer who owns what in Lease-coordinated Kubernetes clusters. \
+            Errors are application/problem+json with a stable `type` (urn:leasehold:problem:<slug>). \
+            Authenticate with `Authorization: Bearer <token>`.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0")
+    ),
+    components(schemas(Problem)),
+    modifiers(&BearerAuth),
+    security(("bearer" = [])),
+    tags(
+        (name = "clusters", description = "Managed clusters, rebalancing"),
+        (name = "instances", description = "Member instances: removal, uncordon"),
+        (name = "targets", description = "Targets and their owners"),
+        (name = "operations", description = "Rebalances and removals"),
+        (name = "history", description = "Ownership changes, instance events, audit"),
+        (name = "events", description = "Live change stream (SSE)")
+    )
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The API routes (to be nested under `/api/v1`) and the OpenAPI document.
+pub fn api_router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(clusters::router())
+        .merge(operations::router())
+        .merge(events::router())
+        .split_for_parts();
+    doc.servers = Some(vec![utoipa::openapi::Server::new("/api/v1")]);
+    (router, doc)
+}
+
+/// The OpenAPI document as committed (pretty JSON with a final newline).
+pub fn openapi_json() -> String {
+    let (_, doc) = api_router();
+    let mut s = doc.to_pretty_json().unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// Encodes an opaque page cursor (a tag naming the listing, then its key).
+fn cursor_encode(tag: &str, key: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{tag}:{key}"))
+}
+
+/// Decodes a cursor made by [`cursor_encode`] with the same tag.
+fn cursor_decode(tag: &str, cursor: &str) -> Result<String, ApiError> {
+    URL_SAFE_NO_PAD
+        .decode(cursor.trim())
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|s| s.strip_prefix(&format!("{tag}:")).map(str::to_owned))
+        .ok_or_else(|| ApiError::BadRequest("invalid cursor".into()))
+}
+
+/// Records a mutating request in the history: who, what, and how it ended. A failure to
+/// record is logged (the request's own outcome stands).
+async fn audit<T, E: std::fmt::Display>(
+    state: &AppState,
+    cluster: &str,
+    caller: &Caller,
+    what: &str,
+    result: &Result<T, E>,
+) where
+    T: AuditedId,
+{
+    let (outcome, operation) = match result {
+        Ok(v) => ("ok".to_owned(), v.operation_id()),
+        Err(e) => (format!("refused: {e}"), None),
+    };
+    if let Err(error) = state
+        .engine
+        .store()
+        .record_audit(cluster, caller.name(), what, &outcome, operation, now_ms())
+        .await
+    {
+        tracing::error!(%error, cluster, what, "could not record the audit entry");
+    }
+}
+
+/// What an audited result names (an operation, when it created one).
+trait AuditedId {
+    fn operation_id(&self) -> Option<&str> {
+        None
+    }
+}
+
+impl AuditedId for crate::store::Operation {
+    fn operation_id(&self) -> Option<&str> {
+        Some(&self.id)
+    }
+}
+impl AuditedId for bool {}
+impl AuditedId for () {}

@@ -1,0 +1,169 @@
+//! The HTTP boundary's one error type. Every error leaves as `application/problem+json`
+//! (RFC 9457) with a stable `type` (`urn:leasehold:problem:<slug>`, listed in `docs/api.md`).
+//! A 500 hides its cause from the caller; the cause travels in a response extension and is
+//! logged by the middleware inside the trace span (`log_internal`), never here.
+
+use axum::Json;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::engine::EngineError;
+use crate::store::StoreError;
+
+use super::auth::AuthError;
+
+/// A problem document.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Problem {
+    /// Stable identifier of the kind of problem, `urn:leasehold:problem:<slug>`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Short summary of the kind of problem.
+    pub title: String,
+    /// The HTTP status.
+    pub status: u16,
+    /// What went wrong in this case.
+    pub detail: String,
+}
+
+/// Why a request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// No credentials, or credentials nobody knows.
+    #[error("authentication required: send a bearer token or log in")]
+    Unauthenticated,
+    /// Known caller, not allowed.
+    #[error("{0}")]
+    Forbidden(String),
+    /// A POST from a browser session without the right CSRF token.
+    #[error("missing or wrong CSRF token")]
+    Csrf,
+    /// No such thing.
+    #[error("{0}")]
+    NotFound(String),
+    /// The request itself is wrong.
+    #[error("{0}")]
+    BadRequest(String),
+    /// The request conflicts with the current state (an operation running, wrong state).
+    #[error("{0}")]
+    Conflict(String),
+    /// The request cannot be done on this cluster (read-only, blocked plan).
+    #[error("{0}")]
+    Unprocessable(String),
+    /// Not now: the model is stale or not synced, or a dependency is down.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The same Idempotency-Key was used for a different request.
+    #[error("Idempotency-Key {0:?} was used for a different request")]
+    IdempotencyMismatch(String),
+    /// Anything else; the cause is logged, not shown.
+    #[error("internal error")]
+    Internal(String),
+}
+
+/// The cause of a 500, for the logging middleware.
+#[derive(Clone)]
+struct InternalCause(String);
+
+impl ApiError {
+    fn slug(&self) -> (&'static str, &'static str, StatusCode) {
+        use StatusCode as S;
+        match self {
+            ApiError::Unauthenticated => ("unauthenticated", "Unauthenticated", S::UNAUTHORIZED),
+            ApiError::Forbidden(_) => ("forbidden", "Forbidden", S::FORBIDDEN),
+            ApiError::Csrf => ("csrf", "CSRF check failed", S::FORBIDDEN),
+            ApiError::NotFound(_) => ("not-found", "Not found", S::NOT_FOUND),
+            ApiError::BadRequest(_) => ("bad-request", "Bad request", S::BAD_REQUEST),
+            ApiError::Conflict(_) => ("conflict", "Conflict", S::CONFLICT),
+            ApiError::Unprocessable(_) => (
+                "unprocessable",
+                "Cannot be done on this cluster",
+                S::UNPROCESSABLE_ENTITY,
+            ),
+            ApiError::Unavailable(_) => ("unavailable", "Unavailable", S::SERVICE_UNAVAILABLE),
+            ApiError::IdempotencyMismatch(_) => (
+                "idempotency-key-reused",
+                "Idempotency-Key reused",
+                S::UNPROCESSABLE_ENTITY,
+            ),
+            ApiError::Internal(_) => ("internal", "Internal error", S::INTERNAL_SERVER_ERROR),
+        }
+    }
+
+    /// The problem document for this error.
+    pub fn problem(&self) -> (StatusCode, Problem) {
+        let (slug, title, status) = self.slug();
+        (
+            status,
+            Problem {
+                type_: format!("urn:leasehold:problem:{slug}"),
+                title: title.to_owned(),
+                status: status.as_u16(),
+                detail: self.to_string(),
+            },
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, problem) = self.problem();
+        let mut res = (status, Json(problem)).into_response();
+        res.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if status == StatusCode::UNAUTHORIZED {
+            res.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"leasehold\""),
+            );
+        }
+        if let ApiError::Internal(cause) = self {
+            res.extensions_mut().insert(InternalCause(cause));
+        }
+        res
+    }
+}
+
+/// Logs the hidden cause of a 500 inside the request's trace span.
+pub async fn log_internal(req: Request, next: Next) -> Response {
+    let res = next.run(req).await;
+    if let Some(InternalCause(cause)) = res.extensions().get::<InternalCause>() {
+        tracing::error!(error = %cause, "request failed");
+    }
+    res
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::UnknownCluster(_)
+            | EngineError::UnknownInstance { .. }
+            | EngineError::UnknownOperation(_) => ApiError::NotFound(e.to_string()),
+            EngineError::ReadOnly(_) | EngineError::Blocked(_) => {
+                ApiError::Unprocessable(e.to_string())
+            }
+            EngineError::Stale(_) => ApiError::Unavailable(e.to_string()),
+            EngineError::Busy(_) | EngineError::WrongState { .. } => {
+                ApiError::Conflict(e.to_string())
+            }
+            EngineError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::Internal(format!("history store: {e}"))
+    }
+}
+
+impl From<AuthError> for ApiError {
+    fn from(e: AuthError) -> Self {
+        ApiError::Unavailable(format!("authentication backend: {e}"))
+    }
+}

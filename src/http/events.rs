@@ -1,0 +1,276 @@
+//! The live event feed behind `GET /api/v1/events` (SSE) and the dashboard: one hub task
+//! turns index changes (ownership, instance lifecycle, leadership) and operation progress into
+//! numbered, typed events, keeps the last [`REPLAY`] for clients that reconnect with
+//! `Last-Event-ID`, and broadcasts them. A client too far behind gets a `resync` event (reload
+//! the state) instead of a silent gap.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+use crate::engine::Engine;
+use crate::k8s::index::Change;
+use crate::model::{Cause, InstanceEventKind, OperationState};
+use crate::store::OperationQuery;
+
+/// Events kept for replay after a reconnect.
+pub const REPLAY: usize = 10_000;
+/// How often operation progress is read from the store.
+const OPERATION_POLL: Duration = Duration::from_millis(500);
+/// Events buffered per slow subscriber before it is told to resync.
+const FANOUT_BUFFER: usize = 4_096;
+
+/// One event of the feed.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// A target changed hands.
+    Ownership {
+        /// Cluster.
+        cluster: String,
+        /// Target key.
+        target: String,
+        /// Previous holder.
+        from: Option<String>,
+        /// New holder (`None`: its Lease was deleted while held).
+        to: Option<String>,
+        /// Why.
+        cause: Cause,
+        /// The operation that moved it.
+        operation: Option<String>,
+        /// When (unix ms).
+        at_ms: i64,
+    },
+    /// An instance joined, left, became (not) ready, was cordoned…
+    Instance {
+        /// Cluster.
+        cluster: String,
+        /// Instance.
+        instance: String,
+        /// What happened.
+        kind: InstanceEventKind,
+        /// When (unix ms).
+        at_ms: i64,
+    },
+    /// Leadership changed in a cluster.
+    Leader {
+        /// Cluster.
+        cluster: String,
+        /// The instance that gained or lost it.
+        instance: String,
+        /// Gained (true) or lost.
+        gained: bool,
+        /// When (unix ms).
+        at_ms: i64,
+    },
+    /// An operation changed state or made progress.
+    Operation {
+        /// Operation id.
+        id: String,
+        /// Cluster.
+        cluster: String,
+        /// Its state.
+        state: OperationState,
+        /// Moves done.
+        done: u32,
+        /// Moves failed.
+        failed: u32,
+        /// Moves in all.
+        total: u32,
+        /// Its phase (removals).
+        phase: Option<String>,
+    },
+    /// The target list of a cluster changed.
+    Targets {
+        /// Cluster.
+        cluster: String,
+    },
+    /// Events were missed: reload the state.
+    Resync,
+}
+
+impl Event {
+    /// The SSE `event:` name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::Ownership { .. } => "ownership",
+            Event::Instance { .. } => "instance",
+            Event::Leader { .. } => "leader",
+            Event::Operation { .. } => "operation",
+            Event::Targets { .. } => "targets",
+            Event::Resync => "resync",
+        }
+    }
+
+    fn from_change(c: Change) -> Event {
+        match c {
+            Change::Ownership {
+                cluster,
+                target,
+                from,
+                to,
+                cause,
+                operation,
+                at_ms,
+                ..
+            } => Event::Ownership {
+                cluster,
+                target,
+                from,
+                to,
+                cause,
+                operation,
+                at_ms,
+            },
+            Change::Instance {
+                cluster,
+                instance,
+                kind: kind @ (InstanceEventKind::LeaderGained | InstanceEventKind::LeaderLost),
+                at_ms,
+            } => Event::Leader {
+                cluster,
+                instance,
+                gained: kind == InstanceEventKind::LeaderGained,
+                at_ms,
+            },
+            Change::Instance {
+                cluster,
+                instance,
+                kind,
+                at_ms,
+            } => Event::Instance {
+                cluster,
+                instance,
+                kind,
+                at_ms,
+            },
+            Change::Targets { cluster } => Event::Targets { cluster },
+        }
+    }
+}
+
+/// The numbered feed.
+#[derive(Clone)]
+pub struct Hub {
+    inner: Arc<HubInner>,
+}
+
+struct HubInner {
+    log: Mutex<VecDeque<(u64, Arc<Event>)>>,
+    next: Mutex<u64>,
+    tx: broadcast::Sender<(u64, Arc<Event>)>,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Hub {
+            inner: Arc::new(HubInner {
+                log: Mutex::new(VecDeque::with_capacity(1024)),
+                next: Mutex::new(1),
+                tx: broadcast::channel(FANOUT_BUFFER).0,
+            }),
+        }
+    }
+}
+
+/// What a new subscriber gets: the events after its `Last-Event-ID`, then the live feed.
+pub struct Subscription {
+    /// Events to send first (or a single `resync` when the id is too old).
+    pub backlog: Vec<(u64, Arc<Event>)>,
+    /// Every event from now on.
+    pub live: broadcast::Receiver<(u64, Arc<Event>)>,
+}
+
+impl Hub {
+    /// Numbers, keeps and broadcasts one event.
+    pub fn publish(&self, e: Event) {
+        let e = Arc::new(e);
+        let mut next = self.inner.next.lock().unwrap_or_else(|e| e.into_inner());
+        let id = *next;
+        *next += 1;
+        let mut log = self.inner.log.lock().unwrap_or_else(|e| e.into_inner());
+        if log.len() == REPLAY {
+            log.pop_front();
+        }
+        log.push_back((id, e.clone()));
+        // No subscriber is fine.
+        let _ = self.inner.tx.send((id, e));
+    }
+
+    /// Subscribes, replaying what came after `last_id` when it is still kept.
+    pub fn subscribe(&self, last_id: Option<u64>) -> Subscription {
+        // Hold the counter so nothing is published between the backlog and the subscription.
+        let next = self.inner.next.lock().unwrap_or_else(|e| e.into_inner());
+        let live = self.inner.tx.subscribe();
+        let log = self.inner.log.lock().unwrap_or_else(|e| e.into_inner());
+        let backlog = match last_id {
+            None => Vec::new(),
+            Some(id) if id + 1 >= *next => Vec::new(),
+            Some(id) => match log.front() {
+                Some((first, _)) if *first <= id + 1 => {
+                    log.iter().filter(|(n, _)| *n > id).cloned().collect()
+                }
+                _ => vec![(*next - 1, Arc::new(Event::Resync))],
+            },
+        };
+        Subscription { backlog, live }
+    }
+
+    /// Feeds the hub until the index's change feed closes: index changes as they come, and
+    /// operation progress read from the store every [`OPERATION_POLL`].
+    pub async fn run(self, engine: Engine) {
+        let mut changes = engine.shared().subscribe();
+        let mut tick = tokio::time::interval(OPERATION_POLL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut seen: HashMap<String, (i64, u32, u32)> = HashMap::new();
+        loop {
+            tokio::select! {
+                c = changes.recv() => match c {
+                    Ok(c) => self.publish(Event::from_change(c)),
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.publish(Event::Resync),
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+                _ = tick.tick() => self.poll_operations(&engine, &mut seen).await,
+            }
+        }
+    }
+
+    async fn poll_operations(&self, engine: &Engine, seen: &mut HashMap<String, (i64, u32, u32)>) {
+        let page = match engine
+            .store()
+            .operations(&OperationQuery {
+                limit: 20,
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(p) => p,
+            Err(error) => {
+                tracing::warn!(%error, "reading operations for the event feed failed");
+                return;
+            }
+        };
+        for op in page.items {
+            let mark = (op.updated_at_ms, op.moves.done, op.moves.failed);
+            if seen.get(&op.id) == Some(&mark) {
+                continue;
+            }
+            seen.insert(op.id.clone(), mark);
+            self.publish(Event::Operation {
+                id: op.id,
+                cluster: op.cluster,
+                state: op.state,
+                done: op.moves.done,
+                failed: op.moves.failed,
+                total: op.moves.total,
+                phase: op.phase,
+            });
+        }
+        if seen.len() > 1000 {
+            seen.clear();
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! Router tests of the REST API with `tower::ServiceExt::oneshot`: a real engine watching the
+//! simulator (so the model is real), a fresh SQLite history per test, token-file
+//! authentication with viewer / operator / admin users. Covers problem+json errors, target
+//! paging and filters, dry-run plans, the auth matrix over every endpoint, security headers,
+//! and that the committed OpenAPI document matches the code.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt as _;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use leasehold::config::Config;
+use leasehold::engine::Engine;
+use leasehold::http::auth::{Auth, AuthSettings};
+use leasehold::http::state::{AppState, Models};
+use leasehold::http::{self, events::Hub};
+use leasehold::store::Store;
+use serde_json::{Value, json};
+use tower::ServiceExt as _;
+
+const NS: &str = "apps";
+
+const TOKENS: &str = "\
+viewer-token,vera,u1,\"leasehold:viewers\"
+operator-token,otto,u2,\"leasehold:operators\"
+admin-token,ada,u3,\"leasehold:admins\"
+nobody-token,nina,u4,\"other\"
+";
+
+struct App {
+    router: axum::Router,
+    _t: common::TestSim,
+    _dir: tempfile::TempDir,
+}
+
+async fn app() -> App {
+    let t = common::start().await;
+    let nss: Api<Namespace> = Api::all(t.client.clone());
+    nss.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, TOKENS).unwrap();
+    let yaml = format!(
+        "clusters:
+- name: c
+  namespace: {NS}
+  selector: {{app: c}}
+  targets: {{inline: [t-0, t-1, t-2, t-3, t-4]}}
+"
+    );
+    let config = Config::parse(&yaml, Path::new("test.yaml")).unwrap();
+    let db = format!("sqlite:{}", dir.path().join("h.db").display());
+    let store = Store::connect(&db).await.unwrap();
+    let engine = Engine::new(config, t.client.clone(), store, "cp".into());
+    let e = engine.clone();
+    tokio::spawn(async move { e.run(std::future::pending()).await });
+    let settings: AuthSettings =
+        serde_saphyr::from_str(&format!("mode: token\ntoken_file: {}\n", tokens.display()))
+            .unwrap();
+    let auth = Auth::new(&settings, "127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    let models = Models::default();
+    // Wait for the first synced model.
+    let synced = common::eventually(Duration::from_secs(20), || {
+        let models = models.clone();
+        let engine = engine.clone();
+        async move {
+            models.refresh(&engine);
+            models.get("c").filter(|s| s.model.synced).map(|_| ())
+        }
+    })
+    .await;
+    assert!(synced.is_some(), "the model never synced");
+    let state = AppState {
+        engine,
+        auth,
+        models,
+        events: Hub::default(),
+    };
+    App {
+        router: http::router(state),
+        _t: t,
+        _dir: dir,
+    }
+}
+
+async fn call(
+    app: &App,
+    method: &str,
+    uri: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, axum::http::HeaderMap, Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(t) = token {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let req = match body {
+        Some(b) => req
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(b.to_string())),
+        None => req.body(Body::empty()),
+    }
+    .unwrap();
+    let res = app.router.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    let v = serde_json::from_slice(&bytes)
+        .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()));
+    (status, headers, v)
+}
+
+#[test]
+fn openapi_document_matches_the_committed_file() {
+    let committed = std::fs::read_to_string("openapi/openapi.json").unwrap_or_default();
+    let generated = leasehold::http::api::openapi_json();
+    assert!(
+        committed == generated,
+        "openapi/openapi.json is out of date: run `cargo run -- openapi > openapi/openapi.json`"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_paging_filters_and_problem_errors() {
+    let app = app().await;
+    // No token: 401 as problem+json, with a challenge.
+    let (s, h, v) = call(&app, "GET", "/api/v1/clusters", None, None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert_eq!(h[header::CONTENT_TYPE], "application/problem+json");
+    assert_eq!(v["type"], "urn:leasehold:problem:unauthenticated");
+    assert!(h.contains_key(header::WWW_AUTHENTICATE));
+    // A wrong token is the same.
+    let (s, _, _) = call(&app, "GET", "/api/v1/clusters", Some("nope"), None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+
+    let (s, h, v) = call(&app, "GET", "/api/v1/clusters", Some("viewer-token"), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v[0]["name"], "c");
+    assert_eq!(v[0]["targets"]["total"], 5);
+    assert_eq!(v[0]["targets"]["unassigned"], 5);
+    assert!(
+        h[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .unwrap()
+            .contains("frame-ancestors 'none'")
+    );
+    assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+
+    // Paging: 2 + 2 + 1, in key order, each page continuing where the last ended.
+    let mut keys = Vec::new();
+    let mut uri = "/api/v1/clusters/c/targets?limit=2".to_owned();
+    loop {
+        let (s, _, v) = call(&app, "GET", &uri, Some("viewer-token"), None).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(v["total"], 5);
+        for t in v["items"].as_array().unwrap() {
+            keys.push(t["key"].as_str().unwrap().to_owned());
+        }
+        match v["next_cursor"].as_str() {
+            Some(c) => uri = format!("/api/v1/clusters/c/targets?limit=2&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(keys, ["t-0", "t-1", "t-2", "t-3", "t-4"]);
+    // Filters.
+    let (_, _, v) = call(
+        &app,
+        "GET",
+        "/api/v1/clusters/c/targets?q=T-3",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert_eq!(v["total"], 1);
+    assert_eq!(v["items"][0]["key"], "t-3");
+    let (_, _, v) = call(
+        &app,
+        "GET",
+        "/api/v1/clusters/c/targets?state=owned",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert_eq!(v["total"], 0);
+    let (s, _, v) = call(
+        &app,
+        "GET",
+        "/api/v1/clusters/c/targets?state=bogus",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let (s, _, v) = call(
+        &app,
+        "GET",
+        "/api/v1/clusters/c/targets?cursor=zzz",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(v["type"], "urn:leasehold:problem:bad-request");
+    // One target with its (empty) history; unknown ones are 404.
+    let (s, _, v) = call(
+        &app,
+        "GET",
+        "/api/v1/clusters/c/targets/t-2",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["state"], "unassigned");
+    assert!(v["history"].as_array().unwrap().is_empty());
+    let (s, _, v) = call(
+        &app,
+        "GET",
+        "/api/v1/clusters/c/targets/nope",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(v["type"], "urn:leasehold:problem:not-found");
+    let (s, _, _) = call(
+        &app,
+        "GET",
+        "/api/v1/clusters/nope",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _, _) = call(
+        &app,
+        "GET",
+        "/api/v1/clusters/c/instances/ghost",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _, _) = call(
+        &app,
+        "GET",
+        "/api/v1/nothing-here",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // Operations and history start empty.
+    let (s, _, v) = call(
+        &app,
+        "GET",
+        "/api/v1/operations",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(v["items"].as_array().unwrap().is_empty());
+    let (s, _, v) = call(
+        &app,
+        "GET",
+        "/api/v1/history?kind=bogus",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let (s, _, _) = call(
+        &app,
+        "GET",
+        "/api/v1/operations/nope",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // The document and the docs page are served.
+    let (s, _, v) = call(&app, "GET", "/openapi.json", None, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(v["paths"]["/clusters/{cluster}/rebalance"].is_object());
+    // A dry-run rebalance by an operator returns the plan (no member: nothing to move).
+    let (s, _, v) = call(
+        &app,
+        "POST",
+        "/api/v1/clusters/c/rebalance",
+        Some("operator-token"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(v["moves"].as_array().unwrap().is_empty());
+    assert!(v["imbalance_before"].is_number());
+    // Unknown fields are refused, not ignored.
+    let (s, _, _) = call(
+        &app,
+        "POST",
+        "/api/v1/clusters/c/rebalance",
+        Some("operator-token"),
+        Some(json!({"dryrun": false})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    // A body over the limit is refused.
+    let big = json!({"reason": "x".repeat(http::BODY_LIMIT + 1)});
+    let (s, _, _) = call(
+        &app,
+        "POST",
+        "/api/v1/clusters/c/rebalance",
+        Some("operator-token"),
+        Some(big),
+    )
+    .await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+/// Every endpoint × anonymous / no role / viewer / operator / admin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_matrix() {
+    let app = app().await;
+    let reads = [
+        "/api/v1/clusters",
+        "/api/v1/clusters/c",
+        "/api/v1/clusters/c/instances",
+        "/api/v1/clusters/c/targets",
+        "/api/v1/clusters/c/targets/t-1",
+        "/api/v1/operations",
+        "/api/v1/history",
+    ];
+    // Dry runs and an uncordon of an instance that is not cordoned: harmless when allowed.
+    let writes = [
+        "/api/v1/clusters/c/rebalance",
+        "/api/v1/clusters/c/instances/x/uncordon",
+        "/api/v1/operations/none/cancel",
+    ];
+    for who in [
+        None,
+        Some("nobody-token"),
+        Some("viewer-token"),
+        Some("operator-token"),
+        Some("admin-token"),
+    ] {
+        for uri in reads {
+            let (s, _, v) = call(&app, "GET", uri, who, None).await;
+            let want = match who {
+                None => StatusCode::UNAUTHORIZED,
+                Some("nobody-token") => StatusCode::FORBIDDEN,
+                _ => StatusCode::OK,
+            };
+            assert_eq!(s, want, "GET {uri} as {who:?}: {v}");
+        }
+        for uri in writes {
+            let (s, _, v) = call(&app, "POST", uri, who, Some(json!({}))).await;
+            match who {
+                None => assert_eq!(s, StatusCode::UNAUTHORIZED, "POST {uri} as {who:?}: {v}"),
+                Some("nobody-token" | "viewer-token") => {
+                    assert_eq!(s, StatusCode::FORBIDDEN, "POST {uri} as {who:?}: {v}");
+                    assert_eq!(v["type"], "urn:leasehold:problem:forbidden");
+                }
+                _ => assert!(
+                    s != StatusCode::UNAUTHORIZED
+                        && s != StatusCode::FORBIDDEN
+                        && !s.is_server_error(),
+                    "POST {uri} as {who:?}: {s} {v}"
+                ),
+            }
+        }
+    }
+}
