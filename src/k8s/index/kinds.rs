@@ -2,6 +2,7 @@
 //! needs out of the Kubernetes object and reporting lifecycle and ownership changes.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
@@ -322,7 +323,10 @@ impl Indexed for Lease {
             LeaseRole::Leader => {
                 let old_holder = state.leader.as_ref().and_then(|e| e.holder.clone());
                 match &mut state.leader {
-                    Some(e) if *e.name == *view.name => {
+                    Some(e) => {
+                        if *e.name != *view.name {
+                            e.name = view.name.as_str().into();
+                        }
                         e.observe(&view, now, ix);
                     }
                     leader => {
@@ -348,6 +352,17 @@ impl Indexed for Lease {
             let old_key = old_key.clone();
             state.targets.remove(&old_key);
             state.lease_keys.remove(view.name.as_str());
+        }
+        // Another Lease now carries a known key: follow it (its name maps to the key too).
+        if let Some((k, e)) = state.targets.get_key_value(key)
+            && *e.name != *view.name
+        {
+            let k = k.clone();
+            let name: Arc<str> = view.name.as_str().into();
+            state.lease_keys.insert(name.clone(), k.clone());
+            if let Some(e) = state.targets.get_mut(&k) {
+                e.name = name;
+            }
         }
         let new_holder = view.holding.holder.as_deref();
         let ownership = |from: Option<&str>| super::Change::Ownership {
@@ -375,8 +390,8 @@ impl Indexed for Lease {
                     let change = ownership(None);
                     emit.push(change);
                 }
-                let name: std::sync::Arc<str> = view.name.as_str().into();
-                let key: std::sync::Arc<str> = key.into();
+                let name: Arc<str> = view.name.as_str().into();
+                let key: Arc<str> = key.into();
                 state.lease_keys.insert(name.clone(), key.clone());
                 state
                     .targets
