@@ -63,22 +63,12 @@ impl Caller {
         Err(ApiError::Forbidden(format!(
             "{:?} may not {}{on}",
             self.principal.user,
-            action_words(action)
+            action.describe()
         )))
     }
 
     /// The name recorded as the actor of what this caller does.
     pub fn name(&self) -> &str {
         &self.principal.user
-    }
-}
-
-fn action_words(a: Action) -> &'static str {
-    match a {
-        Action::Read => "read",
-        Action::Rebalance => "rebalance",
-        Action::RemoveInstance => "remove instances",
-        Action::Uncordon => "uncordon instances",
-        Action::CancelOperation => "cancel operations",
     }
 }

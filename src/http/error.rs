@@ -38,9 +38,6 @@ pub enum ApiError {
     /// Known caller, not allowed.
     #[error("{0}")]
     Forbidden(String),
-    /// A POST from a browser session without the right CSRF token.
-    #[error("missing or wrong CSRF token")]
-    Csrf,
     /// No such thing.
     #[error("{0}")]
     NotFound(String),
@@ -56,9 +53,6 @@ pub enum ApiError {
     /// Not now: the model is stale or not synced, or a dependency is down.
     #[error("{0}")]
     Unavailable(String),
-    /// The same Idempotency-Key was used for a different request.
-    #[error("Idempotency-Key {0:?} was used for a different request")]
-    IdempotencyMismatch(String),
     /// Anything else; the cause is logged, not shown.
     #[error("internal error")]
     Internal(String),
@@ -74,7 +68,6 @@ impl ApiError {
         match self {
             ApiError::Unauthenticated => ("unauthenticated", "Unauthenticated", S::UNAUTHORIZED),
             ApiError::Forbidden(_) => ("forbidden", "Forbidden", S::FORBIDDEN),
-            ApiError::Csrf => ("csrf", "CSRF check failed", S::FORBIDDEN),
             ApiError::NotFound(_) => ("not-found", "Not found", S::NOT_FOUND),
             ApiError::BadRequest(_) => ("bad-request", "Bad request", S::BAD_REQUEST),
             ApiError::Conflict(_) => ("conflict", "Conflict", S::CONFLICT),
@@ -84,11 +77,6 @@ impl ApiError {
                 S::UNPROCESSABLE_ENTITY,
             ),
             ApiError::Unavailable(_) => ("unavailable", "Unavailable", S::SERVICE_UNAVAILABLE),
-            ApiError::IdempotencyMismatch(_) => (
-                "idempotency-key-reused",
-                "Idempotency-Key reused",
-                S::UNPROCESSABLE_ENTITY,
-            ),
             ApiError::Internal(_) => ("internal", "Internal error", S::INTERNAL_SERVER_ERROR),
         }
     }
@@ -158,7 +146,10 @@ impl From<EngineError> for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        ApiError::Internal(format!("history store: {e}"))
+        match e {
+            StoreError::BadCursor => ApiError::BadRequest(e.to_string()),
+            e => ApiError::Internal(format!("history store: {e}")),
+        }
     }
 }
 

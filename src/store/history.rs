@@ -97,19 +97,26 @@ impl FromStr for HistoryKind {
 
 /// Which history entries to list. Every filter set must match. Times: `since_ms` inclusive,
 /// `until_ms` exclusive.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(default)]
+#[into_params(parameter_in = Query)]
 pub struct HistoryQuery {
+    /// Only this cluster's.
     pub cluster: Option<String>,
+    /// Only about this target.
     pub target: Option<String>,
     /// Matches an ownership change's `from` or `to`, or the instance of an instance or
     /// operation entry.
     pub instance: Option<String>,
+    /// Only entries of this kind.
     pub kind: Option<HistoryKind>,
+    /// Only at or after this time (unix ms).
     pub since_ms: Option<i64>,
+    /// Only before this time (unix ms).
     pub until_ms: Option<i64>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
-    /// Page size: 0 means [`super::DEFAULT_PAGE`] (100), at most [`super::MAX_PAGE`] (1000).
+    /// Page size: 0 means 100 (`DEFAULT_PAGE`), at most 1000 (`MAX_PAGE`).
     pub limit: u32,
 }
 

@@ -130,9 +130,11 @@ impl Backend {
 
 /// One page of a listing, newest first. `next_cursor` is set when more items follow; pass it back
 /// as the query's `cursor` for the next page.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Page<T> {
+    /// The items.
     pub items: Vec<T>,
+    /// Pass as `cursor` for the next page; absent on the last.
     pub next_cursor: Option<String>,
 }
 
@@ -305,13 +307,14 @@ fn clamp_limit(limit: u32) -> i64 {
     }
 }
 
-/// Encodes an opaque cursor: a tag naming the listing, then its key.
-fn encode_cursor(tag: &str, key: &str) -> String {
+/// Encodes an opaque cursor: a tag naming the listing, then its key. (Also used by listings
+/// served from the model, such as the API's target pages.)
+pub(crate) fn encode_cursor(tag: &str, key: &str) -> String {
     URL_SAFE_NO_PAD.encode(format!("{tag}:{key}"))
 }
 
 /// Decodes a cursor made by [`encode_cursor`] with the same tag, giving back its key.
-fn decode_cursor(tag: &str, cursor: &str) -> Result<String, StoreError> {
+pub(crate) fn decode_cursor(tag: &str, cursor: &str) -> Result<String, StoreError> {
     let bytes = URL_SAFE_NO_PAD
         .decode(cursor.trim())
         .map_err(|_| StoreError::BadCursor)?;

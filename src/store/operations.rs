@@ -117,15 +117,21 @@ pub struct OperationSummary {
     pub moves: MoveCounts,
 }
 
-/// Which operations to list (newest first). Every filter set must match.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Which operations to list (newest first). Every filter set must match. Also the query
+/// string of `GET /api/v1/operations` (absent fields take their defaults).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(default)]
+#[into_params(parameter_in = Query)]
 pub struct OperationQuery {
+    /// Only this cluster's.
     pub cluster: Option<String>,
+    /// Only in this state.
     pub state: Option<OperationState>,
+    /// Only of this kind.
     pub kind: Option<OperationKind>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
-    /// Page size: 0 means [`super::DEFAULT_PAGE`] (100), at most [`super::MAX_PAGE`] (1000).
+    /// Page size: 0 means 100 (`DEFAULT_PAGE`), at most 1000 (`MAX_PAGE`).
     pub limit: u32,
 }
 

@@ -21,7 +21,8 @@ use super::super::auth::Action;
 use super::super::caller::Caller;
 use super::super::error::{ApiError, Problem};
 use super::super::state::{AppState, Snapshot};
-use super::{audit, cursor_decode, cursor_encode};
+use super::audit;
+use crate::store::{decode_cursor, encode_cursor};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -317,14 +318,9 @@ async fn remove_instance(
         .engine
         .start_remove(&cluster, &instance, caller.name())
         .await;
-    audit(
-        &state,
-        &cluster,
-        &caller,
-        &format!("remove instance {instance}"),
-        &result,
-    )
-    .await;
+    let what = format!("remove instance {instance}");
+    let outcome = result.as_ref().map(|op| Some(op.id.as_str()));
+    audit(&state, &cluster, &caller, &what, outcome).await;
     Ok(accepted(result?))
 }
 
@@ -346,12 +342,13 @@ async fn uncordon_instance(
         .engine
         .uncordon(&cluster, &instance, caller.name())
         .await;
+    let what = format!("uncordon {instance}");
     audit(
         &state,
         &cluster,
         &caller,
-        &format!("uncordon {instance}"),
-        &result,
+        &what,
+        result.as_ref().map(|_| None),
     )
     .await;
     Ok(Json(Uncordoned { changed: result? }))
@@ -391,7 +388,7 @@ pub(super) fn page(m: &ClusterModel, f: &TargetFilter) -> Result<TargetPage, Api
     };
     let start = match &f.cursor {
         Some(c) => {
-            let after = cursor_decode("t", c)?;
+            let after = decode_cursor("t", c)?;
             m.targets.partition_point(|t| *t.key <= *after)
         }
         None => 0,
@@ -410,7 +407,7 @@ pub(super) fn page(m: &ClusterModel, f: &TargetFilter) -> Result<TargetPage, Api
         .collect();
     let next_cursor = if items.len() > limit {
         items.truncate(limit);
-        items.last().map(|t| cursor_encode("t", &t.key))
+        items.last().map(|t| encode_cursor("t", &t.key))
     } else {
         None
     };
@@ -486,7 +483,8 @@ async fn rebalance(
         .engine
         .start_rebalance(&cluster, &plan_req, caller.name(), reason, false)
         .await;
-    audit(&state, &cluster, &caller, "rebalance", &result).await;
+    let outcome = result.as_ref().map(|op| Some(op.id.as_str()));
+    audit(&state, &cluster, &caller, "rebalance", outcome).await;
     Ok(accepted(result?))
 }
 

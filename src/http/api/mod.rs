@@ -7,13 +7,11 @@ mod events;
 mod operations;
 
 use axum::Router;
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 use super::caller::Caller;
-use super::error::{ApiError, Problem};
+use super::error::Problem;
 use super::state::AppState;
 use crate::store::now_ms;
 
@@ -75,34 +73,18 @@ pub fn openapi_json() -> String {
     s
 }
 
-/// Encodes an opaque page cursor (a tag naming the listing, then its key).
-fn cursor_encode(tag: &str, key: &str) -> String {
-    URL_SAFE_NO_PAD.encode(format!("{tag}:{key}"))
-}
-
-/// Decodes a cursor made by [`cursor_encode`] with the same tag.
-fn cursor_decode(tag: &str, cursor: &str) -> Result<String, ApiError> {
-    URL_SAFE_NO_PAD
-        .decode(cursor.trim())
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .and_then(|s| s.strip_prefix(&format!("{tag}:")).map(str::to_owned))
-        .ok_or_else(|| ApiError::BadRequest("invalid cursor".into()))
-}
-
-/// Records a mutating request in the history: who, what, and how it ended. A failure to
-/// record is logged (the request's own outcome stands).
-async fn audit<T, E: std::fmt::Display>(
+/// Records a mutating request in the history: who, what, and how it ended (`Ok` with the
+/// operation it created, if any). A failure to record is logged; the request's own outcome
+/// stands.
+async fn audit<E: std::fmt::Display>(
     state: &AppState,
     cluster: &str,
     caller: &Caller,
     what: &str,
-    result: &Result<T, E>,
-) where
-    T: AuditedId,
-{
+    result: Result<Option<&str>, &E>,
+) {
     let (outcome, operation) = match result {
-        Ok(v) => ("ok".to_owned(), v.operation_id()),
+        Ok(op) => ("ok".to_owned(), op),
         Err(e) => (format!("refused: {e}"), None),
     };
     if let Err(error) = state
@@ -114,18 +96,3 @@ async fn audit<T, E: std::fmt::Display>(
         tracing::error!(%error, cluster, what, "could not record the audit entry");
     }
 }
-
-/// What an audited result names (an operation, when it created one).
-trait AuditedId {
-    fn operation_id(&self) -> Option<&str> {
-        None
-    }
-}
-
-impl AuditedId for crate::store::Operation {
-    fn operation_id(&self) -> Option<&str> {
-        Some(&self.id)
-    }
-}
-impl AuditedId for bool {}
-impl AuditedId for () {}

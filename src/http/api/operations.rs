@@ -3,15 +3,10 @@
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::model::{OperationKind, OperationState};
-use crate::store::{
-    HistoryEntry, HistoryKind, HistoryQuery, Operation, OperationQuery, OperationSummary,
-};
+use crate::store::{HistoryEntry, HistoryQuery, Operation, OperationQuery, OperationSummary, Page};
 
 use super::super::auth::Action;
 use super::super::caller::Caller;
@@ -27,89 +22,19 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_history))
 }
 
-/// Filters of the operation list.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct OperationFilter {
-    /// Only this cluster's.
-    pub cluster: Option<String>,
-    /// Only in this state.
-    pub state: Option<OperationState>,
-    /// Only of this kind.
-    pub kind: Option<OperationKind>,
-    /// `next_cursor` of the previous page.
-    pub cursor: Option<String>,
-    /// Page size (default 100, at most 1000).
-    pub limit: Option<u32>,
-}
-
-/// A page of operations, newest first.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct OperationPage {
-    /// The operations.
-    pub items: Vec<OperationSummary>,
-    /// Pass as `cursor` for the next page; absent on the last.
-    pub next_cursor: Option<String>,
-}
-
-/// Filters of the history.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct HistoryFilter {
-    /// Only this cluster's.
-    pub cluster: Option<String>,
-    /// Only about this target.
-    pub target: Option<String>,
-    /// Only about this instance (as subject, previous or new owner).
-    pub instance: Option<String>,
-    /// Only entries of this kind.
-    pub kind: Option<HistoryKind>,
-    /// Only at or after this time (unix ms).
-    pub since_ms: Option<i64>,
-    /// Only before this time (unix ms).
-    pub until_ms: Option<i64>,
-    /// `next_cursor` of the previous page.
-    pub cursor: Option<String>,
-    /// Page size (default 100, at most 1000).
-    pub limit: Option<u32>,
-}
-
-/// A page of history, newest first.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct HistoryPage {
-    /// The entries.
-    pub items: Vec<HistoryEntry>,
-    /// Pass as `cursor` for the next page; absent on the last.
-    pub next_cursor: Option<String>,
-}
-
 /// Lists operations, newest first.
-#[utoipa::path(get, path = "/operations", tag = "operations", params(OperationFilter),
-    responses((status = 200, body = OperationPage),
+#[utoipa::path(get, path = "/operations", tag = "operations", params(OperationQuery),
+    responses((status = 200, body = Page<OperationSummary>),
         (status = 400, body = Problem, content_type = "application/problem+json")))]
 async fn list_operations(
     State(state): State<AppState>,
     caller: Caller,
-    Query(f): Query<OperationFilter>,
-) -> Result<Json<OperationPage>, ApiError> {
+    Query(q): Query<OperationQuery>,
+) -> Result<Json<Page<OperationSummary>>, ApiError> {
     caller
-        .require(&state, Action::Read, f.cluster.as_deref())
+        .require(&state, Action::Read, q.cluster.as_deref())
         .await?;
-    let page = state
-        .engine
-        .store()
-        .operations(&OperationQuery {
-            cluster: f.cluster,
-            state: f.state,
-            kind: f.kind,
-            cursor: f.cursor,
-            limit: f.limit.unwrap_or(0),
-        })
-        .await?;
-    Ok(Json(OperationPage {
-        items: page.items,
-        next_cursor: page.next_cursor,
-    }))
+    Ok(Json(state.engine.store().operations(&q).await?))
 }
 
 /// One operation with its moves.
@@ -144,12 +69,13 @@ async fn cancel_operation(
         .await?;
     let op = op?;
     let result = state.engine.cancel(&id, caller.name()).await;
+    let what = format!("cancel operation {id}");
     audit(
         &state,
         &op.cluster,
         &caller,
-        &format!("cancel operation {id}"),
-        &result,
+        &what,
+        result.as_ref().map(|()| None),
     )
     .await;
     result?;
@@ -157,33 +83,16 @@ async fn cancel_operation(
 }
 
 /// The history, newest first.
-#[utoipa::path(get, path = "/history", tag = "history", params(HistoryFilter),
-    responses((status = 200, body = HistoryPage),
+#[utoipa::path(get, path = "/history", tag = "history", params(HistoryQuery),
+    responses((status = 200, body = Page<HistoryEntry>),
         (status = 400, body = Problem, content_type = "application/problem+json")))]
 async fn list_history(
     State(state): State<AppState>,
     caller: Caller,
-    Query(f): Query<HistoryFilter>,
-) -> Result<Json<HistoryPage>, ApiError> {
+    Query(q): Query<HistoryQuery>,
+) -> Result<Json<Page<HistoryEntry>>, ApiError> {
     caller
-        .require(&state, Action::Read, f.cluster.as_deref())
+        .require(&state, Action::Read, q.cluster.as_deref())
         .await?;
-    let page = state
-        .engine
-        .store()
-        .history(&HistoryQuery {
-            cluster: f.cluster,
-            target: f.target,
-            instance: f.instance,
-            kind: f.kind,
-            since_ms: f.since_ms,
-            until_ms: f.until_ms,
-            cursor: f.cursor,
-            limit: f.limit.unwrap_or(0),
-        })
-        .await?;
-    Ok(Json(HistoryPage {
-        items: page.items,
-        next_cursor: page.next_cursor,
-    }))
+    Ok(Json(state.engine.store().history(&q).await?))
 }

@@ -29,6 +29,17 @@ impl Action {
         Action::Uncordon,
         Action::CancelOperation,
     ];
+
+    /// What it is, for people ("… may not remove instances").
+    pub fn describe(self) -> &'static str {
+        match self {
+            Action::Read => "read",
+            Action::Rebalance => "rebalance",
+            Action::RemoveInstance => "remove instances",
+            Action::Uncordon => "uncordon instances",
+            Action::CancelOperation => "cancel operations",
+        }
+    }
 }
 
 /// A token-mode role. Ordered: `Viewer < Operator < Admin`.
