@@ -159,9 +159,14 @@ pub struct Hub {
 }
 
 struct HubInner {
+    /// The last [`REPLAY`] events with their ids (consecutive, from 1).
     log: Mutex<VecDeque<(u64, Arc<Event>)>>,
-    next: Mutex<u64>,
     tx: broadcast::Sender<(u64, Arc<Event>)>,
+}
+
+/// The id the next event gets: one after the newest kept.
+fn next_id(log: &VecDeque<(u64, Arc<Event>)>) -> u64 {
+    log.back().map_or(1, |(n, _)| n + 1)
 }
 
 impl Default for Hub {
@@ -169,7 +174,6 @@ impl Default for Hub {
         Hub {
             inner: Arc::new(HubInner {
                 log: Mutex::new(VecDeque::with_capacity(1024)),
-                next: Mutex::new(1),
                 tx: broadcast::channel(FANOUT_BUFFER).0,
             }),
         }
@@ -188,10 +192,8 @@ impl Hub {
     /// Numbers, keeps and broadcasts one event.
     pub fn publish(&self, e: Event) {
         let e = Arc::new(e);
-        let mut next = self.inner.next.lock().unwrap_or_else(|e| e.into_inner());
-        let id = *next;
-        *next += 1;
         let mut log = self.inner.log.lock().unwrap_or_else(|e| e.into_inner());
+        let id = next_id(&log);
         if log.len() == REPLAY {
             log.pop_front();
         }
@@ -202,18 +204,18 @@ impl Hub {
 
     /// Subscribes, replaying what came after `last_id` when it is still kept.
     pub fn subscribe(&self, last_id: Option<u64>) -> Subscription {
-        // Hold the counter so nothing is published between the backlog and the subscription.
-        let next = self.inner.next.lock().unwrap_or_else(|e| e.into_inner());
-        let live = self.inner.tx.subscribe();
+        // Hold the log so nothing is published between the backlog and the subscription.
         let log = self.inner.log.lock().unwrap_or_else(|e| e.into_inner());
+        let live = self.inner.tx.subscribe();
+        let next = next_id(&log);
         let backlog = match last_id {
             None => Vec::new(),
-            Some(id) if id + 1 >= *next => Vec::new(),
+            Some(id) if id + 1 >= next => Vec::new(),
             Some(id) => match log.front() {
                 Some((first, _)) if *first <= id + 1 => {
                     log.iter().filter(|(n, _)| *n > id).cloned().collect()
                 }
-                _ => vec![(*next - 1, Arc::new(Event::Resync))],
+                _ => vec![(next - 1, Arc::new(Event::Resync))],
             },
         };
         Subscription { backlog, live }
@@ -272,5 +274,46 @@ impl Hub {
         if seen.len() > 1000 {
             seen.clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(s: &Subscription) -> Vec<u64> {
+        s.backlog.iter().map(|(n, _)| *n).collect()
+    }
+
+    #[test]
+    fn replays_after_the_last_id_and_asks_for_a_resync_when_too_old() {
+        let hub = Hub::default();
+        assert!(hub.subscribe(Some(0)).backlog.is_empty());
+        for _ in 0..3 {
+            hub.publish(Event::Targets {
+                cluster: "c".into(),
+            });
+        }
+        assert_eq!(ids(&hub.subscribe(None)), Vec::<u64>::new());
+        assert_eq!(ids(&hub.subscribe(Some(1))), [2, 3]);
+        assert_eq!(ids(&hub.subscribe(Some(3))), Vec::<u64>::new());
+        let mut live = hub.subscribe(Some(3)).live;
+        hub.publish(Event::Resync);
+        assert_eq!(live.try_recv().map(|(n, _)| n).ok(), Some(4));
+        for _ in 0..REPLAY {
+            hub.publish(Event::Resync);
+        }
+        let old = hub.subscribe(Some(1));
+        assert_eq!(old.backlog.len(), 1);
+        assert!(matches!(*old.backlog[0].1, Event::Resync));
+        assert_eq!(
+            ids(&hub.subscribe(Some(REPLAY as u64))),
+            [
+                REPLAY as u64 + 1,
+                REPLAY as u64 + 2,
+                REPLAY as u64 + 3,
+                REPLAY as u64 + 4
+            ]
+        );
     }
 }
