@@ -17,7 +17,7 @@ use kube::api::{Api, PostParams};
 use leasehold::config::Config;
 use leasehold::engine::Engine;
 use leasehold::http::auth::{Auth, AuthSettings};
-use leasehold::http::state::{AppState, Models};
+use leasehold::http::state::AppState;
 use leasehold::http::{self, events::Hub};
 use leasehold::store::Store;
 use serde_json::{Value, json};
@@ -70,22 +70,16 @@ async fn app() -> App {
     let auth = Auth::new(&settings, "127.0.0.1:0".parse().unwrap(), None)
         .await
         .unwrap();
-    let models = Models::default();
     // Wait for the first synced model.
     let synced = common::eventually(Duration::from_secs(20), || {
-        let models = models.clone();
         let engine = engine.clone();
-        async move {
-            models.refresh(&engine);
-            models.get("c").filter(|s| s.model.synced).map(|_| ())
-        }
+        async move { engine.view("c").ok().filter(|v| v.model.synced).map(|_| ()) }
     })
     .await;
     assert!(synced.is_some(), "the model never synced");
     let state = AppState {
         engine,
         auth,
-        models,
         events: Hub::default(),
     };
     App {

@@ -51,15 +51,16 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
             .filter(|c| c.protocol == Protocol::Native)
         {
             let built = Instant::now();
-            let Some(model) = inner.model(&spec.name) else {
+            let Some(view) = inner.fresh_view(&spec.name) else {
                 continue;
             };
+            let model = &view.model;
             thinking += built.elapsed();
-            reconcile(&inner, spec, &model).await;
+            reconcile(&inner, spec, model).await;
             join_policy(
                 &inner,
                 spec,
-                &model,
+                model,
                 joins.entry(spec.name.clone()).or_default(),
             )
             .await;

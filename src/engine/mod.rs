@@ -9,6 +9,7 @@ pub mod placement;
 pub mod planner;
 mod recorder;
 mod removal;
+mod views;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::Future;
@@ -29,6 +30,8 @@ use crate::k8s::watch::{self as watchers, Shared};
 use crate::model::{OperationKind, OperationState};
 use crate::protocol::Protocol;
 use crate::store::{NewMove, NewOperation, Operation, Store, StoreError, now_ms};
+
+pub use self::views::View;
 
 /// How long shutdown waits for the control-plane Lease to be released.
 const RELEASE_GRACE: Duration = Duration::from_secs(5);
@@ -94,6 +97,8 @@ pub(crate) struct Inner {
     busy: Mutex<HashMap<String, HashSet<String>>>,
     /// Wakes the operation runner (a new or approved operation).
     ops_wake: Notify,
+    /// The latest model of each cluster, shared with readers.
+    views: views::Views,
 }
 
 impl Inner {
@@ -111,6 +116,13 @@ impl Inner {
 
     pub fn model(&self, cluster: &str) -> Option<ClusterModel> {
         self.shared.read(|ix| ix.model(cluster, Timestamp::now()))
+    }
+
+    /// Builds a fresh model of `cluster` and leaves it for readers.
+    pub fn fresh_view(&self, cluster: &str) -> Option<Arc<View>> {
+        let version = self.shared.version();
+        let model = self.model(cluster)?;
+        Some(self.views.keep(model, version))
     }
 
     pub fn busy(&self, cluster: &str) -> HashSet<String> {
@@ -169,6 +181,7 @@ impl Engine {
                 acting: watch::channel(false).0,
                 busy: Mutex::default(),
                 ops_wake: Notify::new(),
+                views: views::Views::default(),
             }),
         }
     }
@@ -208,18 +221,32 @@ impl Engine {
         &self.inner.client
     }
 
-    /// The imbalance of a model's current placement (the planner's measure: largest load over
-    /// fair share, minus 1, over the members taking targets).
-    pub fn imbalance(&self, model: &ClusterModel) -> f64 {
-        let Ok(d) = self.inner.duration_ms(&model.name) else {
-            return 0.0;
-        };
-        let busy = self.inner.busy(&model.name);
-        planner::place(
-            &placement::members(model, d),
-            &placement::targets(model, &busy, d),
-        )
-        .imbalance_before
+    /// The latest model of a cluster for readers: the one the control loop (or another
+    /// reader) built last, if nothing changed since or it is younger than
+    /// [`views::MAX_READ_AGE`]; else a fresh one.
+    pub fn view(&self, cluster: &str) -> Result<Arc<View>, EngineError> {
+        self.inner.cluster(cluster)?;
+        self.inner
+            .views
+            .recent(cluster, self.inner.shared.version())
+            .or_else(|| self.inner.fresh_view(cluster))
+            .ok_or_else(|| EngineError::UnknownCluster(cluster.to_owned()))
+    }
+
+    /// The imbalance of a view's placement (the planner's measure: largest load over fair
+    /// share, minus 1, over the members taking targets), computed once per view.
+    pub fn imbalance(&self, view: &View) -> f64 {
+        view.imbalance(|model| {
+            let Ok(d) = self.inner.duration_ms(&model.name) else {
+                return 0.0;
+            };
+            let busy = self.inner.busy(&model.name);
+            planner::place(
+                &placement::members(model, d),
+                &placement::targets(model, &busy, d),
+            )
+            .imbalance_before
+        })
     }
 
     /// A cluster's model now.

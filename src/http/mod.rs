@@ -5,7 +5,7 @@
 //!
 //! `api` holds the handlers, `auth` who callers are and what they may do, `caller` the
 //! extractor that asks it, `error` the one error type (problem+json), `events` the numbered
-//! live feed, `state` the shared state and the model cache.
+//! live feed, `state` the shared state.
 
 pub mod api;
 pub mod auth;
@@ -30,7 +30,7 @@ use tower_http::trace::TraceLayer;
 use self::auth::{Auth, AuthSettings};
 use self::error::ApiError;
 use self::events::Hub;
-use self::state::{AppState, Models};
+use self::state::AppState;
 use crate::engine::Engine;
 
 /// Largest request body accepted (requests are small JSON documents).
@@ -93,11 +93,9 @@ pub async fn run(
     let state = AppState {
         engine: engine.clone(),
         auth,
-        models: Models::default(),
         events: Hub::default(),
     };
     let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(state.models.clone().run(engine.clone()));
     tasks.spawn(state.events.clone().run(engine.clone()));
     tracing::info!(%addr, "serving HTTP");
     let server = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown);
@@ -115,16 +113,9 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-/// Ready once every watch has synced and every cluster has a model.
+/// Ready once every watch has synced (models are built from the index on demand).
 async fn readyz(State(state): State<AppState>) -> Response {
-    let synced = state.engine.shared().synced();
-    let models = state
-        .engine
-        .config()
-        .clusters
-        .iter()
-        .all(|c| state.models.get(&c.name).is_some());
-    if synced && models {
+    if state.engine.shared().synced() {
         "ready".into_response()
     } else {
         (

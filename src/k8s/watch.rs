@@ -79,6 +79,11 @@ impl Shared {
         self.version.subscribe()
     }
 
+    /// The current version (bumped after every applied event).
+    pub fn version(&self) -> u64 {
+        *self.version.borrow()
+    }
+
     /// Every watch has synced once.
     pub fn synced(&self) -> bool {
         self.read(Index::synced)

@@ -11,8 +11,10 @@ use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::engine::PlanRequest;
+use std::sync::Arc;
+
 use crate::engine::planner::Plan;
+use crate::engine::{PlanRequest, View};
 use crate::k8s::model::{ClusterModel, Instance, ServiceInfo, Target, TargetCounts, TargetState};
 use crate::protocol::Protocol;
 use crate::store::{HistoryEntry, HistoryQuery, Operation, OperationQuery, OperationSummary};
@@ -20,7 +22,7 @@ use crate::store::{HistoryEntry, HistoryQuery, Operation, OperationQuery, Operat
 use super::super::auth::Action;
 use super::super::caller::Caller;
 use super::super::error::{ApiError, Problem};
-use super::super::state::{AppState, Snapshot};
+use super::super::state::AppState;
 use super::audit;
 use crate::store::{decode_cursor, encode_cursor};
 
@@ -162,15 +164,11 @@ pub struct Uncordoned {
 const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 1000;
 
-pub(super) fn snapshot(state: &AppState, cluster: &str) -> Result<Snapshot, ApiError> {
-    state.engine.cluster(cluster)?;
-    state
-        .models
-        .get(cluster)
-        .ok_or_else(|| ApiError::Unavailable(format!("cluster {cluster:?} has no model yet")))
+fn snapshot(state: &AppState, cluster: &str) -> Result<Arc<View>, ApiError> {
+    Ok(state.engine.view(cluster)?)
 }
 
-async fn summary(state: &AppState, snap: &Snapshot) -> Result<ClusterSummary, ApiError> {
+async fn summary(state: &AppState, snap: &View) -> Result<ClusterSummary, ApiError> {
     let m: &ClusterModel = &snap.model;
     let last = state
         .engine
@@ -194,7 +192,7 @@ async fn summary(state: &AppState, snap: &Snapshot) -> Result<ClusterSummary, Ap
         members_ready: m.instances.iter().filter(|i| i.ready && !i.ghost).count(),
         members_total: m.instances.len(),
         targets: m.counts.clone(),
-        imbalance: snap.imbalance,
+        imbalance: state.engine.imbalance(snap),
         last_operation: last,
         targets_error: m.targets_error.clone(),
     })
@@ -212,9 +210,8 @@ async fn list_clusters(
     caller.require(&state, Action::Read, None).await?;
     let mut out = Vec::new();
     for c in &state.engine.config().clusters {
-        if let Some(snap) = state.models.get(&c.name) {
-            out.push(summary(&state, &snap).await?);
-        }
+        let snap = snapshot(&state, &c.name)?;
+        out.push(summary(&state, &snap).await?);
     }
     Ok(Json(out))
 }
@@ -252,7 +249,7 @@ async fn list_instances(
     Ok(Json(snapshot(&state, &cluster)?.model.instances.clone()))
 }
 
-fn find_instance(snap: &Snapshot, cluster: &str, name: &str) -> Result<Instance, ApiError> {
+fn find_instance(snap: &View, cluster: &str, name: &str) -> Result<Instance, ApiError> {
     snap.model
         .instance(name)
         .cloned()
