@@ -174,7 +174,13 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let server = crate::http::run(engine.clone(), &http, listener, stopped(stop_rx.clone()));
+    let server = crate::http::run(
+        engine.clone(),
+        &http,
+        listener,
+        None,
+        stopped(stop_rx.clone()),
+    );
     let engine_run = engine.run(stopped(stop_rx));
     tokio::pin!(server, engine_run);
     tokio::select! {

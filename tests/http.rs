@@ -81,6 +81,8 @@ async fn app() -> App {
         engine,
         auth,
         events: Hub::default(),
+        tls: false,
+        demo: None,
     };
     App {
         router: http::router(state),

@@ -10,6 +10,7 @@
 pub mod api;
 pub mod auth;
 pub mod caller;
+pub mod demo;
 pub mod error;
 pub mod events;
 pub mod state;
@@ -28,6 +29,7 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
 
 use self::auth::{Auth, AuthSettings};
+use self::demo::DemoControls;
 use self::error::ApiError;
 use self::events::Hub;
 use self::state::AppState;
@@ -81,11 +83,13 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn(security_headers))
 }
 
-/// Builds the state, starts the model cache and the event hub, and serves until `shutdown`.
+/// Builds the state, starts the event hub, and serves until `shutdown` (`demo`: the demo's
+/// controls, only under `leasehold demo`).
 pub async fn run(
     engine: Engine,
     settings: &HttpSettings,
     listener: tokio::net::TcpListener,
+    demo: Option<DemoControls>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
@@ -94,6 +98,8 @@ pub async fn run(
         engine: engine.clone(),
         auth,
         events: Hub::default(),
+        tls: false,
+        demo,
     };
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(state.events.clone().run(engine.clone()));

@@ -4,6 +4,7 @@
 use crate::engine::Engine;
 
 use super::auth::Auth;
+use super::demo::DemoControls;
 use super::events::Hub;
 
 /// The state every handler shares (cheap to clone).
@@ -15,4 +16,8 @@ pub struct AppState {
     pub auth: Auth,
     /// The live event feed.
     pub events: Hub,
+    /// Served over TLS (session cookies get `Secure`).
+    pub tls: bool,
+    /// Demo-only controls; `None` outside `leasehold demo`.
+    pub demo: Option<DemoControls>,
 }
