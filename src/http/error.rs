@@ -38,6 +38,9 @@ pub enum ApiError {
     /// Known caller, not allowed.
     #[error("{0}")]
     Forbidden(String),
+    /// A state-changing request from another site, or without the session's CSRF token.
+    #[error("{0}")]
+    Csrf(String),
     /// No such thing.
     #[error("{0}")]
     NotFound(String),
@@ -68,6 +71,7 @@ impl ApiError {
         match self {
             ApiError::Unauthenticated => ("unauthenticated", "Unauthenticated", S::UNAUTHORIZED),
             ApiError::Forbidden(_) => ("forbidden", "Forbidden", S::FORBIDDEN),
+            ApiError::Csrf(_) => ("csrf", "Cross-site request refused", S::FORBIDDEN),
             ApiError::NotFound(_) => ("not-found", "Not found", S::NOT_FOUND),
             ApiError::BadRequest(_) => ("bad-request", "Bad request", S::BAD_REQUEST),
             ApiError::Conflict(_) => ("conflict", "Conflict", S::CONFLICT),

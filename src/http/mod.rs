@@ -7,13 +7,16 @@
 //! extractor that asks it, `error` the one error type (problem+json), `events` the numbered
 //! live feed, `state` the shared state.
 
+pub mod actions;
 pub mod api;
 pub mod auth;
 pub mod caller;
+pub mod csrf;
 pub mod demo;
 pub mod error;
 pub mod events;
 pub mod state;
+pub mod ui;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -73,9 +76,11 @@ pub fn router(state: AppState) -> Router {
         .nest("/api/v1", api)
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .merge(ui::router())
         .fallback(not_found)
-        .with_state(state)
         .merge(swagger)
+        .layer(middleware::from_fn_with_state(state.clone(), csrf::guard))
+        .with_state(state)
         .layer(middleware::from_fn(timeout_unless_stream))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
         .layer(middleware::from_fn(error::log_internal))

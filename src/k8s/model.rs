@@ -115,6 +115,28 @@ pub enum TargetState {
     Orphaned,
 }
 
+impl TargetState {
+    /// Every state, in the order people read them.
+    pub const ALL: [TargetState; 5] = [
+        TargetState::Owned,
+        TargetState::Unassigned,
+        TargetState::Moving,
+        TargetState::Expired,
+        TargetState::Orphaned,
+    ];
+
+    /// The word serde uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetState::Owned => "owned",
+            TargetState::Unassigned => "unassigned",
+            TargetState::Moving => "moving",
+            TargetState::Expired => "expired",
+            TargetState::Orphaned => "orphaned",
+        }
+    }
+}
+
 /// One target.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Target {

@@ -57,6 +57,15 @@ pub enum Protocol {
     Gnmic,
 }
 
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Protocol::Native => "native",
+            Protocol::Gnmic => "gnmic",
+        })
+    }
+}
+
 /// What a Lease is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LeaseRole {

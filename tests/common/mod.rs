@@ -2,6 +2,7 @@
 //! clients for it, kubectl with its kubeconfig, and small object builders.
 #![allow(dead_code)] // each test binary uses a different subset of these helpers
 
+pub mod app;
 pub mod invariant;
 
 use std::path::PathBuf;

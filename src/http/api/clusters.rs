@@ -13,17 +13,17 @@ use utoipa_axum::routes;
 
 use std::sync::Arc;
 
+use crate::engine::View;
 use crate::engine::planner::Plan;
-use crate::engine::{PlanRequest, View};
 use crate::k8s::model::{ClusterModel, Instance, ServiceInfo, Target, TargetCounts, TargetState};
 use crate::protocol::Protocol;
 use crate::store::{HistoryEntry, HistoryQuery, Operation, OperationQuery, OperationSummary};
 
+use super::super::actions;
 use super::super::auth::Action;
 use super::super::caller::Caller;
 use super::super::error::{ApiError, Problem};
 use super::super::state::AppState;
-use super::audit;
 use crate::store::{decode_cursor, encode_cursor};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
@@ -164,11 +164,11 @@ pub struct Uncordoned {
 const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 1000;
 
-fn snapshot(state: &AppState, cluster: &str) -> Result<Arc<View>, ApiError> {
+pub(crate) fn snapshot(state: &AppState, cluster: &str) -> Result<Arc<View>, ApiError> {
     Ok(state.engine.view(cluster)?)
 }
 
-async fn summary(state: &AppState, snap: &View) -> Result<ClusterSummary, ApiError> {
+pub(crate) async fn summary(state: &AppState, snap: &View) -> Result<ClusterSummary, ApiError> {
     let m: &ClusterModel = &snap.model;
     let last = state
         .engine
@@ -302,23 +302,15 @@ async fn remove_instance(
     Path((cluster, instance)): Path<(String, String)>,
     body: Option<Json<RemoveRequest>>,
 ) -> Result<Response, ApiError> {
-    caller
-        .require(&state, Action::RemoveInstance, Some(&cluster))
-        .await?;
     let req = body
         .map(|Json(b)| b)
         .unwrap_or(RemoveRequest { dry_run: true });
     if req.dry_run {
-        return Ok(Json(state.engine.plan_remove(&cluster, &instance)?).into_response());
+        let plan = actions::plan_remove(&state, &caller, &cluster, &instance).await?;
+        return Ok(Json(plan).into_response());
     }
-    let result = state
-        .engine
-        .start_remove(&cluster, &instance, caller.name())
-        .await;
-    let what = format!("remove instance {instance}");
-    let outcome = result.as_ref().map(|op| Some(op.id.as_str()));
-    audit(&state, &cluster, &caller, &what, outcome).await;
-    Ok(accepted(result?))
+    let op = actions::remove(&state, &caller, &cluster, &instance).await?;
+    Ok(accepted(op))
 }
 
 /// Lets a cordoned instance receive targets again.
@@ -332,23 +324,8 @@ async fn uncordon_instance(
     caller: Caller,
     Path((cluster, instance)): Path<(String, String)>,
 ) -> Result<Json<Uncordoned>, ApiError> {
-    caller
-        .require(&state, Action::Uncordon, Some(&cluster))
-        .await?;
-    let result = state
-        .engine
-        .uncordon(&cluster, &instance, caller.name())
-        .await;
-    let what = format!("uncordon {instance}");
-    audit(
-        &state,
-        &cluster,
-        &caller,
-        &what,
-        result.as_ref().map(|_| None),
-    )
-    .await;
-    Ok(Json(Uncordoned { changed: result? }))
+    let changed = actions::uncordon(&state, &caller, &cluster, &instance).await?;
+    Ok(Json(Uncordoned { changed }))
 }
 
 /// Targets, filtered, a page at a time (sorted by key).
@@ -370,7 +347,7 @@ async fn list_targets(
 
 /// One page of the filtered targets. The cursor is the last key of the previous page, so a
 /// page starts with a binary search and stays cheap however deep it is.
-pub(super) fn page(m: &ClusterModel, f: &TargetFilter) -> Result<TargetPage, ApiError> {
+pub(crate) fn page(m: &ClusterModel, f: &TargetFilter) -> Result<TargetPage, ApiError> {
     let limit = f
         .limit
         .map_or(DEFAULT_LIMIT, |l| (l as usize).clamp(1, MAX_LIMIT));
@@ -462,27 +439,17 @@ async fn rebalance(
     Path(cluster): Path<String>,
     body: Option<Json<RebalanceRequest>>,
 ) -> Result<Response, ApiError> {
-    caller
-        .require(&state, Action::Rebalance, Some(&cluster))
-        .await?;
     let req = body.map(|Json(b)| b).unwrap_or(RebalanceRequest {
         dry_run: true,
         ..Default::default()
     });
-    let plan_req = PlanRequest {
-        budget: req.max_moves,
-    };
     if req.dry_run {
-        return Ok(Json(state.engine.plan_rebalance(&cluster, &plan_req)?).into_response());
+        let plan = actions::plan_rebalance(&state, &caller, &cluster, req.max_moves).await?;
+        return Ok(Json(plan).into_response());
     }
     let reason = req.reason.as_deref().unwrap_or("requested over the API");
-    let result = state
-        .engine
-        .start_rebalance(&cluster, &plan_req, caller.name(), reason, false)
-        .await;
-    let outcome = result.as_ref().map(|op| Some(op.id.as_str()));
-    audit(&state, &cluster, &caller, "rebalance", outcome).await;
-    Ok(accepted(result?))
+    let op = actions::rebalance(&state, &caller, &cluster, req.max_moves, reason).await?;
+    Ok(accepted(op))
 }
 
 /// 202 with the operation and its `Location`.

@@ -2,7 +2,7 @@
 //! their utoipa annotations; [`api_router`] nests them and yields the OpenAPI document
 //! (committed at `openapi/openapi.json`, checked for drift by a test).
 
-mod clusters;
+pub(crate) mod clusters;
 mod events;
 mod operations;
 
@@ -76,7 +76,7 @@ pub fn openapi_json() -> String {
 /// Records a mutating request in the history: who, what, and how it ended (`Ok` with the
 /// operation it created, if any). A failure to record is logged; the request's own outcome
 /// stands.
-async fn audit<E: std::fmt::Display>(
+pub(crate) async fn audit<E: std::fmt::Display>(
     state: &AppState,
     cluster: &str,
     caller: &Caller,

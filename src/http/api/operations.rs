@@ -8,11 +8,11 @@ use utoipa_axum::routes;
 
 use crate::store::{HistoryEntry, HistoryQuery, Operation, OperationQuery, OperationSummary, Page};
 
+use super::super::actions;
 use super::super::auth::Action;
 use super::super::caller::Caller;
 use super::super::error::{ApiError, Problem};
 use super::super::state::AppState;
-use super::audit;
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -62,24 +62,7 @@ async fn cancel_operation(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Operation>, ApiError> {
-    let op = state.engine.operation(&id).await;
-    let cluster = op.as_ref().ok().map(|o| o.cluster.clone());
-    caller
-        .require(&state, Action::CancelOperation, cluster.as_deref())
-        .await?;
-    let op = op?;
-    let result = state.engine.cancel(&id, caller.name()).await;
-    let what = format!("cancel operation {id}");
-    audit(
-        &state,
-        &op.cluster,
-        &caller,
-        &what,
-        result.as_ref().map(|()| None),
-    )
-    .await;
-    result?;
-    Ok(Json(state.engine.operation(&id).await?))
+    Ok(Json(actions::cancel(&state, &caller, &id).await?))
 }
 
 /// The history, newest first.

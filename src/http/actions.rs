@@ -1,0 +1,124 @@
+//! The cluster-changing requests, shared by both faces (API handlers and dashboard forms):
+//! each checks the caller's permission, asks the engine, and records who asked for what and
+//! how it went in the history (`kind=audit`). Plans (dry runs) change nothing and are not
+//! audited.
+
+use crate::engine::PlanRequest;
+use crate::engine::planner::Plan;
+use crate::store::Operation;
+
+use super::api::audit;
+use super::auth::Action;
+use super::caller::Caller;
+use super::error::ApiError;
+use super::state::AppState;
+
+/// The rebalance a request for at most `max_moves` moves would make.
+pub async fn plan_rebalance(
+    state: &AppState,
+    caller: &Caller,
+    cluster: &str,
+    max_moves: Option<usize>,
+) -> Result<Plan, ApiError> {
+    caller
+        .require(state, Action::Rebalance, Some(cluster))
+        .await?;
+    Ok(state
+        .engine
+        .plan_rebalance(cluster, &PlanRequest { budget: max_moves })?)
+}
+
+/// Starts a rebalance of at most `max_moves` moves.
+pub async fn rebalance(
+    state: &AppState,
+    caller: &Caller,
+    cluster: &str,
+    max_moves: Option<usize>,
+    reason: &str,
+) -> Result<Operation, ApiError> {
+    caller
+        .require(state, Action::Rebalance, Some(cluster))
+        .await?;
+    let req = PlanRequest { budget: max_moves };
+    let result = state
+        .engine
+        .start_rebalance(cluster, &req, caller.name(), reason, false)
+        .await;
+    let outcome = result.as_ref().map(|op| Some(op.id.as_str()));
+    audit(state, cluster, caller, "rebalance", outcome).await;
+    Ok(result?)
+}
+
+/// The drain plan of removing `instance`.
+pub async fn plan_remove(
+    state: &AppState,
+    caller: &Caller,
+    cluster: &str,
+    instance: &str,
+) -> Result<Plan, ApiError> {
+    caller
+        .require(state, Action::RemoveInstance, Some(cluster))
+        .await?;
+    Ok(state.engine.plan_remove(cluster, instance)?)
+}
+
+/// Starts removing `instance`: cordon, drain, webhook, optional pod deletion.
+pub async fn remove(
+    state: &AppState,
+    caller: &Caller,
+    cluster: &str,
+    instance: &str,
+) -> Result<Operation, ApiError> {
+    caller
+        .require(state, Action::RemoveInstance, Some(cluster))
+        .await?;
+    let result = state
+        .engine
+        .start_remove(cluster, instance, caller.name())
+        .await;
+    let what = format!("remove instance {instance}");
+    let outcome = result.as_ref().map(|op| Some(op.id.as_str()));
+    audit(state, cluster, caller, &what, outcome).await;
+    Ok(result?)
+}
+
+/// Lets a cordoned instance take targets again; whether it was cordoned.
+pub async fn uncordon(
+    state: &AppState,
+    caller: &Caller,
+    cluster: &str,
+    instance: &str,
+) -> Result<bool, ApiError> {
+    caller
+        .require(state, Action::Uncordon, Some(cluster))
+        .await?;
+    let result = state
+        .engine
+        .uncordon(cluster, instance, caller.name())
+        .await;
+    let what = format!("uncordon {instance}");
+    audit(state, cluster, caller, &what, result.as_ref().map(|_| None)).await;
+    Ok(result?)
+}
+
+/// Cancels operation `id` (no new move starts); the operation as it is now.
+pub async fn cancel(state: &AppState, caller: &Caller, id: &str) -> Result<Operation, ApiError> {
+    let op = state.engine.operation(id).await;
+    let cluster = op.as_ref().ok().map(|o| o.cluster.clone());
+    caller
+        .require(state, Action::CancelOperation, cluster.as_deref())
+        .await?;
+    let op = op?;
+    let result = state.engine.cancel(id, caller.name()).await;
+    let what = format!("cancel operation {id}");
+    audit(
+        state,
+        &op.cluster,
+        caller,
+        &what,
+        result.as_ref().map(|()| None),
+    )
+    .await;
+    result?;
+    Ok(state.engine.operation(id).await?)
+}

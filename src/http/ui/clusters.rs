@@ -1,0 +1,176 @@
+//! The overview, a cluster's page, its replication instances, and the instance actions
+//! (remove with its drain-plan preview, uncordon).
+
+use askama::Template;
+use axum::extract::{Path, State};
+use axum::response::Response;
+
+use super::page::{Base, UiError, Viewer, render, see_other};
+use super::plan::PlanView;
+use crate::http::actions;
+use crate::http::api::clusters::{ClusterDetail, ClusterSummary, snapshot, summary};
+use crate::http::auth::Action;
+use crate::http::state::AppState;
+use crate::k8s::model::Instance;
+use crate::store::{HistoryEntry, HistoryKind, HistoryQuery};
+
+/// Events shown on a cluster's page.
+const RECENT_EVENTS: u32 = 25;
+
+#[derive(Template)]
+#[template(path = "overview.html")]
+struct Overview {
+    base: Base,
+    clusters: Vec<ClusterSummary>,
+}
+
+/// `/`: every cluster's health.
+pub async fn overview(State(state): State<AppState>, viewer: Viewer) -> Result<Response, UiError> {
+    viewer.caller.require(&state, Action::Read, None).await?;
+    let mut clusters = Vec::new();
+    for c in &state.engine.config().clusters {
+        let view = snapshot(&state, &c.name)?;
+        clusters.push(summary(&state, &view).await?);
+    }
+    let mut base = Base::new(&state, &viewer, "Overview");
+    base.nav = "overview";
+    render(&Overview { base, clusters })
+}
+
+#[derive(Template)]
+#[template(path = "cluster.html")]
+struct ClusterPage {
+    base: Base,
+    c: ClusterDetail,
+    max_load: usize,
+    events: Vec<HistoryEntry>,
+    demo: bool,
+}
+
+/// `/clusters/{cluster}`: leader, instances with their load, Services, recent events.
+pub async fn cluster(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(cluster): Path<String>,
+) -> Result<Response, UiError> {
+    viewer
+        .caller
+        .require(&state, Action::Read, Some(&cluster))
+        .await?;
+    let view = snapshot(&state, &cluster)?;
+    let c = ClusterDetail {
+        summary: summary(&state, &view).await?,
+        instances: view.model.instances.clone(),
+        services: view.model.services.clone(),
+    };
+    let events = state
+        .engine
+        .store()
+        .history(&HistoryQuery {
+            cluster: Some(cluster.clone()),
+            limit: RECENT_EVENTS,
+            ..Default::default()
+        })
+        .await?
+        .items;
+    let max_load = c
+        .instances
+        .iter()
+        .map(|i| i.owned)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let base = Base::new(&state, &viewer, format!("Cluster {cluster}")).for_cluster(&cluster);
+    render(&ClusterPage {
+        base,
+        c,
+        max_load,
+        events,
+        demo: state.demo.is_some(),
+    })
+}
+
+#[derive(Template)]
+#[template(path = "instances.html")]
+struct InstancesPage {
+    base: Base,
+    cluster: String,
+    instances: Vec<Instance>,
+}
+
+impl InstancesPage {
+    /// How old a pod created at `created` (RFC 3339) is.
+    fn age(&self, created: &str) -> String {
+        created
+            .parse::<jiff::Timestamp>()
+            .map(|t| super::page::span(self.base.now_ms - t.as_millisecond()))
+            .unwrap_or_else(|_| created.to_owned())
+    }
+}
+
+/// `/clusters/{cluster}/instances`: the replication instances in detail.
+pub async fn instances(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(cluster): Path<String>,
+) -> Result<Response, UiError> {
+    viewer
+        .caller
+        .require(&state, Action::Read, Some(&cluster))
+        .await?;
+    let view = snapshot(&state, &cluster)?;
+    let base = Base::new(&state, &viewer, format!("Instances of {cluster}")).for_cluster(&cluster);
+    render(&InstancesPage {
+        base,
+        instances: view.model.instances.clone(),
+        cluster,
+    })
+}
+
+#[derive(Template)]
+#[template(path = "remove.html")]
+struct RemovePage {
+    base: Base,
+    cluster: String,
+    instance: String,
+    plan: PlanView,
+}
+
+/// The drain plan of removing an instance, with the button that starts it.
+pub async fn remove_preview(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path((cluster, instance)): Path<(String, String)>,
+) -> Result<Response, UiError> {
+    let plan = actions::plan_remove(&state, &viewer.caller, &cluster, &instance).await?;
+    let base = Base::new(&state, &viewer, format!("Remove {instance}")).for_cluster(&cluster);
+    render(&RemovePage {
+        base,
+        cluster,
+        instance,
+        plan: plan.into(),
+    })
+}
+
+/// Starts the removal and shows its operation.
+pub async fn remove(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path((cluster, instance)): Path<(String, String)>,
+) -> Result<Response, UiError> {
+    let op = actions::remove(&state, &viewer.caller, &cluster, &instance).await?;
+    Ok(see_other(&super::operation_href(&op.id)))
+}
+
+/// Uncordons an instance and goes back to the instance list.
+pub async fn uncordon(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path((cluster, instance)): Path<(String, String)>,
+) -> Result<Response, UiError> {
+    actions::uncordon(&state, &viewer.caller, &cluster, &instance).await?;
+    Ok(see_other(&format!(
+        "/clusters/{}/instances",
+        super::segment(&cluster)
+    )))
+}

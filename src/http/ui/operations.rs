@@ -1,0 +1,303 @@
+//! Rebalance (preview, then start), the operation list, one operation with its moves and live
+//! progress (and cancel), and the history.
+
+use std::str::FromStr;
+
+use askama::Template;
+use axum::Form;
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use serde::Deserialize;
+
+use super::page::{Base, Choice, UiError, Viewer, choices, render, see_other};
+use super::plan::PlanView;
+use crate::http::actions;
+use crate::http::auth::Action;
+use crate::http::error::ApiError;
+use crate::http::state::AppState;
+use crate::model::OperationState;
+use crate::store::{
+    HistoryEntry, HistoryKind, HistoryQuery, Operation, OperationQuery, OperationSummary, Page,
+};
+
+/// Rows per page of the operation list and the history.
+const PAGE: u32 = 50;
+
+/// The rebalance form (preview and start).
+#[derive(Debug, Default, Deserialize)]
+pub struct RebalanceForm {
+    #[serde(default)]
+    max_moves: String,
+    #[serde(default)]
+    reason: String,
+}
+
+impl RebalanceForm {
+    fn budget(&self) -> Result<Option<usize>, ApiError> {
+        match self.max_moves.trim() {
+            "" => Ok(None),
+            n => n
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0)
+                .map(Some)
+                .ok_or_else(|| {
+                    ApiError::BadRequest(format!("max moves must be a positive number, not {n:?}"))
+                }),
+        }
+    }
+}
+
+#[derive(Template)]
+#[template(path = "rebalance.html")]
+struct RebalancePage {
+    base: Base,
+    cluster: String,
+    max_moves: String,
+    plan: PlanView,
+}
+
+/// `/clusters/{cluster}/rebalance`: the plan, with the form that starts it.
+pub async fn rebalance_preview(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(cluster): Path<String>,
+    Query(f): Query<RebalanceForm>,
+) -> Result<Response, UiError> {
+    let plan = actions::plan_rebalance(&state, &viewer.caller, &cluster, f.budget()?).await?;
+    let base = Base::new(&state, &viewer, format!("Rebalance {cluster}")).for_cluster(&cluster);
+    render(&RebalancePage {
+        base,
+        cluster,
+        max_moves: f.max_moves.trim().to_owned(),
+        plan: plan.into(),
+    })
+}
+
+/// Starts the rebalance and shows its operation.
+pub async fn rebalance(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(cluster): Path<String>,
+    Form(f): Form<RebalanceForm>,
+) -> Result<Response, UiError> {
+    let reason = match f.reason.trim() {
+        "" => "requested in the dashboard",
+        r => r,
+    };
+    let op = actions::rebalance(&state, &viewer.caller, &cluster, f.budget()?, reason).await?;
+    Ok(see_other(&super::operation_href(&op.id)))
+}
+
+/// The operation list's filters as a form sends them.
+#[derive(Debug, Default, Deserialize)]
+pub struct OperationsQuery {
+    #[serde(default)]
+    cluster: String,
+    #[serde(default)]
+    state: String,
+    cursor: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "operations.html")]
+struct OperationsPage {
+    base: Base,
+    cluster: String,
+    state: String,
+    clusters: Vec<Choice>,
+    states: Vec<Choice>,
+    page: Page<OperationSummary>,
+}
+
+impl OperationsPage {
+    fn next(&self, cursor: &str) -> String {
+        let mut q = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in [("cluster", &self.cluster), ("state", &self.state)] {
+            if !v.is_empty() {
+                q.append_pair(k, v);
+            }
+        }
+        q.append_pair("cursor", cursor);
+        format!("/operations?{}", q.finish())
+    }
+}
+
+fn word<T: FromStr<Err = crate::model::UnknownWord>>(s: &str) -> Result<Option<T>, ApiError> {
+    match s {
+        "" => Ok(None),
+        s => s
+            .parse()
+            .map(Some)
+            .map_err(|e: crate::model::UnknownWord| ApiError::BadRequest(e.to_string())),
+    }
+}
+
+/// `/operations`.
+pub async fn list(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Query(q): Query<OperationsQuery>,
+) -> Result<Response, UiError> {
+    viewer.caller.require(&state, Action::Read, None).await?;
+    let page = state
+        .engine
+        .store()
+        .operations(&OperationQuery {
+            cluster: Some(q.cluster.clone()).filter(|c| !c.is_empty()),
+            state: word(&q.state)?,
+            kind: None,
+            cursor: q.cursor.filter(|c| !c.is_empty()),
+            limit: PAGE,
+        })
+        .await?;
+    let mut base = Base::new(&state, &viewer, "Operations");
+    let base_clusters = base.clusters.clone();
+    base.nav = "operations";
+    base.cluster = q.cluster.clone();
+    render(&OperationsPage {
+        base,
+        clusters: choices(&base_clusters, &q.cluster),
+        states: choices(OperationState::ALL.iter().map(|s| s.as_str()), &q.state),
+        cluster: q.cluster,
+        state: q.state,
+        page,
+    })
+}
+
+#[derive(Template)]
+#[template(path = "operation.html")]
+struct OperationPage {
+    base: Base,
+    op: Operation,
+    done: usize,
+    failed: usize,
+    total: usize,
+    cancellable: bool,
+}
+
+/// `/operations/{id}`: one operation, its moves, live.
+pub async fn one(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+) -> Result<Response, UiError> {
+    viewer.caller.require(&state, Action::Read, None).await?;
+    let op = state.engine.operation(&id).await.map_err(ApiError::from)?;
+    let count = |s: &str| op.moves.iter().filter(|m| m.state.as_str() == s).count();
+    let (done, failed) = (count("done"), count("failed"));
+    let mut base = Base::new(&state, &viewer, format!("Operation {}", op.kind));
+    base.nav = "operations";
+    base.operation = op.id.clone();
+    render(&OperationPage {
+        base,
+        done,
+        failed,
+        total: op.moves.len(),
+        cancellable: !op.state.is_final(),
+        op,
+    })
+}
+
+/// Cancels an operation and shows it again.
+pub async fn cancel(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+) -> Result<Response, UiError> {
+    let op = actions::cancel(&state, &viewer.caller, &id).await?;
+    Ok(see_other(&super::operation_href(&op.id)))
+}
+
+/// The history's filters as a form sends them.
+#[derive(Debug, Default, Deserialize)]
+pub struct HistoryFilter {
+    #[serde(default)]
+    cluster: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    target: String,
+    #[serde(default)]
+    instance: String,
+    cursor: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "history.html")]
+struct HistoryPage {
+    base: Base,
+    f: HistoryFilter,
+    clusters: Vec<Choice>,
+    kinds: Vec<Choice>,
+    page: Page<HistoryEntry>,
+}
+
+impl HistoryPage {
+    fn next(&self, cursor: &str) -> String {
+        let mut q = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in [
+            ("cluster", &self.f.cluster),
+            ("kind", &self.f.kind),
+            ("target", &self.f.target),
+            ("instance", &self.f.instance),
+        ] {
+            if !v.is_empty() {
+                q.append_pair(k, v);
+            }
+        }
+        q.append_pair("cursor", cursor);
+        format!("/history?{}", q.finish())
+    }
+}
+
+/// The kinds of history entry, for the filter.
+const KINDS: [HistoryKind; 4] = [
+    HistoryKind::Ownership,
+    HistoryKind::Instance,
+    HistoryKind::Operation,
+    HistoryKind::Audit,
+];
+
+/// `/history`.
+pub async fn history(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Query(f): Query<HistoryFilter>,
+) -> Result<Response, UiError> {
+    let cluster = Some(f.cluster.clone()).filter(|c| !c.is_empty());
+    viewer
+        .caller
+        .require(&state, Action::Read, cluster.as_deref())
+        .await?;
+    let kind = match f.kind.as_str() {
+        "" => None,
+        k => Some(
+            k.parse::<HistoryKind>()
+                .map_err(|e| ApiError::BadRequest(e.to_string()))?,
+        ),
+    };
+    let page = state
+        .engine
+        .store()
+        .history(&HistoryQuery {
+            cluster,
+            target: Some(f.target.clone()).filter(|t| !t.is_empty()),
+            instance: Some(f.instance.clone()).filter(|i| !i.is_empty()),
+            kind,
+            cursor: f.cursor.clone().filter(|c| !c.is_empty()),
+            limit: PAGE,
+            ..Default::default()
+        })
+        .await?;
+    let mut base = Base::new(&state, &viewer, "History");
+    base.nav = "history";
+    base.cluster = f.cluster.clone();
+    render(&HistoryPage {
+        clusters: choices(&base.clusters, &f.cluster),
+        kinds: choices(KINDS.iter().map(|k| k.as_str()), &f.kind),
+        base,
+        f,
+        page,
+    })
+}

@@ -1,0 +1,262 @@
+//! What every dashboard page shares: the [`Viewer`] extractor (who is looking; a browser with
+//! no credentials is sent to the login page), the [`Base`] the layout renders (navigation,
+//! the user, the CSRF token for forms, health banners, what the page's live updates follow),
+//! time formatting, and [`UiError`], which renders errors as pages rather than problem+json.
+
+use askama::Template;
+use axum::extract::{FromRequestParts, OriginalUri};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+
+use super::super::auth::Mode;
+use super::super::caller::{Caller, session};
+use super::super::error::ApiError;
+use super::super::state::AppState;
+use crate::store::now_ms;
+
+/// Who is looking at a page, and the CSRF token their forms carry.
+pub struct Viewer {
+    /// The authenticated caller.
+    pub caller: Caller,
+    /// The session's CSRF token (empty without a session: bearer or mode `none`).
+    pub csrf: String,
+    /// Logged in with a session (so there is a logout).
+    pub logged_in: bool,
+}
+
+impl FromRequestParts<AppState> for Viewer {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        let session = session(&parts.headers, state);
+        match Caller::from_request_parts(parts, state).await {
+            Ok(caller) => Ok(Viewer {
+                caller,
+                logged_in: session.is_some() && state.auth.mode() != Mode::None,
+                csrf: session.map(|s| s.csrf).unwrap_or_default(),
+            }),
+            Err(ApiError::Unauthenticated) => {
+                let here = parts
+                    .extensions
+                    .get::<OriginalUri>()
+                    .map_or_else(|| parts.uri.clone(), |u| u.0.clone());
+                let next = here.path_and_query().map_or("/", |p| p.as_str());
+                let to = format!(
+                    "/login?next={}",
+                    percent_encoding::utf8_percent_encode(next, percent_encoding::NON_ALPHANUMERIC)
+                );
+                Err(Redirect::to(&to).into_response())
+            }
+            Err(e) => Err(UiError(e).into_response()),
+        }
+    }
+}
+
+/// The layout's data.
+pub struct Base {
+    /// The page title.
+    pub title: String,
+    /// Which navigation entry is current (`overview`, `cluster`, `operations`, `history`).
+    pub nav: &'static str,
+    /// Every managed cluster, for the navigation.
+    pub clusters: Vec<String>,
+    /// The cluster the page shows (its events refresh the page), or empty.
+    pub cluster: String,
+    /// The operation the page shows, or empty.
+    pub operation: String,
+    /// The user's name.
+    pub user: String,
+    /// Whether to offer a logout.
+    pub logged_in: bool,
+    /// The CSRF token for forms.
+    pub csrf: String,
+    /// Warnings for every page: stale or unsynced models.
+    pub banners: Vec<String>,
+    /// Now (unix ms), for relative times.
+    pub now_ms: i64,
+}
+
+impl Base {
+    /// The layout data for a page titled `title`.
+    pub fn new(state: &AppState, viewer: &Viewer, title: impl Into<String>) -> Base {
+        let clusters: Vec<String> = state
+            .engine
+            .config()
+            .clusters
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+        let mut banners = Vec::new();
+        for c in &clusters {
+            match state.engine.view(c) {
+                Ok(v) if v.model.stale => banners.push(format!(
+                    "Cluster {c}: a Kubernetes watch is down — showing the last known state; \
+                     nothing is changed until it is back."
+                )),
+                Ok(v) if !v.model.synced => banners.push(format!(
+                    "Cluster {c}: still reading the cluster (first sync)."
+                )),
+                Ok(_) => {}
+                Err(e) => banners.push(format!("Cluster {c}: {e}")),
+            }
+        }
+        Base {
+            title: title.into(),
+            nav: "",
+            clusters,
+            cluster: String::new(),
+            operation: String::new(),
+            user: viewer.caller.name().to_owned(),
+            logged_in: viewer.logged_in,
+            csrf: viewer.csrf.clone(),
+            banners,
+            now_ms: now_ms(),
+        }
+    }
+
+    /// Marks the page as showing `cluster` (navigation and live updates).
+    pub fn for_cluster(mut self, cluster: &str) -> Base {
+        self.cluster = cluster.to_owned();
+        self.nav = "cluster";
+        self
+    }
+
+    /// How long before now `at_ms` was, for people ("12 s ago").
+    pub fn ago(&self, at_ms: impl Millis) -> String {
+        let at_ms = at_ms.ms();
+        format!("{} ago", span((self.now_ms - at_ms).max(0)))
+    }
+
+    /// A time as UTC, to the second.
+    pub fn time(&self, at_ms: impl Millis) -> String {
+        let at_ms = at_ms.ms();
+        jiff::Timestamp::from_millisecond(at_ms)
+            .map(|t| t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string())
+            .unwrap_or_else(|_| at_ms.to_string())
+    }
+
+    /// An imbalance (0.25) as people read it ("25 %").
+    pub fn percent(&self, x: &f64) -> String {
+        super::plan::percent(*x)
+    }
+
+    /// A duration in milliseconds, for people.
+    pub fn span(&self, ms: impl Millis) -> String {
+        span(ms.ms())
+    }
+
+    /// The machine-readable form of a time (for `<time datetime>`).
+    pub fn iso(&self, at_ms: impl Millis) -> String {
+        let at_ms = at_ms.ms();
+        jiff::Timestamp::from_millisecond(at_ms)
+            .map(|t| t.to_string())
+            .unwrap_or_default()
+    }
+}
+
+/// A duration in milliseconds, for people: `850 ms`, `12 s`, `4 min`, `3 h`, `2 d`.
+pub fn span(ms: i64) -> String {
+    match ms {
+        ..=999 => format!("{ms} ms"),
+        1_000..=59_999 => format!("{} s", ms / 1_000),
+        60_000..=3_599_999 => format!("{} min", ms / 60_000),
+        3_600_000..=86_399_999 => format!("{} h", ms / 3_600_000),
+        _ => format!("{} d", ms / 86_400_000),
+    }
+}
+
+/// A millisecond count however many references deep a template hands it over.
+pub trait Millis {
+    /// The count.
+    fn ms(&self) -> i64;
+}
+
+impl Millis for i64 {
+    fn ms(&self) -> i64 {
+        *self
+    }
+}
+
+impl<T: Millis + ?Sized> Millis for &T {
+    fn ms(&self) -> i64 {
+        (**self).ms()
+    }
+}
+
+/// One option of a `<select>`.
+pub struct Choice {
+    /// Its value (and label).
+    pub value: String,
+    /// Whether it is the current one.
+    pub selected: bool,
+}
+
+/// The options `values`, with `current` selected.
+pub fn choices<S: AsRef<str>>(values: impl IntoIterator<Item = S>, current: &str) -> Vec<Choice> {
+    values
+        .into_iter()
+        .map(|v| Choice {
+            selected: v.as_ref() == current,
+            value: v.as_ref().to_owned(),
+        })
+        .collect()
+}
+
+/// Renders a template as a page.
+pub fn render<T: Template>(t: &T) -> Result<Response, UiError> {
+    let html = t
+        .render()
+        .map_err(|e| UiError(ApiError::Internal(format!("rendering a page: {e}"))))?;
+    Ok(Html(html).into_response())
+}
+
+/// A 303 to `to` (after a form post).
+pub fn see_other(to: &str) -> Response {
+    Redirect::to(to).into_response()
+}
+
+/// A page-level failure: the [`ApiError`] shown as a page with its status.
+#[derive(Debug)]
+pub struct UiError(pub ApiError);
+
+impl<E: Into<ApiError>> From<E> for UiError {
+    fn from(e: E) -> Self {
+        UiError(e.into())
+    }
+}
+
+#[derive(Template)]
+#[template(path = "error.html")]
+struct ErrorPage {
+    status: u16,
+    title: String,
+    detail: String,
+}
+
+impl IntoResponse for UiError {
+    fn into_response(self) -> Response {
+        let (status, problem) = self.0.problem();
+        let page = ErrorPage {
+            status: status.as_u16(),
+            title: problem.title,
+            detail: problem.detail,
+        };
+        let html = page
+            .render()
+            .unwrap_or_else(|_| "<!doctype html><title>Error</title>".into());
+        let mut res = (status, Html(html)).into_response();
+        // The 500's hidden cause still reaches the logging middleware.
+        if let ApiError::Internal(_) = &self.0 {
+            let api = self.0.into_response();
+            res.extensions_mut().extend(api.extensions().clone());
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            res.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"leasehold\""),
+            );
+        }
+        res
+    }
+}

@@ -1,0 +1,119 @@
+//! The app under test for router tests (`tests/http.rs`, `tests/ui.rs`): a real engine
+//! watching the simulator (so the model is real) over namespace [`NS`] with cluster `c` and
+//! targets `t-0`…`t-4`, a fresh SQLite history, token-file authentication with viewer /
+//! operator / admin users ([`TOKENS`]), and the whole router to call with `oneshot`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt as _;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use leasehold::config::Config;
+use leasehold::engine::Engine;
+use leasehold::http::auth::{Auth, AuthSettings};
+use leasehold::http::state::AppState;
+use leasehold::http::{self, events::Hub};
+use leasehold::store::Store;
+use serde_json::{Value, json};
+use tower::ServiceExt as _;
+
+pub const NS: &str = "apps";
+
+pub const TOKENS: &str = "\
+viewer-token,vera,u1,\"leasehold:viewers\"
+operator-token,otto,u2,\"leasehold:operators\"
+admin-token,ada,u3,\"leasehold:admins\"
+nobody-token,nina,u4,\"other\"
+";
+
+/// The router with what it needs kept alive.
+pub struct App {
+    pub router: axum::Router,
+    pub t: super::TestSim,
+    _dir: tempfile::TempDir,
+}
+
+/// Starts the app (token-file auth).
+pub async fn app() -> App {
+    let t = super::start().await;
+    let nss: Api<Namespace> = Api::all(t.client.clone());
+    nss.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, TOKENS).unwrap();
+    let yaml = format!(
+        "clusters:
+- name: c
+  namespace: {NS}
+  selector: {{app: c}}
+  targets: {{inline: [t-0, t-1, t-2, t-3, t-4]}}
+"
+    );
+    let config = Config::parse(&yaml, Path::new("test.yaml")).unwrap();
+    let db = format!("sqlite:{}", dir.path().join("h.db").display());
+    let store = Store::connect(&db).await.unwrap();
+    let engine = Engine::new(config, t.client.clone(), store, "cp".into());
+    let e = engine.clone();
+    tokio::spawn(async move { e.run(std::future::pending()).await });
+    let settings: AuthSettings =
+        serde_saphyr::from_str(&format!("mode: token\ntoken_file: {}\n", tokens.display()))
+            .unwrap();
+    let auth = Auth::new(&settings, "127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    // Wait for the first synced model.
+    let synced = super::eventually(Duration::from_secs(20), || {
+        let engine = engine.clone();
+        async move { engine.view("c").ok().filter(|v| v.model.synced).map(|_| ()) }
+    })
+    .await;
+    assert!(synced.is_some(), "the model never synced");
+    let state = AppState {
+        engine,
+        auth,
+        events: Hub::default(),
+        tls: false,
+        demo: None,
+    };
+    App {
+        router: http::router(state),
+        t,
+        _dir: dir,
+    }
+}
+
+/// One JSON request with an optional bearer token: status, headers, body (JSON, else a string).
+pub async fn call(
+    app: &App,
+    method: &str,
+    uri: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, axum::http::HeaderMap, Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if let Some(t) = token {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let req = match body {
+        Some(b) => req
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(b.to_string())),
+        None => req.body(Body::empty()),
+    }
+    .unwrap();
+    let res = app.router.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    let v = serde_json::from_slice(&bytes)
+        .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()));
+    (status, headers, v)
+}
