@@ -10,6 +10,7 @@
   var operation = body.dataset.operation || "";
   var conn = document.getElementById("conn");
   var pending = null;
+  var leaving = false;
   var last = 0;
   var MIN_GAP_MS = 800;
   var PERIODIC_MS = 15000;
@@ -26,10 +27,12 @@
 
   function refresh() {
     pending = null;
+    if (leaving) { return; }
     last = Date.now();
     fetch(window.location.href, { credentials: "same-origin", headers: { "X-Live": "1" } })
       .then(function (res) {
         if (res.redirected || res.status === 401) { window.location.reload(); return null; }
+        if (!res.ok) { return null; }
         return res.text();
       })
       .then(function (text) {
@@ -67,5 +70,7 @@
   feed.onopen = function () { if (conn) { conn.hidden = true; } body.dataset.live = "open"; };
   feed.onerror = function () { if (conn) { conn.hidden = false; } body.dataset.live = "lost"; };
   window.setInterval(schedule, PERIODIC_MS);
+  // A submitted form navigates away: stop, so no refresh races the request it made.
+  document.addEventListener("submit", function () { leaving = true; feed.close(); });
 
 })();

@@ -4,9 +4,9 @@
 //! must
 //!
 //! 1. not come from another site: `Sec-Fetch-Site`, which every current browser sends, must be
-//!    `same-origin` or `none` when present, and `Origin`, when present, must name this server
-//!    (its host and port equal `Host`) — this also guards mode `none` and the login form,
-//!    which have no session yet;
+//!    `same-origin` or `none` when present; without it, `Origin`, when present, must name this
+//!    server (its host and port equal `Host`) — this also guards mode `none` and the login
+//!    form, which have no session yet;
 //! 2. when it carries a live session cookie, present that session's CSRF token: the
 //!    `X-CSRF-Token` header (scripts) or the `csrf` field of a form body (the dashboard's
 //!    forms). Session cookies are also `SameSite=Strict`; the token is the second lock.
@@ -78,11 +78,15 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
 }
 
 /// Whether the request says it comes from this server's own pages (or from no browser).
+/// `Sec-Fetch-Site` is set by the browser and cannot be forged by a page, so when present it
+/// decides; older browsers send only `Origin`, which must then name this server.
 fn same_site(headers: &HeaderMap) -> Result<(), &'static str> {
-    if let Some(site) = headers.get("sec-fetch-site")
-        && !matches!(site.as_bytes(), b"same-origin" | b"none")
-    {
-        return Err("a state-changing request from another site");
+    if let Some(site) = headers.get("sec-fetch-site") {
+        return if matches!(site.as_bytes(), b"same-origin" | b"none") {
+            Ok(())
+        } else {
+            Err("a state-changing request from another site")
+        };
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
@@ -141,5 +145,18 @@ mod tests {
         ];
         assert!(same_site(&headers(&port)).is_err());
         assert!(same_site(&headers(&[("origin", "null"), ("host", "h")])).is_err());
+        // The browser's own word wins over an Origin it blanked (`null`).
+        let nulled = [
+            ("sec-fetch-site", "same-origin"),
+            ("origin", "null"),
+            ("host", "h"),
+        ];
+        assert!(same_site(&headers(&nulled)).is_ok());
+        let forged = [
+            ("sec-fetch-site", "cross-site"),
+            ("origin", "http://h"),
+            ("host", "h"),
+        ];
+        assert!(same_site(&headers(&forged)).is_err());
     }
 }

@@ -158,12 +158,20 @@ pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; 
     img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; \
     form-action 'self'; object-src 'none'";
 
+/// The CSP of the Swagger UI pages (`/docs/…`): as [`CSP`], but the vendored Swagger UI
+/// bundle sets inline styles, so it may (styles only; scripts stay `'self'`). Checked in
+/// Chromium by `tests/browser.rs`.
+pub const CSP_DOCS: &str = "default-src 'self'; script-src 'self'; \
+    style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; \
+    frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'";
+
 async fn security_headers(req: Request, next: Next) -> Response {
+    let docs = req.uri().path().starts_with("/docs");
     let mut res = next.run(req).await;
     let h = res.headers_mut();
     h.insert(
         header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
+        HeaderValue::from_static(if docs { CSP_DOCS } else { CSP }),
     );
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -172,7 +180,7 @@ async fn security_headers(req: Request, next: Next) -> Response {
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        HeaderValue::from_static("same-origin"),
     );
     h.entry(header::CACHE_CONTROL)
         .or_insert(HeaderValue::from_static("no-store"));

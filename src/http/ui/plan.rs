@@ -6,6 +6,8 @@ use crate::engine::planner::{Blocked, Move, Plan};
 
 /// Width of the chart's bar area, in SVG units.
 const BAR_AREA: u32 = 480;
+/// Room after the longest bar for its numbers.
+const NUMBERS: u32 = 90;
 /// Height of one instance's pair of bars.
 const ROW: u32 = 26;
 /// Where the bars start (the name column's width).
@@ -104,7 +106,7 @@ impl From<Plan> for PlanView {
             blocked: p.blocked,
             truncated: p.truncated,
             label_w: LABEL,
-            width: LABEL + BAR_AREA + 50,
+            width: LABEL + BAR_AREA + NUMBERS,
         }
     }
 }
