@@ -75,8 +75,8 @@ pub fn openapi_json() -> String {
 
 /// Records a mutating request in the history: who, what, and how it ended (`Ok` with the
 /// operation it created, if any). A failure to record is logged; the request's own outcome
-/// stands.
-async fn audit<E: std::fmt::Display>(
+/// stands. Also used by the demo controls (`http::demo`).
+pub(super) async fn audit<E: std::fmt::Display>(
     state: &AppState,
     cluster: &str,
     caller: &Caller,
