@@ -327,6 +327,16 @@ async fn reads_paging_filters_and_problem_errors() {
     .await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert!(v["moves"].is_array());
+    // The demo-only controls are not mounted outside `leasehold demo`.
+    let (s, _, v) = call(
+        &app,
+        "POST",
+        "/demo/clusters/c/members",
+        Some("admin-token"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
     // A bad query parameter is a problem too, not axum's plain text.
     let (s, h, _) = call(
         &app,
