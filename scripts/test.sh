@@ -3,7 +3,9 @@
 # against the in-process Kubernetes simulator (kube-rs, kubectl and the engine with real agents
 # over real HTTP). The history store's tests run on SQLite and, when PostgreSQL's server
 # binaries are installed (initdb, pg_ctl), also on a throwaway PostgreSQL (scripts/postgres.sh).
-# Ends with one total line, "N passed, N failed".
+# Without arguments it then runs Schemathesis against a running demo (scripts/schemathesis.sh;
+# needs python3 with venv, and PyPI), counted as one more test; LEASEHOLD_SKIP_SCHEMATHESIS=1
+# leaves it out. Ends with one total line, "N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log=$(mktemp)
@@ -18,6 +20,17 @@ if [ -z "${LEASEHOLD_TEST_POSTGRES_URL:-}" ]; then
   fi
 fi
 "${run[@]}" 2>&1 | tee "$log" || status=$?
-awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
-     END { printf "%d passed, %d failed\n", p, f }' "$log"
+extra_passed=0 extra_failed=0
+if [ $# -eq 0 ] && [ "${LEASEHOLD_SKIP_SCHEMATHESIS:-}" != 1 ]; then
+  echo "== schemathesis: the API against its OpenAPI document on a running demo (scripts/schemathesis.sh)"
+  if ./scripts/schemathesis.sh; then
+    extra_passed=1
+  else
+    extra_failed=1
+    status=1
+  fi
+fi
+awk -v ep="$extra_passed" -v ef="$extra_failed" \
+  '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+   END { printf "%d passed, %d failed\n", p + ep, f + ef }' "$log"
 exit "$status"

@@ -94,12 +94,16 @@ pub struct AgentArgs {
 /// Flags of `leasehold demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Address of the simulated Kubernetes API.
-    #[arg(long, default_value = "127.0.0.1:6443")]
+    /// Address of the dashboard and API (on a non-loopback address an admin token is
+    /// generated; see the printed token file).
+    #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Member pods in the demo cluster.
+    /// Address of the simulated Kubernetes API (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    pub kube_listen: SocketAddr,
+    /// Member pods in the `collector` cluster.
     #[arg(long, default_value_t = 3)]
-    pub members: usize,
+    pub members: u32,
     /// Targets (one Lease each).
     #[arg(long, default_value_t = 300)]
     pub targets: usize,
@@ -146,9 +150,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo(a) => {
             crate::demo::run(crate::demo::DemoOptions {
                 listen: a.listen,
+                kube_listen: a.kube_listen,
                 members: a.members,
                 targets: a.targets,
                 kubeconfig_out: a.kubeconfig_out,
+                database: crate::demo::DATABASE.into(),
+                token_file: crate::demo::TOKEN_FILE.into(),
+                timing: crate::demo::Timing {
+                    lease_duration: crate::demo::LEASE_DURATION,
+                    join_settle: crate::demo::JOIN_SETTLE,
+                },
             })
             .await
         }

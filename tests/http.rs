@@ -10,7 +10,7 @@ use common::app::{app, call};
 
 use axum::http::{StatusCode, header};
 use leasehold::http::{self};
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[test]
 fn openapi_document_matches_the_committed_file() {
@@ -197,8 +197,8 @@ async fn reads_paging_filters_and_problem_errors() {
     assert_eq!(s, StatusCode::OK, "{v}");
     assert!(v["moves"].as_array().unwrap().is_empty());
     assert!(v["imbalance_before"].is_number());
-    // Unknown fields are refused, not ignored.
-    let (s, _, _) = call(
+    // Unknown fields are refused, not ignored, as a problem like every other error.
+    let (s, h, v) = call(
         &app,
         "POST",
         "/api/v1/clusters/c/rebalance",
@@ -206,7 +206,42 @@ async fn reads_paging_filters_and_problem_errors() {
         Some(json!({"dryrun": false})),
     )
     .await;
-    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(h[header::CONTENT_TYPE], "application/problem+json");
+    assert_eq!(v["type"], "urn:leasehold:problem:bad-request");
+    assert!(v["detail"].as_str().unwrap().contains("dryrun"), "{v}");
+    // A JSON null body is no body: the plan.
+    let (s, _, v) = call(
+        &app,
+        "POST",
+        "/api/v1/clusters/c/rebalance",
+        Some("operator-token"),
+        Some(Value::Null),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(v["moves"].is_array());
+    // The demo-only controls are not mounted outside `leasehold demo`.
+    let (s, _, v) = call(
+        &app,
+        "POST",
+        "/demo/clusters/c/members",
+        Some("admin-token"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
+    // A bad query parameter is a problem too, not axum's plain text.
+    let (s, h, _) = call(
+        &app,
+        "GET",
+        "/api/v1/clusters/c/targets?limit=-1",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(h[header::CONTENT_TYPE], "application/problem+json");
     // A body over the limit is refused.
     let big = json!({"reason": "x".repeat(http::BODY_LIMIT + 1)});
     let (s, _, _) = call(

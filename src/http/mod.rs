@@ -5,7 +5,7 @@
 //!
 //! `api` holds the handlers, `auth` who callers are and what they may do, `caller` the
 //! extractor that asks it, `error` the one error type (problem+json), `events` the numbered
-//! live feed, `state` the shared state.
+//! live feed, `state` the shared state, `demo` the controls only `leasehold demo` mounts.
 
 pub mod actions;
 pub mod api;
@@ -72,8 +72,10 @@ fn default_listen() -> SocketAddr {
 pub fn router(state: AppState) -> Router {
     let (api, doc) = api::api_router();
     let swagger = utoipa_swagger_ui::SwaggerUi::new("/docs").url("/openapi.json", doc);
+    let demo = state.demo.is_some().then(demo::router);
     Router::new()
         .nest("/api/v1", api)
+        .merge(demo.unwrap_or_default())
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(ui::router())

@@ -3,7 +3,7 @@
 //! uncordon. A rebalance or removal is a dry run unless the body says `"dry_run": false`.
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -24,6 +24,7 @@ use super::super::auth::Action;
 use super::super::caller::Caller;
 use super::super::error::{ApiError, Problem};
 use super::super::state::AppState;
+use super::{ApiPath, ApiQuery, OptionalJson};
 use crate::store::{decode_cursor, encode_cursor};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
@@ -224,7 +225,7 @@ async fn list_clusters(
 async fn get_cluster(
     State(state): State<AppState>,
     caller: Caller,
-    Path(cluster): Path<String>,
+    ApiPath(cluster): ApiPath<String>,
 ) -> Result<Json<ClusterDetail>, ApiError> {
     caller.require(&state, Action::Read, Some(&cluster)).await?;
     let snap = snapshot(&state, &cluster)?;
@@ -243,7 +244,7 @@ async fn get_cluster(
 async fn list_instances(
     State(state): State<AppState>,
     caller: Caller,
-    Path(cluster): Path<String>,
+    ApiPath(cluster): ApiPath<String>,
 ) -> Result<Json<Vec<Instance>>, ApiError> {
     caller.require(&state, Action::Read, Some(&cluster)).await?;
     Ok(Json(snapshot(&state, &cluster)?.model.instances.clone()))
@@ -265,7 +266,7 @@ fn find_instance(snap: &View, cluster: &str, name: &str) -> Result<Instance, Api
 async fn get_instance(
     State(state): State<AppState>,
     caller: Caller,
-    Path((cluster, instance)): Path<(String, String)>,
+    ApiPath((cluster, instance)): ApiPath<(String, String)>,
 ) -> Result<Json<InstanceDetail>, ApiError> {
     caller.require(&state, Action::Read, Some(&cluster)).await?;
     let snap = snapshot(&state, &cluster)?;
@@ -292,6 +293,7 @@ async fn get_instance(
     request_body(content = Option<RemoveRequest>),
     responses((status = 200, description = "The drain plan (dry run)", body = Plan),
         (status = 202, description = "Started; Location names the operation", body = Operation),
+        (status = 400, description = "The body is not JSON, or has unknown fields or wrong types", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json"),
         (status = 422, body = Problem, content_type = "application/problem+json"),
@@ -299,12 +301,10 @@ async fn get_instance(
 async fn remove_instance(
     State(state): State<AppState>,
     caller: Caller,
-    Path((cluster, instance)): Path<(String, String)>,
-    body: Option<Json<RemoveRequest>>,
+    ApiPath((cluster, instance)): ApiPath<(String, String)>,
+    OptionalJson(body): OptionalJson<RemoveRequest>,
 ) -> Result<Response, ApiError> {
-    let req = body
-        .map(|Json(b)| b)
-        .unwrap_or(RemoveRequest { dry_run: true });
+    let req = body.unwrap_or(RemoveRequest { dry_run: true });
     if req.dry_run {
         let plan = actions::plan_remove(&state, &caller, &cluster, &instance).await?;
         return Ok(Json(plan).into_response());
@@ -322,7 +322,7 @@ async fn remove_instance(
 async fn uncordon_instance(
     State(state): State<AppState>,
     caller: Caller,
-    Path((cluster, instance)): Path<(String, String)>,
+    ApiPath((cluster, instance)): ApiPath<(String, String)>,
 ) -> Result<Json<Uncordoned>, ApiError> {
     let changed = actions::uncordon(&state, &caller, &cluster, &instance).await?;
     Ok(Json(Uncordoned { changed }))
@@ -337,8 +337,8 @@ async fn uncordon_instance(
 async fn list_targets(
     State(state): State<AppState>,
     caller: Caller,
-    Path(cluster): Path<String>,
-    Query(f): Query<TargetFilter>,
+    ApiPath(cluster): ApiPath<String>,
+    ApiQuery(f): ApiQuery<TargetFilter>,
 ) -> Result<Json<TargetPage>, ApiError> {
     caller.require(&state, Action::Read, Some(&cluster)).await?;
     let snap = snapshot(&state, &cluster)?;
@@ -401,7 +401,7 @@ pub(crate) fn page(m: &ClusterModel, f: &TargetFilter) -> Result<TargetPage, Api
 async fn get_target(
     State(state): State<AppState>,
     caller: Caller,
-    Path((cluster, target)): Path<(String, String)>,
+    ApiPath((cluster, target)): ApiPath<(String, String)>,
 ) -> Result<Json<TargetDetail>, ApiError> {
     caller.require(&state, Action::Read, Some(&cluster)).await?;
     let snap = snapshot(&state, &cluster)?;
@@ -429,6 +429,7 @@ async fn get_target(
     request_body(content = Option<RebalanceRequest>),
     responses((status = 200, description = "The plan (dry run)", body = Plan),
         (status = 202, description = "Started; Location names the operation", body = Operation),
+        (status = 400, description = "The body is not JSON, or has unknown fields or wrong types", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json"),
         (status = 422, body = Problem, content_type = "application/problem+json"),
@@ -436,10 +437,10 @@ async fn get_target(
 async fn rebalance(
     State(state): State<AppState>,
     caller: Caller,
-    Path(cluster): Path<String>,
-    body: Option<Json<RebalanceRequest>>,
+    ApiPath(cluster): ApiPath<String>,
+    OptionalJson(body): OptionalJson<RebalanceRequest>,
 ) -> Result<Response, ApiError> {
-    let req = body.map(|Json(b)| b).unwrap_or(RebalanceRequest {
+    let req = body.unwrap_or(RebalanceRequest {
         dry_run: true,
         ..Default::default()
     });

@@ -7,11 +7,17 @@ mod events;
 mod operations;
 
 use axum::Router;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Json, Path, Query, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 use super::caller::Caller;
-use super::error::Problem;
+use super::error::{ApiError, Problem};
 use super::state::AppState;
 use crate::store::now_ms;
 
@@ -75,7 +81,7 @@ pub fn openapi_json() -> String {
 
 /// Records a mutating request in the history: who, what, and how it ended (`Ok` with the
 /// operation it created, if any). A failure to record is logged; the request's own outcome
-/// stands.
+/// stands. Also used by the demo controls (`http::demo`) and `http::actions`.
 pub(crate) async fn audit<E: std::fmt::Display>(
     state: &AppState,
     cluster: &str,
@@ -94,5 +100,56 @@ pub(crate) async fn audit<E: std::fmt::Display>(
         .await
     {
         tracing::error!(%error, cluster, what, "could not record the audit entry");
+    }
+}
+
+/// axum's `Path`, with a path segment that does not decode answered as a 400 problem, like
+/// every other error the document lists, instead of axum's plain text.
+pub(super) struct ApiPath<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(v)) => Ok(ApiPath(v)),
+            Err(e @ PathRejection::FailedToDeserializePathParams(_)) => {
+                Err(ApiError::BadRequest(e.body_text()))
+            }
+            Err(e) => Err(ApiError::Internal(e.body_text())),
+        }
+    }
+}
+
+/// axum's `Query`, with a bad query string answered as a 400 problem.
+pub(super) struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(v)| ApiQuery(v))
+            .map_err(|e: QueryRejection| ApiError::BadRequest(e.body_text()))
+    }
+}
+
+/// An optional JSON body: none, or `null`, is `None`. A body that is not JSON, has unknown
+/// fields or wrong types is a 400 problem; one over the body limit stays axum's 413.
+pub(super) struct OptionalJson<T>(pub Option<T>);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
+        match Option::<Json<Option<T>>>::from_request(req, state).await {
+            Ok(body) => Ok(OptionalJson(body.and_then(|Json(b)| b))),
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(e.into_response()),
+            Err(e) => {
+                let e: JsonRejection = e;
+                Err(ApiError::BadRequest(e.body_text()).into_response())
+            }
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! of ownership changes, instance events, operation steps and audited requests.
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -13,6 +13,7 @@ use super::super::auth::Action;
 use super::super::caller::Caller;
 use super::super::error::{ApiError, Problem};
 use super::super::state::AppState;
+use super::{ApiPath, ApiQuery};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -29,7 +30,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 async fn list_operations(
     State(state): State<AppState>,
     caller: Caller,
-    Query(q): Query<OperationQuery>,
+    ApiQuery(q): ApiQuery<OperationQuery>,
 ) -> Result<Json<Page<OperationSummary>>, ApiError> {
     caller
         .require(&state, Action::Read, q.cluster.as_deref())
@@ -45,7 +46,7 @@ async fn list_operations(
 async fn get_operation(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Operation>, ApiError> {
     caller.require(&state, Action::Read, None).await?;
     Ok(Json(state.engine.operation(&id).await?))
@@ -60,7 +61,7 @@ async fn get_operation(
 async fn cancel_operation(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Operation>, ApiError> {
     Ok(Json(actions::cancel(&state, &caller, &id).await?))
 }
@@ -72,7 +73,7 @@ async fn cancel_operation(
 async fn list_history(
     State(state): State<AppState>,
     caller: Caller,
-    Query(q): Query<HistoryQuery>,
+    ApiQuery(q): ApiQuery<HistoryQuery>,
 ) -> Result<Json<Page<HistoryEntry>>, ApiError> {
     caller
         .require(&state, Action::Read, q.cluster.as_deref())

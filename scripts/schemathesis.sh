@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Schemathesis (property-based API testing, from PyPI) against the OpenAPI document of a
+# running `leasehold demo`: no 5xx, and every response's content type and body match the
+# document. Installs a pinned Schemathesis into a venv under the cargo target directory (reused
+# when present), builds and starts the demo on free ports in a scratch directory, waits for
+# /readyz, runs a bounded number of examples within a time budget, stops the demo, and exits
+# non-zero on any failure. Extra arguments go to `schemathesis run` (e.g. --seed, -n).
+#
+# POSTs with `"dry_run": false` really start rebalances and removals in the demo; that is fine.
+# The demo-only controls are not in the document, so members are never crashed here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SCHEMATHESIS_VERSION=4.32.5
+# Bounds: examples per operation, and the whole run (fuzzing repeats until it is spent).
+MAX_EXAMPLES=${SCHEMATHESIS_MAX_EXAMPLES:-25}
+MAX_TIME=${SCHEMATHESIS_MAX_TIME:-90}
+
+target_dir=${CARGO_TARGET_DIR:-target}
+mkdir -p "$target_dir"
+target_dir=$(cd "$target_dir" && pwd)
+venv="$target_dir/schemathesis-venv"
+if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -qF "$SCHEMATHESIS_VERSION"; then
+  echo "== installing schemathesis $SCHEMATHESIS_VERSION into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+fi
+
+# With the demo test selected, dev-dependencies join feature resolution as under `cargo test`,
+# so this reuses the test suite's build instead of compiling the dependencies a second time.
+cargo build --locked --quiet --bin leasehold --test demo
+bin="$target_dir/debug/leasehold"
+
+work=$(mktemp -d)
+demo_pid=
+cleanup() {
+  if [ -n "$demo_pid" ] && kill -0 "$demo_pid" 2>/dev/null; then
+    kill -INT "$demo_pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$demo_pid" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL "$demo_pid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Port 0 for both servers: the demo prints the dashboard's address.
+(cd "$work" && RUST_LOG=${RUST_LOG:-warn} exec "$bin" demo --listen 127.0.0.1:0 \
+  --kube-listen 127.0.0.1:0 --targets 60 >"$work/demo.out" 2>"$work/demo.log") &
+demo_pid=$!
+
+base=
+for _ in $(seq 1 300); do
+  base=$(sed -n 's|^  dashboard: *\(http://[^/]*\)/$|\1|p' "$work/demo.out" 2>/dev/null || true)
+  [ -n "$base" ] && break
+  kill -0 "$demo_pid" 2>/dev/null || { echo "the demo did not start:"; cat "$work/demo.log"; exit 1; }
+  sleep 0.1
+done
+[ -n "$base" ] || { echo "the demo printed no address"; cat "$work/demo.log"; exit 1; }
+
+ready() {
+  python3 - "$1" <<'EOF'
+import sys, urllib.request
+try:
+    sys.exit(0 if urllib.request.urlopen(sys.argv[1] + "/readyz", timeout=2).status == 200 else 1)
+except Exception:
+    sys.exit(1)
+EOF
+}
+for _ in $(seq 1 120); do
+  ready "$base" && break
+  sleep 0.5
+done
+ready "$base" || { echo "the demo never became ready at $base"; tail -50 "$work/demo.log"; exit 1; }
+echo "== schemathesis against $base/openapi.json"
+
+# /events is a Server-Sent Events stream that never ends, so it is left out. Any bearer token
+# is accepted on loopback (authentication `none`); without one Schemathesis sends made-up
+# Authorization headers and gets only 401s. It runs in the target directory, where it keeps
+# its cache of failures (.schemathesis/) to replay them first next time.
+status=0
+(cd "$target_dir" && timeout $((MAX_TIME + 120)) "$venv/bin/schemathesis" run "$base/openapi.json" \
+  -H "Authorization: Bearer demo" \
+  --checks not_a_server_error,content_type_conformance,response_schema_conformance \
+  --exclude-path /events \
+  --max-examples "$MAX_EXAMPLES" \
+  --max-time "$MAX_TIME" \
+  --request-timeout 40 \
+  --workers 2 \
+  --report junit --report-dir "$target_dir/schemathesis-report" \
+  "$@") || status=$?
+
+if ! kill -0 "$demo_pid" 2>/dev/null; then
+  echo "the demo died during the run:"; tail -50 "$work/demo.log"; status=1
+fi
+if [ "$status" -ne 0 ]; then
+  echo "schemathesis: FAILED (exit $status); the demo's log ends:"
+  tail -20 "$work/demo.log"
+fi
+exit "$status"

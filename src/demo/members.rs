@@ -1,0 +1,268 @@
+//! The demo's members: one agent task per member pod, owned here (a `JoinSet`, with a stop
+//! signal and an abort handle kept per member), and the demo controls that change them. A
+//! member is added as the next ordinal's pod plus its agent; stopped gracefully (the agent
+//! releases its targets, then the pod is deleted); or crashed (the agent dies without
+//! releasing and the pod is marked Failed, so its Leases must expire before the control
+//! plane's failover hands them to others). It writes only pods; Leases are the agents' and the
+//! control plane's.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
+use tokio::sync::{oneshot, watch};
+use tokio::task::{AbortHandle, JoinError, JoinSet};
+
+use super::layout::{self, CLUSTERS, NAMESPACE};
+use crate::agent::{Agent, AgentConfig, NoHooks};
+use crate::http::demo::DemoAction;
+use crate::sim::kubelet;
+
+/// How long a stopping agent may take to release what it holds before it is aborted (a
+/// release is one compare-and-swap per Lease, a few hundred at most in the demo).
+pub const STOP_GRACE: Duration = Duration::from_secs(15);
+
+/// One running member.
+struct Running {
+    cluster: String,
+    /// Ends the agent gracefully.
+    stop: oneshot::Sender<()>,
+    /// Kills the agent (a crash).
+    abort: AbortHandle,
+    /// Resolves (with an error) once the agent's task has ended, however it ended.
+    ended: oneshot::Receiver<()>,
+    /// What the agent holds.
+    held: watch::Receiver<BTreeSet<String>>,
+}
+
+/// The demo's members and their agents.
+pub struct Members {
+    client: Client,
+    /// Duration the agents promise on Leases that do not say (their leader Lease).
+    lease_duration: Duration,
+    /// The agents; each task yields its member's name and how the agent ended.
+    tasks: JoinSet<(String, anyhow::Result<()>)>,
+    /// Members whose agent runs, by pod name.
+    running: BTreeMap<String, Running>,
+    /// Crashed members (their Failed pod stays until stopped), pod name → cluster.
+    crashed: BTreeMap<String, String>,
+    /// The next ordinal of each cluster (never reused, so a new member is never mistaken for
+    /// a crashed one whose Leases have not expired yet).
+    next: BTreeMap<String, u32>,
+}
+
+impl Members {
+    /// No members yet; `lease_duration` is what agents promise when a Lease does not say.
+    pub fn new(client: Client, lease_duration: Duration) -> Self {
+        Self {
+            client,
+            lease_duration,
+            tasks: JoinSet::new(),
+            running: BTreeMap::new(),
+            crashed: BTreeMap::new(),
+            next: BTreeMap::new(),
+        }
+    }
+
+    /// Starts the agent of `cluster`'s existing pod `ordinal`.
+    pub fn start(&mut self, cluster: &str, ordinal: u32) {
+        let name = format!("{cluster}-{ordinal}");
+        let next = self.next.entry(cluster.to_owned()).or_default();
+        *next = (*next).max(ordinal + 1);
+        let cfg = AgentConfig {
+            default_lease_duration: self.lease_duration,
+            ..AgentConfig::new(cluster, NAMESPACE, &name)
+        };
+        let agent = Agent::new(cfg, Arc::new(NoHooks));
+        let held = agent.held();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (ended_tx, ended) = oneshot::channel::<()>();
+        let client = self.client.clone();
+        let task_name = name.clone();
+        let abort = self.tasks.spawn(async move {
+            // Dropped when the task ends or is aborted, which resolves `ended`.
+            let _ended = ended_tx;
+            let result = agent
+                .run(client, async move {
+                    let _ = stopped.await;
+                })
+                .await;
+            (task_name, result)
+        });
+        self.running.insert(
+            name,
+            Running {
+                cluster: cluster.to_owned(),
+                stop,
+                abort,
+                ended,
+                held,
+            },
+        );
+    }
+
+    /// The next agent task to end. A member still counted as running ended on its own: an
+    /// error (a task that dies takes the demo down). Stopped and crashed members' ends are
+    /// expected.
+    pub async fn next_ended(&mut self) -> Option<anyhow::Result<()>> {
+        let done: Result<(String, anyhow::Result<()>), JoinError> = self.tasks.join_next().await?;
+        Some(match done {
+            Ok((name, result)) if self.running.contains_key(&name) => Err(match result {
+                Ok(()) => anyhow::anyhow!("the agent of {name} ended"),
+                Err(e) => e.context(format!("the agent of {name}")),
+            }),
+            Ok((name, Err(error))) => {
+                tracing::warn!(%error, member = %name, "a stopped agent ended with an error");
+                Ok(())
+            }
+            Ok((_, Ok(()))) => Ok(()),
+            // Only a crash aborts an agent.
+            Err(e) if e.is_cancelled() => Ok(()),
+            Err(e) => Err(e.into()),
+        })
+    }
+
+    /// Stops every agent gracefully (they release what they hold), waiting at most `grace`.
+    pub async fn stop_all(&mut self, grace: Duration) {
+        for (_, r) in std::mem::take(&mut self.running) {
+            let _ = r.stop.send(());
+        }
+        let _ = tokio::time::timeout(grace, async {
+            while self.tasks.join_next().await.is_some() {}
+        })
+        .await;
+        self.tasks.abort_all();
+    }
+
+    /// Does `action`; the outcome is a message for people, or why it cannot be done.
+    pub async fn serve(&mut self, action: DemoAction) -> Result<String, String> {
+        match action {
+            DemoAction::AddMember { cluster } => self.add(&cluster).await,
+            DemoAction::StopMember { cluster, instance } => self.stop(&cluster, &instance).await,
+            DemoAction::CrashMember { cluster, instance } => self.crash(&cluster, &instance).await,
+        }
+    }
+
+    fn known(cluster: &str) -> Result<(), String> {
+        if CLUSTERS.contains(&cluster) {
+            Ok(())
+        } else {
+            Err(format!(
+                "the demo has no cluster {cluster:?} (it has {})",
+                CLUSTERS.join(", ")
+            ))
+        }
+    }
+
+    /// `cluster`'s running member `instance`, or why there is none.
+    fn running_member(&self, cluster: &str, instance: &str) -> Result<(), String> {
+        Self::known(cluster)?;
+        if self
+            .running
+            .get(instance)
+            .is_some_and(|r| r.cluster == cluster)
+        {
+            return Ok(());
+        }
+        let names: Vec<&str> = self
+            .running
+            .iter()
+            .filter(|(_, r)| r.cluster == cluster)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        let why = if self.crashed.get(instance).is_some_and(|c| c == cluster) {
+            "has crashed"
+        } else {
+            "is not a running member"
+        };
+        Err(format!(
+            "{instance:?} {why} of {cluster} (running: {})",
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            }
+        ))
+    }
+
+    async fn add(&mut self, cluster: &str) -> Result<String, String> {
+        Self::known(cluster)?;
+        let ordinal = self.next.get(cluster).copied().unwrap_or(0);
+        let pod = layout::pod(cluster, ordinal).map_err(|e| e.to_string())?;
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), NAMESPACE);
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .map_err(|e| format!("creating pod {cluster}-{ordinal}: {e}"))?;
+        self.start(cluster, ordinal);
+        let name = format!("{cluster}-{ordinal}");
+        tracing::info!(cluster, member = %name, "demo: member added");
+        Ok(format!(
+            "{name} started (pod and agent); once membership settles a rebalance gives it a share of the targets of {cluster}"
+        ))
+    }
+
+    async fn stop(&mut self, cluster: &str, instance: &str) -> Result<String, String> {
+        if self.crashed.get(instance).is_some_and(|c| c == cluster) {
+            self.delete_pod(instance).await?;
+            self.crashed.remove(instance);
+            return Ok(format!("{instance} had crashed; its failed pod is deleted"));
+        }
+        self.running_member(cluster, instance)?;
+        let Some(r) = self.running.remove(instance) else {
+            return Err(format!("{instance:?} is not a running member of {cluster}"));
+        };
+        let _ = r.stop.send(());
+        let graceful = tokio::time::timeout(STOP_GRACE, r.ended).await.is_ok();
+        if !graceful {
+            r.abort.abort();
+        }
+        let released = r.held.borrow().len();
+        self.delete_pod(instance).await?;
+        tracing::info!(cluster, member = instance, graceful, "demo: member stopped");
+        Ok(if graceful {
+            format!("{instance} stopped: its agent released its targets and its pod is deleted")
+        } else {
+            format!(
+                "{instance}'s agent did not finish releasing within {STOP_GRACE:?} and was killed ({released} targets still held); its pod is deleted"
+            )
+        })
+    }
+
+    async fn crash(&mut self, cluster: &str, instance: &str) -> Result<String, String> {
+        self.running_member(cluster, instance)?;
+        let Some(r) = self.running.remove(instance) else {
+            return Err(format!("{instance:?} is not a running member of {cluster}"));
+        };
+        let held = r.held.borrow().len();
+        r.abort.abort();
+        let _ = r.ended.await;
+        self.crashed.insert(instance.to_owned(), cluster.to_owned());
+        kubelet::fail(&self.client, NAMESPACE, instance)
+            .await
+            .map_err(|e| format!("marking pod {instance} failed: {e}"))?;
+        tracing::info!(cluster, member = instance, held, "demo: member crashed");
+        Ok(format!(
+            "{instance} crashed: its agent died holding {held} targets and its pod failed; they move to other members once their Leases expire"
+        ))
+    }
+
+    /// Deletes a member's pod as the kubelet would after its process exited: the delete
+    /// starts termination, and the pod goes at once since nothing runs in it any more.
+    async fn delete_pod(&self, name: &str) -> Result<(), String> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), NAMESPACE);
+        let gone = |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 404);
+        match pods.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(e) if gone(&e) => return Ok(()),
+            Err(e) => return Err(format!("deleting pod {name}: {e}")),
+        }
+        match kubelet::finish(&self.client, NAMESPACE, name).await {
+            Ok(()) => Ok(()),
+            Err(e) if gone(&e) => Ok(()),
+            Err(e) => Err(format!("removing pod {name}: {e}")),
+        }
+    }
+}

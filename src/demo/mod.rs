@@ -1,0 +1,332 @@
+//! `leasehold demo`: one command, no cluster. It starts the Kubernetes simulator with the fake
+//! kubelet, seeds two member sets (`layout`: StatefulSet-style telemetry collectors, and an
+//! MMR-style replicated database with a controlling instance and copies, each with a headless
+//! and a LoadBalancer Service), runs one agent per member (`members`), the control plane
+//! (history in a fresh SQLite file) and the HTTP server (API, docs, dashboard) with the
+//! demo-only controls, and writes a kubeconfig so `kubectl get leases -w` shows targets being
+//! placed, renewed and failed over.
+//!
+//! [`start`] returns a [`Demo`] handle with the bound addresses (tests run it in-process on
+//! port 0); [`run`] is the CLI: start, print where everything is, run until Ctrl-C. One task
+//! owns everything the demo runs; any part ending on its own ends the demo with an error.
+
+mod layout;
+mod members;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use base64::Engine as _;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinSet;
+
+pub use self::layout::{CLUSTERS, COLLECTOR, DATABASES, NAMESPACE, REPLICAS, Timing};
+use self::members::Members;
+use crate::engine::Engine;
+use crate::http::HttpSettings;
+use crate::http::auth::{AuthSettings, Mode};
+use crate::http::demo::{DemoControls, DemoRequest};
+use crate::sim::{SimOptions, Simulator};
+use crate::store::Store;
+
+/// Settings of the demo.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// Where the API and dashboard listen. On a loopback address nobody needs to log in;
+    /// elsewhere an admin token is generated into `token_file`.
+    pub listen: SocketAddr,
+    /// Where the simulated Kubernetes API listens.
+    pub kube_listen: SocketAddr,
+    /// Collector pods at start.
+    pub members: u32,
+    /// Collector targets (one Lease each).
+    pub targets: usize,
+    /// Where to write the simulator's kubeconfig.
+    pub kubeconfig_out: PathBuf,
+    /// The history database, a SQLite file recreated at every start.
+    pub database: PathBuf,
+    /// Where the admin token goes when `listen` is not loopback.
+    pub token_file: PathBuf,
+    /// Both clusters' lease duration and join settling time.
+    pub timing: Timing,
+}
+
+/// Where the demo keeps its history by default (recreated on every start).
+pub const DATABASE: &str = "leasehold-demo.db";
+/// Where the demo writes its admin token by default (when not on loopback).
+pub const TOKEN_FILE: &str = "leasehold-demo.tokens";
+/// Default lease duration of both clusters: a crash is visible for a few seconds before the
+/// failover, without a long wait.
+pub const LEASE_DURATION: Duration = Duration::from_secs(10);
+/// Default join settling time: members added in quick succession cause one rebalance.
+pub const JOIN_SETTLE: Duration = Duration::from_secs(3);
+/// Bound on stopping each part of the demo at shutdown (agents releasing, then the control
+/// plane and HTTP server, whose open event streams would otherwise hold it).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// The user of the generated admin token.
+pub const ADMIN_USER: &str = "demo-admin";
+
+/// A running demo. Dropping it aborts everything; [`Demo::stop`] stops it gracefully.
+pub struct Demo {
+    api: SocketAddr,
+    kube: SocketAddr,
+    token_file: Option<PathBuf>,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Demo {
+    /// The address the API and dashboard are served on.
+    pub fn api_addr(&self) -> SocketAddr {
+        self.api
+    }
+
+    /// The simulated Kubernetes API's address.
+    pub fn kube_addr(&self) -> SocketAddr {
+        self.kube
+    }
+
+    /// The admin token file, when the API needs a token (not on loopback).
+    pub fn token_file(&self) -> Option<&Path> {
+        self.token_file.as_deref()
+    }
+
+    /// Runs until `shutdown` completes, then stops gracefully; or until a part of the demo
+    /// fails (the error).
+    pub async fn run_until(mut self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+        tokio::select! {
+            () = shutdown => {
+                if let Some(stop) = self.stop.take() {
+                    let _ = stop.send(());
+                }
+                (&mut self.task).await?
+            }
+            r = &mut self.task => r?,
+        }
+    }
+
+    /// Stops gracefully: agents release what they hold, then everything ends.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.run_until(async {}).await
+    }
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts the demo and returns once every address is bound (the control plane and agents
+/// carry on in the background; `/readyz` says when the model has synced).
+pub async fn start(opts: DemoOptions) -> anyhow::Result<Demo> {
+    let mut simulator = Simulator::start(opts.kube_listen, SimOptions::default()).await?;
+    let client = simulator.client().await?;
+    simulator.spawn_kubelet(Default::default()).await?;
+    layout::seed(&client, opts.members)
+        .await
+        .context("seeding the demo's clusters")?;
+    std::fs::write(&opts.kubeconfig_out, simulator.kubeconfig())
+        .with_context(|| format!("writing {}", opts.kubeconfig_out.display()))?;
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = opts.database.clone().into_os_string();
+        file.push(suffix);
+        let _ = std::fs::remove_file(file);
+    }
+    let config = layout::config(&opts.database, opts.targets, opts.timing)?;
+    let store = Store::connect(&config.database).await?;
+    let engine = Engine::new(config, client.clone(), store, "leasehold-demo".into());
+
+    let mut http = HttpSettings {
+        listen: opts.listen,
+        auth: AuthSettings {
+            mode: Mode::None,
+            ..Default::default()
+        },
+    };
+    let token_file = if opts.listen.ip().is_loopback() {
+        None
+    } else {
+        write_token_file(&opts.token_file)?;
+        http.auth.mode = Mode::Token;
+        http.auth.token_file = Some(opts.token_file.clone());
+        Some(opts.token_file.clone())
+    };
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .with_context(|| format!("listening on {}", opts.listen))?;
+    let api = listener.local_addr()?;
+    let kube = simulator.addr();
+
+    let mut members = Members::new(client, opts.timing.lease_duration);
+    for ordinal in 0..opts.members {
+        members.start(COLLECTOR, ordinal);
+    }
+    for ordinal in 0..layout::REPLICA_MEMBERS {
+        members.start(REPLICAS, ordinal);
+    }
+    let (controls, requests) = DemoControls::channel();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let mut core = JoinSet::new();
+    let e = engine.clone();
+    let engine_stopped = stopped(stop_rx.clone());
+    core.spawn(async move { e.run(engine_stopped).await.context("the control plane") });
+    let http_stopped = stopped(stop_rx);
+    core.spawn(async move {
+        crate::http::run(engine, &http, listener, Some(controls), http_stopped)
+            .await
+            .context("the HTTP server")
+    });
+    let (stop, stop_requested) = oneshot::channel();
+    let task = tokio::spawn(supervise(
+        simulator,
+        members,
+        core,
+        stop_tx,
+        requests,
+        stop_requested,
+    ));
+    Ok(Demo {
+        api,
+        kube,
+        token_file,
+        stop: Some(stop),
+        task,
+    })
+}
+
+/// The demo's one owning task: serves the demo controls until asked to stop (or until any
+/// part ends on its own), then stops agents (they release), then the control plane and HTTP.
+async fn supervise(
+    simulator: Simulator,
+    mut members: Members,
+    mut core: JoinSet<anyhow::Result<()>>,
+    stop_core: watch::Sender<bool>,
+    mut requests: mpsc::Receiver<DemoRequest>,
+    mut stop: oneshot::Receiver<()>,
+) -> anyhow::Result<()> {
+    let mut outcome = Ok(());
+    simulator
+        .run_until(async {
+            outcome = loop {
+                tokio::select! {
+                    // A dropped handle stops the demo too.
+                    _ = &mut stop => break Ok(()),
+                    Some(req) = requests.recv() => {
+                        let answer = members.serve(req.action).await;
+                        let _ = req.reply.send(answer);
+                    }
+                    Some(ended) = members.next_ended() => {
+                        if let Err(e) = ended {
+                            break Err(e);
+                        }
+                    }
+                    Some(done) = core.join_next() => break match done {
+                        Ok(Ok(())) => Err(anyhow::anyhow!("a demo task ended")),
+                        Ok(Err(e)) => Err(e),
+                        Err(e) => Err(e.into()),
+                    },
+                }
+            };
+            // Agents release their targets while the simulator and control plane still run.
+            members.stop_all(SHUTDOWN_GRACE).await;
+            let _ = stop_core.send(true);
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
+                while core.join_next().await.is_some() {}
+            })
+            .await;
+        })
+        .await?;
+    outcome
+}
+
+/// Writes a fresh admin token to `path` (mode 0600) in kube-apiserver's `--token-auth-file`
+/// format: `token,user,uid,"groups"`. The token itself is never printed or logged.
+fn write_token_file(path: &Path) -> anyhow::Result<()> {
+    let mut bytes = [0u8; 32];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+        .map_err(|_| anyhow::anyhow!("the system random number generator failed"))?;
+    let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let line = format!("{token},{ADMIN_USER},{ADMIN_USER},\"leasehold:admins\"\n");
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        options.mode(0o600);
+        // An existing file keeps its mode on open; make it private before writing.
+        if path.exists() {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                .with_context(|| format!("making {} private", path.display()))?;
+        }
+    }
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    std::io::Write::write_all(&mut file, line.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+/// A URL for people: an unspecified listen address is reached through loopback.
+fn url_of(addr: SocketAddr) -> String {
+    let mut shown = addr;
+    if addr.ip().is_unspecified() {
+        shown.set_ip(match addr {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    format!("http://{shown}")
+}
+
+/// Runs the demo until Ctrl-C, printing where everything is.
+pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
+    let kubeconfig = opts.kubeconfig_out.clone();
+    let (members, targets) = (opts.members, opts.targets);
+    let demo = start(opts).await?;
+    let url = url_of(demo.api_addr());
+    println!("Leasehold demo");
+    println!("  dashboard:  {url}/");
+    println!("  API docs:   {url}/docs (REST API under {url}/api/v1)");
+    match demo.token_file() {
+        None => println!("  no login needed (listening on loopback)"),
+        Some(file) => {
+            let file = file.display();
+            println!(
+                "  log in with the admin token in {file} (its first field), regenerated at every start:"
+            );
+            println!(
+                "    curl -H \"Authorization: Bearer $(cut -d, -f1 {file})\" {url}/api/v1/clusters"
+            );
+        }
+    }
+    println!(
+        "  clusters:   {COLLECTOR} ({members} members, {targets} targets), {REPLICAS} (1 controlling + {} copies, {} databases) in namespace {NAMESPACE}",
+        layout::REPLICA_MEMBERS - 1,
+        DATABASES.len()
+    );
+    println!(
+        "  Kubernetes API (simulated): {}; kubeconfig: {}",
+        url_of(demo.kube_addr()),
+        kubeconfig.display()
+    );
+    println!(
+        "  watch the Leases: KUBECONFIG={} kubectl -n {NAMESPACE} get leases -w",
+        kubeconfig.display()
+    );
+    println!(
+        "  demo controls: add a member, stop or crash one from the dashboard, or POST {url}/demo/clusters/{COLLECTOR}/members"
+    );
+    println!("  Ctrl-C stops it.");
+    demo.run_until(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+}
