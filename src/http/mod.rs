@@ -5,7 +5,7 @@
 //!
 //! `api` holds the handlers, `auth` who callers are and what they may do, `caller` the
 //! extractor that asks it, `error` the one error type (problem+json), `events` the numbered
-//! live feed, `state` the shared state.
+//! live feed, `state` the shared state, `idempotency` the `Idempotency-Key` header on POSTs.
 
 pub mod api;
 pub mod auth;
@@ -13,6 +13,7 @@ pub mod caller;
 pub mod demo;
 pub mod error;
 pub mod events;
+pub mod idempotency;
 pub mod state;
 
 use std::net::SocketAddr;
@@ -74,9 +75,14 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .fallback(not_found)
-        .with_state(state)
+        .with_state(state.clone())
         .merge(swagger)
         .layer(middleware::from_fn(timeout_unless_stream))
+        // Outside the timeout, so a timed-out request's 503 still releases its key.
+        .layer(middleware::from_fn_with_state(
+            state,
+            idempotency::middleware,
+        ))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
         .layer(middleware::from_fn(error::log_internal))
         .layer(TraceLayer::new_for_http())
