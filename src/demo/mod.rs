@@ -146,6 +146,7 @@ pub async fn start(opts: DemoOptions) -> anyhow::Result<Demo> {
             mode: Mode::None,
             ..Default::default()
         },
+        ..Default::default()
     };
     let token_file = if opts.listen.ip().is_loopback() {
         None

@@ -53,6 +53,12 @@ pub enum ApiError {
     /// The request cannot be done on this cluster (read-only, blocked plan).
     #[error("{0}")]
     Unprocessable(String),
+    /// The `Idempotency-Key` was used before with a different request body.
+    #[error("this Idempotency-Key was already used with a different request body")]
+    IdempotencyKeyReused,
+    /// A request with this `Idempotency-Key` is still being processed.
+    #[error("a request with this Idempotency-Key is still being processed; retry later")]
+    IdempotencyKeyInFlight,
     /// Not now: the model is stale or not synced, or a dependency is down.
     #[error("{0}")]
     Unavailable(String),
@@ -79,6 +85,16 @@ impl ApiError {
                 "unprocessable",
                 "Cannot be done on this cluster",
                 S::UNPROCESSABLE_ENTITY,
+            ),
+            ApiError::IdempotencyKeyReused => (
+                "idempotency-key-reused",
+                "Idempotency key reused",
+                S::UNPROCESSABLE_ENTITY,
+            ),
+            ApiError::IdempotencyKeyInFlight => (
+                "idempotency-key-in-flight",
+                "Idempotency key in flight",
+                S::CONFLICT,
             ),
             ApiError::Unavailable(_) => ("unavailable", "Unavailable", S::SERVICE_UNAVAILABLE),
             ApiError::Internal(_) => ("internal", "Internal error", S::INTERNAL_SERVER_ERROR),

@@ -5,7 +5,10 @@
 //!
 //! `api` holds the handlers, `auth` who callers are and what they may do, `caller` the
 //! extractor that asks it, `error` the one error type (problem+json), `events` the numbered
-//! live feed, `state` the shared state, `demo` the controls only `leasehold demo` mounts.
+//! live feed, `state` the shared state, `demo` the controls only `leasehold demo` mounts,
+//! `idempotency` the `Idempotency-Key` header on POSTs, `tls` HTTPS when `http.tls` is set,
+//! `ui` the dashboard, `csrf` the guard of state-changing browser requests, `actions` the
+//! changes both faces make.
 
 pub mod actions;
 pub mod api;
@@ -15,7 +18,9 @@ pub mod csrf;
 pub mod demo;
 pub mod error;
 pub mod events;
+pub mod idempotency;
 pub mod state;
+pub mod tls;
 pub mod ui;
 
 use std::net::SocketAddr;
@@ -36,6 +41,7 @@ use self::demo::DemoControls;
 use self::error::ApiError;
 use self::events::Hub;
 use self::state::AppState;
+use self::tls::{TlsListener, TlsSettings};
 use crate::engine::Engine;
 
 /// Largest request body accepted (requests are small JSON documents).
@@ -53,6 +59,9 @@ pub struct HttpSettings {
     /// Who may call, and how they prove it.
     #[serde(default)]
     pub auth: AuthSettings,
+    /// Serve HTTPS with this certificate and key (default: plain HTTP).
+    #[serde(default)]
+    pub tls: Option<TlsSettings>,
 }
 
 impl Default for HttpSettings {
@@ -60,6 +69,7 @@ impl Default for HttpSettings {
         Self {
             listen: default_listen(),
             auth: AuthSettings::default(),
+            tls: None,
         }
     }
 }
@@ -82,8 +92,13 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .merge(swagger)
         .layer(middleware::from_fn_with_state(state.clone(), csrf::guard))
-        .with_state(state)
+        .with_state(state.clone())
         .layer(middleware::from_fn(timeout_unless_stream))
+        // Outside the timeout, so a timed-out request's 503 still releases its key.
+        .layer(middleware::from_fn_with_state(
+            state,
+            idempotency::middleware,
+        ))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
         .layer(middleware::from_fn(error::log_internal))
         .layer(TraceLayer::new_for_http())
@@ -100,18 +115,32 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
+    let tls = settings.tls.as_ref().map(tls::server_config).transpose()?;
     let auth = Auth::new(&settings.auth, addr, Some(engine.client().clone())).await?;
     let state = AppState {
         engine: engine.clone(),
         auth,
         events: Hub::default(),
-        tls: false,
+        tls: tls.is_some(),
         demo,
     };
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(state.events.clone().run(engine.clone()));
-    tracing::info!(%addr, "serving HTTP");
-    let server = axum::serve(listener, router(state)).with_graceful_shutdown(shutdown);
+    let app = router(state);
+    let server = match tls {
+        Some(config) => {
+            tracing::info!(%addr, "serving HTTPS");
+            axum::serve(TlsListener::new(listener, config), app)
+                .with_graceful_shutdown(shutdown)
+                .into_future()
+        }
+        None => {
+            tracing::info!(%addr, "serving HTTP");
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .into_future()
+        }
+    };
     tokio::select! {
         r = server => r?,
         Some(r) = tasks.join_next() => {

@@ -1,7 +1,8 @@
 //! The history and operations store: Leasehold's only database boundary. It owns the connection
 //! pool, the schema migrations (`migrations/sqlite`, `migrations/postgres`), the append-only
 //! history of ownership changes, instance events and operation audit entries, the operations
-//! with their moves, and the cordon list. Everything here is plain rows in, plain rows out.
+//! with their moves, the cordon list, and idempotency keys with the responses they replay.
+//! Everything here is plain rows in, plain rows out.
 //!
 //! It must not: talk to Kubernetes, decide anything (the engine decides, this module records),
 //! hold state outside the database, or log or return a database password (URLs are redacted by
@@ -25,6 +26,7 @@
 
 mod cordons;
 mod history;
+mod idempotency;
 mod operations;
 #[cfg(test)]
 mod tests;
@@ -45,6 +47,7 @@ use sqlx::{Executor as _, Row as _};
 use crate::model::UnknownWord;
 
 pub use history::{HistoryEntry, HistoryKind, HistoryQuery, InstanceEvent, OwnershipChange};
+pub use idempotency::{Claim, KeyRecord, KeyScope, StoredResponse};
 pub use operations::{
     MoveCounts, MoveRecord, NewMove, NewOperation, Operation, OperationQuery, OperationSummary,
 };

@@ -1180,3 +1180,186 @@ async fn racing_replicas_agree() {
     })
     .await;
 }
+
+fn scope<'a>(principal: &'a str, path: &'a str, key: &'a str) -> KeyScope<'a> {
+    KeyScope {
+        principal,
+        method: "POST",
+        path,
+        key,
+    }
+}
+
+fn stored(status: u16) -> StoredResponse {
+    StoredResponse {
+        status,
+        headers: vec![
+            ("content-type".into(), "application/json".into()),
+            ("location".into(), "/api/v1/operations/x".into()),
+        ],
+        // Not UTF-8: the body is stored as bytes.
+        body: vec![b'{', 0xff, 0x00, b'}'],
+    }
+}
+
+#[tokio::test]
+async fn idempotency_keys_claim_complete_replay_and_refuse_another_body() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        let k = scope("otto", "/api/v1/clusters/c/rebalance", "k1");
+        let Claim::Claimed(id) = store
+            .claim_idempotency_key(&k, "fp1", 1_000, 9_000, 0)
+            .await
+            .unwrap()
+        else {
+            panic!("a new key is claimed");
+        };
+        // While it runs: the same body waits, another body is refused.
+        let again = store.claim_idempotency_key(&k, "fp1", 1_001, 9_001, 0);
+        assert_eq!(again.await.unwrap(), Claim::InFlight);
+        let other = store.claim_idempotency_key(&k, "fp2", 1_002, 9_002, 0);
+        assert_eq!(other.await.unwrap(), Claim::Mismatch);
+        let rec = store.idempotency_key(&k, 1_003).await.unwrap().unwrap();
+        assert_eq!(
+            (
+                rec.fingerprint.as_str(),
+                rec.claimed_at_ms,
+                rec.expires_at_ms
+            ),
+            ("fp1", 1_000, 9_000)
+        );
+        assert_eq!(rec.response, None);
+
+        assert!(
+            store
+                .complete_idempotency_key(&k, &id, &stored(202), 1_100)
+                .await
+                .unwrap()
+        );
+        // Completing twice does nothing.
+        assert!(
+            !store
+                .complete_idempotency_key(&k, &id, &stored(200), 1_101)
+                .await
+                .unwrap()
+        );
+        let replay = store.claim_idempotency_key(&k, "fp1", 2_000, 10_000, 0);
+        assert_eq!(replay.await.unwrap(), Claim::Replay(stored(202)));
+        let other = store.claim_idempotency_key(&k, "fp2", 2_001, 10_001, 0);
+        assert_eq!(other.await.unwrap(), Claim::Mismatch);
+        let rec = store.idempotency_key(&k, 2_002).await.unwrap().unwrap();
+        assert_eq!(rec.response, Some(stored(202)));
+
+        // The same key from another caller, or for another path, is another key.
+        for k2 in [
+            scope("ada", "/api/v1/clusters/c/rebalance", "k1"),
+            scope("otto", "/api/v1/clusters/d/rebalance", "k1"),
+        ] {
+            let c = store.claim_idempotency_key(&k2, "fp2", 2_003, 10_003, 0);
+            assert!(matches!(c.await.unwrap(), Claim::Claimed(_)), "{k2:?}");
+        }
+        db_rows(&store, 3).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn idempotency_keys_release_stale_takeover_and_expiry() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        let k = scope("otto", "/p", "k");
+        // Released: the next request runs.
+        let Claim::Claimed(id) = store
+            .claim_idempotency_key(&k, "fp", 1_000, 5_000, 0)
+            .await
+            .unwrap()
+        else {
+            panic!("claimed");
+        };
+        assert!(store.release_idempotency_key(&k, &id).await.unwrap());
+        assert!(!store.release_idempotency_key(&k, &id).await.unwrap());
+        assert_eq!(store.idempotency_key(&k, 1_001).await.unwrap(), None);
+        let Claim::Claimed(first) = store
+            .claim_idempotency_key(&k, "fp", 1_000, 5_000, 0)
+            .await
+            .unwrap()
+        else {
+            panic!("claimed again");
+        };
+        // A claim made before the stale cut-off is taken over; the old holder can no longer
+        // complete or release it.
+        let fresh = store.claim_idempotency_key(&k, "fp", 1_400, 5_400, 1_000);
+        assert_eq!(fresh.await.unwrap(), Claim::InFlight);
+        let Claim::Claimed(second) = store
+            .claim_idempotency_key(&k, "fp", 1_500, 5_500, 1_001)
+            .await
+            .unwrap()
+        else {
+            panic!("taken over");
+        };
+        assert_ne!(first, second);
+        assert!(
+            !store
+                .complete_idempotency_key(&k, &first, &stored(202), 1_600)
+                .await
+                .unwrap()
+        );
+        assert!(!store.release_idempotency_key(&k, &first).await.unwrap());
+        assert!(
+            store
+                .complete_idempotency_key(&k, &second, &stored(202), 1_600)
+                .await
+                .unwrap()
+        );
+        // A completed key is never stale.
+        let replay = store.claim_idempotency_key(&k, "fp", 1_700, 5_700, 1_700);
+        assert_eq!(replay.await.unwrap(), Claim::Replay(stored(202)));
+
+        // Expiry: invisible at its time, purged (every expired key) by the next claim.
+        let other = scope("otto", "/p", "other");
+        let c = store.claim_idempotency_key(&other, "fp", 1_800, 5_000, 0);
+        assert!(matches!(c.await.unwrap(), Claim::Claimed(_)));
+        db_rows(&store, 2).await;
+        assert_eq!(store.idempotency_key(&k, 5_500).await.unwrap(), None);
+        let c = store.claim_idempotency_key(&k, "fp2", 5_500, 9_000, 0);
+        assert!(matches!(c.await.unwrap(), Claim::Claimed(_)), "a new key");
+        db_rows(&store, 1).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn idempotency_key_claims_race_between_replicas() {
+    each_backend(async |db| {
+        let (a, b) = (db.connect().await, db.connect().await);
+        let mut tasks = Vec::new();
+        for i in 0..16 {
+            let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+            tasks.push(tokio::spawn(async move {
+                let k = scope("otto", "/p", "raced");
+                store
+                    .claim_idempotency_key(&k, "fp", 100 + i, 10_000, 0)
+                    .await
+                    .unwrap()
+            }));
+        }
+        let mut claimed = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Claim::Claimed(_) => claimed += 1,
+                other => assert_eq!(other, Claim::InFlight),
+            }
+        }
+        assert_eq!(claimed, 1);
+    })
+    .await;
+}
+
+/// Asserts how many idempotency rows the database holds (expired ones included).
+async fn db_rows(store: &Store, want: i64) {
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM idempotency_keys")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(n, want);
+}

@@ -289,7 +289,7 @@ async fn get_instance(
 #[utoipa::path(post, path = "/clusters/{cluster}/instances/{instance}/remove", tag = "instances",
     params(("cluster" = String, Path, description = "Cluster name"),
         ("instance" = String, Path, description = "Instance (pod) name"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Repeat-safe key")),
+        ("Idempotency-Key" = Option<String>, Header, description = "Retry-safe key: a retry with the same body gets the first response (kept 24 h)")),
     request_body(content = Option<RemoveRequest>),
     responses((status = 200, description = "The drain plan (dry run)", body = Plan),
         (status = 202, description = "Started; Location names the operation", body = Operation),
@@ -316,7 +316,8 @@ async fn remove_instance(
 /// Lets a cordoned instance receive targets again.
 #[utoipa::path(post, path = "/clusters/{cluster}/instances/{instance}/uncordon", tag = "instances",
     params(("cluster" = String, Path, description = "Cluster name"),
-        ("instance" = String, Path, description = "Instance (pod) name")),
+        ("instance" = String, Path, description = "Instance (pod) name"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Retry-safe key: a retry with the same body gets the first response (kept 24 h)")),
     responses((status = 200, body = Uncordoned),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
 async fn uncordon_instance(
@@ -425,7 +426,7 @@ async fn get_target(
 /// Plans (dry run, the default) or starts a rebalance with the fewest moves.
 #[utoipa::path(post, path = "/clusters/{cluster}/rebalance", tag = "clusters",
     params(("cluster" = String, Path, description = "Cluster name"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Repeat-safe key")),
+        ("Idempotency-Key" = Option<String>, Header, description = "Retry-safe key: a retry with the same body gets the first response (kept 24 h)")),
     request_body(content = Option<RebalanceRequest>),
     responses((status = 200, description = "The plan (dry run)", body = Plan),
         (status = 202, description = "Started; Location names the operation", body = Operation),

@@ -54,7 +54,8 @@ async fn get_operation(
 
 /// Cancels an operation: no new move starts; moves in flight finish.
 #[utoipa::path(post, path = "/operations/{id}/cancel", tag = "operations",
-    params(("id" = String, Path, description = "Operation id")),
+    params(("id" = String, Path, description = "Operation id"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Retry-safe key: a retry with the same body gets the first response (kept 24 h)")),
     responses((status = 200, body = Operation),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json")))]
