@@ -1,11 +1,12 @@
 //! The faces of Leasehold: the REST API under `/api/v1` (with its OpenAPI document and Swagger
-//! UI at `/docs`), the SSE feed, health and readiness, behind authentication and
-//! authorisation, with security headers, body limits and timeouts on every response.
+//! UI at `/docs`), the SSE feed, health and readiness, Prometheus metrics at `/metrics`, behind
+//! authentication and authorisation (not `/metrics`, by convention), with security headers,
+//! body limits and timeouts on every response.
 //! `http` reads the model and calls the engine; nothing below it imports `http`.
 //!
 //! `api` holds the handlers, `auth` who callers are and what they may do, `caller` the
 //! extractor that asks it, `error` the one error type (problem+json), `events` the numbered
-//! live feed, `state` the shared state.
+//! live feed, `metrics` the scrape endpoint and request timing, `state` the shared state.
 
 pub mod api;
 pub mod auth;
@@ -13,6 +14,7 @@ pub mod caller;
 pub mod demo;
 pub mod error;
 pub mod events;
+pub mod metrics;
 pub mod state;
 
 use std::net::SocketAddr;
@@ -69,10 +71,12 @@ fn default_listen() -> SocketAddr {
 pub fn router(state: AppState) -> Router {
     let (api, doc) = api::api_router();
     let swagger = utoipa_swagger_ui::SwaggerUi::new("/docs").url("/openapi.json", doc);
+    let recorder = state.engine.metrics().clone();
     Router::new()
         .nest("/api/v1", api)
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics::scrape))
         .fallback(not_found)
         .with_state(state)
         .merge(swagger)
@@ -81,6 +85,7 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn(error::log_internal))
         .layer(TraceLayer::new_for_http())
         .layer(middleware::from_fn(security_headers))
+        .layer(middleware::from_fn_with_state(recorder, metrics::track))
 }
 
 /// Builds the state, starts the event hub, and serves until `shutdown` (`demo`: the demo's
