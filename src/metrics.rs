@@ -157,7 +157,6 @@ impl WatchEvent {
 }
 
 struct Families {
-    registry: Registry,
     watch_events: Family<WatchEventLabels, Counter>,
     watch_lists: Family<WatchLabels, Counter>,
     watch_errors: Family<WatchLabels, Counter>,
@@ -179,6 +178,7 @@ struct Families {
 /// The registry and every metric family; clones share them.
 #[derive(Clone)]
 pub struct Metrics {
+    registry: Arc<Registry>,
     inner: Arc<Families>,
 }
 
@@ -215,7 +215,6 @@ impl Metrics {
             members_ready: Family::default(),
             stale: Family::default(),
             acting: Gauge::default(),
-            registry: Registry::default(),
         };
         let r = &mut registry;
         r.register(
@@ -291,14 +290,15 @@ impl Metrics {
             f.acting.clone(),
         );
         Metrics {
-            inner: Arc::new(Families { registry, ..f }),
+            registry: Arc::new(registry),
+            inner: Arc::new(f),
         }
     }
 
     /// The whole exposition, `# EOF` included.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.inner.registry)?;
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
         Ok(out)
     }
 
