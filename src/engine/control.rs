@@ -2,7 +2,8 @@
 //! [`MIN_INTERVAL`]) and at least every [`MAX_INTERVAL`], each synced, fresh native cluster
 //! gets its placement actions carried out (compare-and-swap writes, re-decided on conflict),
 //! and its join policy applied: when new members have joined and membership has been still for
-//! `join_settle`, a rebalance is proposed or started.
+//! `join_settle`, a rebalance is proposed or started. Each pass's duration and every Lease
+//! write's outcome go to the engine's metrics.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -64,6 +65,7 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
                 joins.entry(spec.name.clone()).or_default(),
             )
             .await;
+            inner.metrics.reconciled(&spec.name, built.elapsed());
         }
         // Large clusters make a pass expensive (the model of 50,000 targets takes ~0.1 s to
         // build): keep the loop's share of a core bounded. Only building counts, not the
@@ -112,6 +114,14 @@ async fn reconcile(inner: &Inner, spec: &Cluster, model: &ClusterModel) {
                         .await
                     }
                 };
+                let word = match &result {
+                    Ok(leases::Outcome::Created) => "created",
+                    Ok(leases::Outcome::Updated) => "updated",
+                    Ok(leases::Outcome::Deleted) => "deleted",
+                    Ok(leases::Outcome::Unchanged) => "unchanged",
+                    Err(_) => "error",
+                };
+                inner.metrics.lease_write(&spec.name, word);
                 match result {
                     Ok(outcome) => debug!(cluster = %spec.name, ?action, ?outcome, "lease write"),
                     Err(error) => {

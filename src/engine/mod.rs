@@ -27,6 +27,7 @@ use crate::k8s::election::{ElectionConfig, LeaderElector};
 use crate::k8s::index::Index;
 use crate::k8s::model::ClusterModel;
 use crate::k8s::watch::{self as watchers, Shared};
+use crate::metrics::Metrics;
 use crate::model::{OperationKind, OperationState};
 use crate::protocol::Protocol;
 use crate::store::{NewMove, NewOperation, Operation, Store, StoreError, now_ms};
@@ -99,6 +100,8 @@ pub(crate) struct Inner {
     ops_wake: Notify,
     /// The latest model of each cluster, shared with readers.
     views: views::Views,
+    /// Where the watchers, control loop and operation runner record.
+    pub metrics: Metrics,
 }
 
 impl Inner {
@@ -168,7 +171,8 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine for `config`, acting as `identity` in the control-plane election.
+    /// An engine for `config`, acting as `identity` in the control-plane election, with a
+    /// fresh metrics registry (see [`Engine::metrics`]).
     pub fn new(config: Config, client: Client, store: Store, identity: String) -> Engine {
         let shared = Shared::new(Index::new(&config));
         Engine {
@@ -182,6 +186,7 @@ impl Engine {
                 busy: Mutex::default(),
                 ops_wake: Notify::new(),
                 views: views::Views::default(),
+                metrics: Metrics::new(),
             }),
         }
     }
@@ -189,6 +194,11 @@ impl Engine {
     /// The index and its change feed.
     pub fn shared(&self) -> &Arc<Shared> {
         &self.inner.shared
+    }
+
+    /// The metrics this engine records (served at `GET /metrics`).
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
     }
 
     /// The history store.
@@ -268,8 +278,12 @@ impl Engine {
         let cp = &inner.config.control_plane;
         let mut tasks: JoinSet<anyhow::Result<()>> = JoinSet::new();
         tasks.spawn(
-            watchers::run(inner.client.clone(), inner.shared.clone())
-                .instrument(info_span!("watchers")),
+            watchers::run(
+                inner.client.clone(),
+                inner.shared.clone(),
+                inner.metrics.clone(),
+            )
+            .instrument(info_span!("watchers")),
         );
         let elector = LeaderElector::new(ElectionConfig {
             lease_duration: cp.lease_duration,

@@ -4,6 +4,8 @@
 //! desired owner (compare-and-swap) and completes when the new owner holds the Lease; a move
 //! that times out is retried, then failed with a reason. Progress is stored after every step,
 //! and every step is idempotent on the Lease's state, so no move is lost or applied twice.
+//! Operations started and finished and moves done or failed are counted in the engine's
+//! metrics.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -85,6 +87,7 @@ async fn execute(inner: &Arc<Inner>, op: Operation) -> anyhow::Result<()> {
             )
             .await?;
         info!(moves = op.moves.len(), "operation started");
+        inner.metrics.operation_started(&op.cluster, op.kind);
     }
     let ghost = op.kind == OperationKind::RemoveInstance
         && op
@@ -94,6 +97,9 @@ async fn execute(inner: &Arc<Inner>, op: Operation) -> anyhow::Result<()> {
     let failed = run_moves(inner, &spec, &op, ghost).await?;
     if !still_running(inner, &op.id).await? {
         info!("operation cancelled; moves in flight finished");
+        inner
+            .metrics
+            .operation_finished(&op.cluster, op.kind, OperationState::Cancelled);
         return Ok(());
     }
     let outcome = if failed > 0 {
@@ -113,6 +119,7 @@ async fn execute(inner: &Arc<Inner>, op: Operation) -> anyhow::Result<()> {
         .store
         .set_operation_state(&op.id, &[OperationState::Running], to, error, now_ms())
         .await?;
+    inner.metrics.operation_finished(&op.cluster, op.kind, to);
     match error {
         None => info!("operation succeeded"),
         Some(error) => warn!(%error, "operation failed"),
@@ -198,6 +205,7 @@ async fn run_move(
         if !inner.shared.read(|ix| ix.alive(&spec.name, &mv.to)) {
             let why = format!("destination {} is not a live member", mv.to);
             record(MoveState::Failed, attempts, Some(why)).await?;
+            inner.metrics.move_finished(&spec.name, kind, false);
             return Ok(false);
         }
         // Idempotent: if the Lease already wants `to` for this operation, nothing is written.
@@ -221,12 +229,14 @@ async fn run_move(
         match outcome {
             Ok(()) => {
                 record(MoveState::Done, attempts, None).await?;
+                inner.metrics.move_finished(&spec.name, kind, true);
                 return Ok(true);
             }
             Err(why) if attempts > spec.policy.move_retries => {
                 let why = format!("{why} (after {attempts} attempts)");
                 warn!(target = %mv.target, to = %mv.to, %why, "move failed");
                 record(MoveState::Failed, attempts, Some(why)).await?;
+                inner.metrics.move_finished(&spec.name, kind, false);
                 return Ok(false);
             }
             Err(why) => warn!(target = %mv.target, to = %mv.to, %why, "move timed out; retrying"),

@@ -41,6 +41,7 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
                 operation,
                 at_ms,
                 acquired_at_ms,
+                gap_ms: _,
             } => inner
                 .store
                 .record_ownership(&OwnershipChange {

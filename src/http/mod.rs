@@ -1,13 +1,14 @@
 //! The faces of Leasehold: the REST API under `/api/v1` (with its OpenAPI document and Swagger
-//! UI at `/docs`), the SSE feed, health and readiness, behind authentication and
-//! authorisation, with security headers, body limits and timeouts on every response.
+//! UI at `/docs`), the SSE feed, health and readiness, Prometheus metrics at `/metrics`, behind
+//! authentication and authorisation (not `/metrics`, by convention), with security headers,
+//! body limits and timeouts on every response.
 //! `http` reads the model and calls the engine; nothing below it imports `http`.
 //!
 //! `api` holds the handlers, `auth` who callers are and what they may do, `caller` the
 //! extractor that asks it, `error` the one error type (problem+json), `events` the numbered
 //! live feed, `state` the shared state, `demo` the controls only `leasehold demo` mounts,
 //! `idempotency` the `Idempotency-Key` header on POSTs, `tls` HTTPS when `http.tls` is set,
-//! `ui` the dashboard, `csrf` the guard of state-changing browser requests, `actions` the
+//! `ui` the dashboard, `metrics` the scrape endpoint and request timing, `csrf` the guard of state-changing browser requests, `actions` the
 //! changes both faces make.
 
 pub mod actions;
@@ -19,6 +20,7 @@ pub mod demo;
 pub mod error;
 pub mod events;
 pub mod idempotency;
+pub mod metrics;
 pub mod state;
 pub mod tls;
 pub mod ui;
@@ -83,12 +85,14 @@ pub fn router(state: AppState) -> Router {
     let (api, doc) = api::api_router();
     let swagger = utoipa_swagger_ui::SwaggerUi::new("/docs").url("/openapi.json", doc);
     let demo = state.demo.is_some().then(demo::router);
+    let recorder = state.engine.metrics().clone();
     Router::new()
         .nest("/api/v1", api)
         .merge(demo.unwrap_or_default())
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(ui::router())
+        .route("/metrics", get(metrics::scrape))
         .fallback(not_found)
         .merge(swagger)
         .layer(middleware::from_fn_with_state(state.clone(), csrf::guard))
@@ -103,6 +107,7 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn(error::log_internal))
         .layer(TraceLayer::new_for_http())
         .layer(middleware::from_fn(security_headers))
+        .layer(middleware::from_fn_with_state(recorder, metrics::track))
 }
 
 /// Builds the state, starts the event hub, and serves until `shutdown` (`demo`: the demo's

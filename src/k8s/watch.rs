@@ -3,7 +3,8 @@
 //! what changed. A watch error marks the namespace's kind stale (the model is then shown as last
 //! known and never acted on) until the watch is back: an event arrives, or the API server
 //! answers a probe and the watch starts over with a fresh list. Readiness waits for every first
-//! sync.
+//! sync. Events, lists, errors and what the index reports (ownership changes, handoff gaps) are
+//! counted in [`Metrics`].
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
@@ -24,6 +25,7 @@ use tokio::task::JoinSet;
 use tracing::{Instrument as _, info_span, warn};
 
 use super::index::{Change, Index, Indexed};
+use crate::metrics::{Metrics, WatchEvent};
 
 /// Changes kept for slow subscribers before they miss some (they then resync from the model).
 const CHANGE_BUFFER: usize = 65_536;
@@ -92,14 +94,15 @@ impl Shared {
 
 /// Runs one watcher per namespace and kind until one fails for good (they retry with backoff,
 /// so in practice: forever).
-pub async fn run(client: Client, shared: Arc<Shared>) -> anyhow::Result<()> {
+pub async fn run(client: Client, shared: Arc<Shared>, metrics: Metrics) -> anyhow::Result<()> {
     let mut tasks = JoinSet::new();
+    let w = (&client, &shared, &metrics);
     for ns in shared.read(Index::namespaces) {
-        spawn::<Pod>(&mut tasks, &client, &ns, &shared);
-        spawn::<Service>(&mut tasks, &client, &ns, &shared);
-        spawn::<EndpointSlice>(&mut tasks, &client, &ns, &shared);
-        spawn::<Lease>(&mut tasks, &client, &ns, &shared);
-        spawn::<ConfigMap>(&mut tasks, &client, &ns, &shared);
+        spawn::<Pod>(&mut tasks, w, &ns);
+        spawn::<Service>(&mut tasks, w, &ns);
+        spawn::<EndpointSlice>(&mut tasks, w, &ns);
+        spawn::<Lease>(&mut tasks, w, &ns);
+        spawn::<ConfigMap>(&mut tasks, w, &ns);
     }
     match tasks.join_next().await {
         Some(Ok(())) | None => anyhow::bail!("a watcher ended"),
@@ -107,14 +110,17 @@ pub async fn run(client: Client, shared: Arc<Shared>) -> anyhow::Result<()> {
     }
 }
 
-fn spawn<K>(tasks: &mut JoinSet<()>, client: &Client, ns: &str, shared: &Arc<Shared>)
-where
+fn spawn<K>(
+    tasks: &mut JoinSet<()>,
+    (client, shared, metrics): (&Client, &Arc<Shared>, &Metrics),
+    ns: &str,
+) where
     K: Indexed + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope> + DeserializeOwned,
     K::DynamicType: Default,
 {
     let api: Api<K> = Api::namespaced(client.clone(), ns);
     let span = info_span!("watch", namespace = ns, kind = ?K::KIND);
-    tasks.spawn(watch_kind(api, ns.to_owned(), shared.clone()).instrument(span));
+    tasks.spawn(watch_kind(api, ns.to_owned(), shared.clone(), metrics.clone()).instrument(span));
 }
 
 /// While a watch is failing, the API server is probed this often; once it answers, the watch
@@ -139,7 +145,7 @@ where
     }
 }
 
-async fn watch_kind<K>(api: Api<K>, ns: String, shared: Arc<Shared>)
+async fn watch_kind<K>(api: Api<K>, ns: String, shared: Arc<Shared>, metrics: Metrics)
 where
     K: Indexed + DeserializeOwned,
     K::DynamicType: Default,
@@ -172,29 +178,45 @@ where
                     if recovered {
                         tracing::info!("watch is back");
                     }
+                    let counted = match &event {
+                        Event::Init => {
+                            metrics.watch_list(&ns, K::KIND);
+                            None
+                        }
+                        Event::InitApply(_) => Some(WatchEvent::List),
+                        Event::InitDone => None,
+                        Event::Apply(_) => Some(WatchEvent::Apply),
+                        Event::Delete(_) => Some(WatchEvent::Delete),
+                    };
+                    if let Some(e) = counted {
+                        metrics.watch_event(&ns, K::KIND, e);
+                    }
                     shared.write(|ix| {
                         if recovered {
                             ix.set_stale(&ns, K::KIND, false);
                         }
-                        match event {
+                        let changes = match event {
                             Event::Init => {
                                 seen.clear();
-                                ((), Vec::new())
+                                Vec::new()
                             }
                             Event::InitApply(o) => {
                                 seen.extend(o.meta().name.clone());
-                                ((), ix.apply(&o, now))
+                                ix.apply(&o, now)
                             }
-                            Event::InitDone => ((), ix.finish_relist::<K>(&ns, &seen, now)),
-                            Event::Apply(o) => ((), ix.apply(&o, now)),
+                            Event::InitDone => ix.finish_relist::<K>(&ns, &seen, now),
+                            Event::Apply(o) => ix.apply(&o, now),
                             Event::Delete(o) => {
                                 let name = o.meta().name.clone().unwrap_or_default();
-                                ((), ix.delete::<K>(&ns, &name, now))
+                                ix.delete::<K>(&ns, &name, now)
                             }
-                        }
+                        };
+                        metrics.changes(&changes);
+                        ((), changes)
                     });
                 }
                 Err(error) => {
+                    metrics.watch_error(&ns, K::KIND);
                     if !failing {
                         warn!(%error, "watch failed; the model is stale until it is back");
                         failing = true;

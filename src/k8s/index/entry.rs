@@ -123,7 +123,29 @@ impl LeaseEntry {
 
     /// Held, but unchanged for a full duration (or more) as seen by us.
     pub(super) fn is_expired(&self, now_ms: i64) -> bool {
-        self.holder.is_some() && now_ms - self.since_ms >= i64::from(self.duration_s.max(0)) * 1000
+        self.holder.is_some() && now_ms - self.since_ms >= self.expires_ms()
+    }
+
+    fn expires_ms(&self) -> i64 {
+        i64::from(self.duration_s.max(0)) * 1000
+    }
+
+    /// How long the target had no live holder, by our observation, when a new holder is seen
+    /// at `now_ms` (call it before [`LeaseEntry::observe`] takes the new record in): since the
+    /// release was seen, or since the old hold expired by our clock; 0 when the old hold had
+    /// not expired yet (the takeover itself ended it, or its release fell between two
+    /// observations). `None` unless the new holder differs from the last one: a first owner or
+    /// a re-acquire by the same member is not a handoff.
+    pub(super) fn handoff_gap_ms(&self, new_holder: Option<&str>, now_ms: i64) -> Option<i64> {
+        let from = self.last_holder.as_deref()?;
+        if new_holder.is_none_or(|to| to == from) {
+            return None;
+        }
+        let ended = match self.holder {
+            None => self.since_ms,
+            Some(_) => (self.since_ms + self.expires_ms()).min(now_ms),
+        };
+        Some((now_ms - ended).max(0))
     }
 }
 
@@ -178,6 +200,27 @@ mod tests {
             }
         }
         assert_eq!(e.last_holder.as_deref(), Some("b"));
+    }
+
+    /// The gap a handoff reports: from the observed release, or from the expiry by our clock,
+    /// to the observed acquire; none for a first owner or the same member again.
+    #[test]
+    fn handoff_gap_counts_from_release_or_expiry() {
+        let mut ix = Interner::default();
+        let mut e = LeaseEntry::new("l".into(), &view(None, 1, 1), 0, &mut ix);
+        assert_eq!(e.handoff_gap_ms(Some("a"), 500), None, "first owner");
+        e.observe(&view(Some("a"), 1, 10), 500, &mut ix);
+        assert_eq!(e.handoff_gap_ms(Some("a"), 800), None, "same holder");
+        assert_eq!(e.handoff_gap_ms(None, 800), None, "no new holder");
+        // Released at 2,000, taken by b at 2,750.
+        e.observe(&view(None, 2, 1), 2_000, &mut ix);
+        assert_eq!(e.handoff_gap_ms(Some("b"), 2_750), Some(750));
+        assert_eq!(e.handoff_gap_ms(Some("a"), 2_750), None, "a again");
+        // b holds from 3,000 for 10 s and goes silent: expired at 13,000, c takes it at 14,200.
+        e.observe(&view(Some("b"), 3, 10), 3_000, &mut ix);
+        assert_eq!(e.handoff_gap_ms(Some("c"), 14_200), Some(1_200));
+        // c is seen taking over before b's hold expired by our clock: no gap seen.
+        assert_eq!(e.handoff_gap_ms(Some("c"), 9_000), Some(0));
     }
 
     #[test]

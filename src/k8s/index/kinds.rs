@@ -365,7 +365,7 @@ impl Indexed for Lease {
             }
         }
         let new_holder = view.holding.holder.as_deref();
-        let ownership = |from: Option<&str>| super::Change::Ownership {
+        let ownership = |from: Option<&str>, gap_ms: Option<i64>| super::Change::Ownership {
             cluster: emit.cluster.to_owned(),
             target: key.to_owned(),
             cause: cause_of(&view, from),
@@ -374,20 +374,22 @@ impl Indexed for Lease {
             operation: view.operation.clone(),
             at_ms: now,
             acquired_at_ms: view.holding.acquire.map(|t| t.as_millisecond()),
+            gap_ms,
         };
         match state.targets.get_mut(key) {
             Some(entry) => {
                 let before = entry.holder.clone();
                 let from = entry.last_holder.clone();
+                let gap_ms = entry.handoff_gap_ms(new_holder, now);
                 entry.observe(&view, now, ix);
                 if new_holder.is_some() && new_holder != before.as_deref() {
-                    let change = ownership(from.as_deref());
+                    let change = ownership(from.as_deref(), gap_ms);
                     emit.push(change);
                 }
             }
             None => {
                 if new_holder.is_some() {
-                    let change = ownership(None);
+                    let change = ownership(None, None);
                     emit.push(change);
                 }
                 let name: Arc<str> = view.name.as_str().into();
@@ -423,6 +425,7 @@ impl Indexed for Lease {
                 operation: None,
                 at_ms: emit.now_ms,
                 acquired_at_ms: None,
+                gap_ms: None,
             });
         }
     }

@@ -69,6 +69,11 @@ pub enum Change {
         at_ms: i64,
         /// The Lease's `acquireTime` (ms), identifying this acquisition.
         acquired_at_ms: Option<i64>,
+        /// For a handoff to a different member: how long (ms) the target had no live holder
+        /// as the index observed it — from the previous holder's release being seen, or from
+        /// its hold expiring by our clock, to this acquire being seen (0 if the old hold had
+        /// not expired yet). `None` for a first owner, the same member again, or a deletion.
+        gap_ms: Option<i64>,
     },
     /// An instance joined, left, became (not) ready, gained or lost leadership.
     Instance {

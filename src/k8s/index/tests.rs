@@ -221,6 +221,35 @@ fn ownership_changes_name_previous_holder_and_cause() {
     );
 }
 
+fn gaps(changes: &[Change]) -> Vec<Option<i64>> {
+    changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Ownership { gap_ms, .. } => Some(*gap_ms),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Ownership changes carry the handoff gap as the index saw it: none for a first owner, from
+/// the seen release to the seen acquire, or from the expiry by our clock to the acquire.
+#[test]
+fn ownership_changes_carry_the_handoff_gap() {
+    let mut ix = index();
+    let l = mk_lease("t1", "c-0", None, 0);
+    ix.apply(&l, at(0));
+    let held = protocol::held_by(&l, "c-0", at(1000), 10);
+    assert_eq!(gaps(&ix.apply(&held, at(1000))), [None], "first owner");
+    let released = protocol::released(&held, at(5000));
+    assert!(ix.apply(&released, at(5000)).is_empty());
+    let taken = protocol::held_by(&released, "c-1", at(5400), 10);
+    assert_eq!(gaps(&ix.apply(&taken, at(5400))), [Some(400)]);
+    // c-1 goes silent after 5,400; its hold expires at 15,400 by our clock; c-0 takes over
+    // at 16,000.
+    let after_expiry = protocol::held_by(&taken, "c-0", at(16_000), 10);
+    assert_eq!(gaps(&ix.apply(&after_expiry, at(16_000))), [Some(600)]);
+}
+
 #[test]
 fn target_states_follow_observation_and_membership() {
     let mut ix = index();
