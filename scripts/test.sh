@@ -5,12 +5,23 @@
 # binaries are installed (initdb, pg_ctl), also on a throwaway PostgreSQL (scripts/postgres.sh).
 # Without arguments it then runs Schemathesis against a running demo (scripts/schemathesis.sh;
 # needs python3 with venv, and PyPI), counted as one more test; LEASEHOLD_SKIP_SCHEMATHESIS=1
-# leaves it out. Ends with one total line, "N passed, N failed".
+# leaves it out. The browser tests (tests/browser.rs) need chromium and chromedriver: installed
+# here with apt-get when missing (LEASEHOLD_SKIP_BROWSER=1 skips them instead).
+# Ends with one total line, "N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
+if ! command -v chromedriver >/dev/null 2>&1 && [ "${LEASEHOLD_SKIP_BROWSER:-}" != 1 ]; then
+  echo "== installing chromium and chromedriver for the browser tests"
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
+      || echo "could not install chromium; tests/browser.rs will fail (LEASEHOLD_SKIP_BROWSER=1 skips it)" >&2
+  else
+    echo "chromedriver missing and cannot apt-get install it; tests/browser.rs will fail" >&2
+  fi
+fi
 run=(cargo test --locked "$@")
 if [ -z "${LEASEHOLD_TEST_POSTGRES_URL:-}" ]; then
   if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then

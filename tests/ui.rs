@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use tower::ServiceExt as _;
 
-use common::app::{App, NS, app};
+use common::app::{App, NS, app, app_with_tls};
 
 /// What a request came back with.
 struct Res {
@@ -310,4 +310,15 @@ async fn static_assets_are_compiled_in_and_revalidate() {
         get(&app, "/static/nope.js", Auth::None).await.status,
         StatusCode::NOT_FOUND
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_cookies_are_secure_under_tls() {
+    for (tls, secure) in [(true, true), (false, false)] {
+        let app = app_with_tls(tls).await;
+        let res = post_form(&app, "/login", Auth::None, &[("token", "viewer-token")]).await;
+        assert_eq!(res.status, StatusCode::SEE_OTHER);
+        let set = res.headers[header::SET_COOKIE].to_str().unwrap();
+        assert_eq!(set.contains("; Secure"), secure, "tls {tls}: {set}");
+    }
 }

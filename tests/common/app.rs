@@ -38,6 +38,11 @@ pub struct App {
 
 /// Starts the app (token-file auth).
 pub async fn app() -> App {
+    app_with_tls(false).await
+}
+
+/// As [`app`], with the state saying whether it is served over TLS (cookies get `Secure`).
+pub async fn app_with_tls(tls: bool) -> App {
     let t = super::start().await;
     let nss: Api<Namespace> = Api::all(t.client.clone());
     nss.create(
@@ -80,7 +85,7 @@ pub async fn app() -> App {
         engine,
         auth,
         events: Hub::default(),
-        tls: false,
+        tls,
         demo: None,
     };
     App {
