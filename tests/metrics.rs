@@ -6,88 +6,19 @@
 
 mod common;
 
-use std::path::Path;
+use common::app::{App, NS, app_acting as app};
+
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
-use leasehold::config::Config;
-use leasehold::engine::Engine;
-use leasehold::http::auth::{Auth, AuthSettings};
-use leasehold::http::state::AppState;
-use leasehold::http::{self, events::Hub};
 use leasehold::model::Cause;
 use leasehold::protocol::{self, Desire};
-use leasehold::store::Store;
 use serde_json::json;
 use tower::ServiceExt as _;
-
-const NS: &str = "apps";
-
-const TOKENS: &str = "viewer-token,vera,u1,\"leasehold:viewers\"\n";
-
-struct App {
-    router: axum::Router,
-    t: common::TestSim,
-    _dir: tempfile::TempDir,
-}
-
-async fn app() -> App {
-    let t = common::start().await;
-    let nss: Api<Namespace> = Api::all(t.client.clone());
-    nss.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
-    )
-    .await
-    .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let tokens = dir.path().join("tokens.csv");
-    std::fs::write(&tokens, TOKENS).unwrap();
-    let yaml = format!(
-        "control_plane: {{namespace: {NS}, lease_duration: 2s}}
-clusters:
-- name: c
-  namespace: {NS}
-  selector: {{app: c}}
-  targets: {{inline: [t-0, t-1, t-2, t-3, t-4]}}
-"
-    );
-    let config = Config::parse(&yaml, Path::new("test.yaml")).unwrap();
-    let db = format!("sqlite:{}", dir.path().join("h.db").display());
-    let store = Store::connect(&db).await.unwrap();
-    let engine = Engine::new(config, t.client.clone(), store, "cp".into());
-    let e = engine.clone();
-    tokio::spawn(async move { e.run(std::future::pending()).await });
-    let settings: AuthSettings =
-        serde_saphyr::from_str(&format!("mode: token\ntoken_file: {}\n", tokens.display()))
-            .unwrap();
-    let auth = Auth::new(&settings, "127.0.0.1:0".parse().unwrap(), None)
-        .await
-        .unwrap();
-    let synced = common::eventually(Duration::from_secs(20), || {
-        let engine = engine.clone();
-        async move { engine.view("c").ok().filter(|v| v.model.synced).map(|_| ()) }
-    })
-    .await;
-    assert!(synced.is_some(), "the model never synced");
-    let state = AppState {
-        engine,
-        auth,
-        events: Hub::default(),
-        tls: false,
-        demo: None,
-    };
-    App {
-        router: http::router(state),
-        t,
-        _dir: dir,
-    }
-}
 
 async fn get(app: &App, uri: &str, token: Option<&str>) -> (StatusCode, String, String) {
     let mut req = Request::builder().uri(uri);

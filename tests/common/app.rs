@@ -1,4 +1,4 @@
-//! The app under test for router tests (`tests/http.rs`, `tests/ui.rs`): a real engine
+//! The app under test for router tests (`http.rs`, `ui.rs`, `idempotency.rs`, `metrics.rs`): a real engine
 //! watching the simulator (so the model is real) over namespace [`NS`] with cluster `c` and
 //! targets `t-0`…`t-4`, a fresh SQLite history, token-file authentication with viewer /
 //! operator / admin users ([`TOKENS`]), and the whole router to call with `oneshot`.
@@ -32,6 +32,7 @@ nobody-token,nina,u4,\"other\"
 /// The router with what it needs kept alive.
 pub struct App {
     pub router: axum::Router,
+    pub engine: Engine,
     pub t: super::TestSim,
     _dir: tempfile::TempDir,
 }
@@ -43,6 +44,16 @@ pub async fn app() -> App {
 
 /// As [`app`], with the state saying whether it is served over TLS (cookies get `Secure`).
 pub async fn app_with_tls(tls: bool) -> App {
+    app_configured(tls, false).await
+}
+
+/// As [`app`], with a control-plane election Lease in [`NS`], so the engine acts (runs its
+/// control passes and operations); [`app`]'s engine only observes.
+pub async fn app_acting() -> App {
+    app_configured(false, true).await
+}
+
+async fn app_configured(tls: bool, acting: bool) -> App {
     let t = super::start().await;
     let nss: Api<Namespace> = Api::all(t.client.clone());
     nss.create(
@@ -54,8 +65,13 @@ pub async fn app_with_tls(tls: bool) -> App {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens.csv");
     std::fs::write(&tokens, TOKENS).unwrap();
+    let cp = if acting {
+        format!("control_plane: {{namespace: {NS}, lease_duration: 2s}}\n")
+    } else {
+        String::new()
+    };
     let yaml = format!(
-        "clusters:
+        "{cp}clusters:
 - name: c
   namespace: {NS}
   selector: {{app: c}}
@@ -81,6 +97,7 @@ pub async fn app_with_tls(tls: bool) -> App {
     })
     .await;
     assert!(synced.is_some(), "the model never synced");
+    let engine_handle = engine.clone();
     let state = AppState {
         engine,
         auth,
@@ -90,6 +107,7 @@ pub async fn app_with_tls(tls: bool) -> App {
     };
     App {
         router: http::router(state),
+        engine: engine_handle,
         t,
         _dir: dir,
     }
