@@ -92,7 +92,13 @@ clusters:
 /// every other one a copy.
 pub fn pod(cluster: &str, ordinal: u32) -> anyhow::Result<Pod> {
     let name = format!("{cluster}-{ordinal}");
-    let mut labels = json!({ "app": cluster, "statefulset.kubernetes.io/pod-name": name });
+    // The labels a StatefulSet controller puts on its pods (the index reads the ordinal from
+    // `apps.kubernetes.io/pod-index`).
+    let mut labels = json!({
+        "app": cluster,
+        "statefulset.kubernetes.io/pod-name": name,
+        "apps.kubernetes.io/pod-index": ordinal.to_string(),
+    });
     let (container, image, port) = if cluster == REPLICAS {
         let role = if ordinal == 0 { "controlling" } else { "copy" };
         labels["role"] = json!(role);
