@@ -118,6 +118,8 @@ async fn walk(client: &Http, base: &str, targets: usize) -> anyhow::Result<Vec<S
 
 struct Sample {
     kind: Kind,
+    /// Due time, from the start of the run.
+    due: Duration,
     latency: Duration,
     error: Option<String>,
 }
@@ -140,6 +142,7 @@ async fn open_loop(client: &Http, mix: &mut Mix, rate: u64, seconds: u64) -> Vec
             };
             Sample {
                 kind,
+                due: due - start,
                 latency: due.elapsed(),
                 error,
             }
@@ -173,6 +176,19 @@ pub(crate) async fn list_part(a: &Args, serve: &Serve, r: &mut Report) -> anyhow
     let t = Instant::now();
     let samples = open_loop(&client, &mut mix, a.rate, a.seconds).await;
     let cpu = (cpu_s(serve.pid) - cpu0) / t.elapsed().as_secs_f64();
+    if let Some(path) = &a.samples {
+        // One line per request, for a plot or a look at when the slow ones happen.
+        let mut csv = String::from("due_ms,latency_ms,kind\n");
+        for s in &samples {
+            csv.push_str(&format!(
+                "{:.3},{:.3},{:?}\n",
+                s.due.as_secs_f64() * 1e3,
+                s.latency.as_secs_f64() * 1e3,
+                s.kind
+            ));
+        }
+        std::fs::write(path, csv)?;
+    }
     let errors: Vec<&Sample> = samples.iter().filter(|s| s.error.is_some()).collect();
     let mut all: Vec<Duration> = samples.iter().map(|s| s.latency).collect();
     r.row(

@@ -47,6 +47,7 @@ struct Args {
     full: bool,
     targets: usize,
     pods: usize,
+    cp_namespace: String,
     rate: u64,
     seconds: u64,
     warmup: u64,
@@ -57,6 +58,7 @@ struct Args {
     page_requests: usize,
     parts: String,
     report_only: bool,
+    samples: Option<String>,
 }
 
 fn args() -> Args {
@@ -72,6 +74,7 @@ fn args() -> Args {
             full,
             targets: 50_000,
             pods: 8,
+            cp_namespace: "leasehold".into(),
             rate: 500,
             seconds: 20,
             warmup: 5,
@@ -82,12 +85,14 @@ fn args() -> Args {
             page_requests: 200,
             parts: "lsp".into(),
             report_only: false,
+            samples: None,
         }
     } else {
         Args {
             full,
             targets: 300,
             pods: 2,
+            cp_namespace: "leasehold".into(),
             rate: 50,
             seconds: 2,
             warmup: 1,
@@ -98,6 +103,7 @@ fn args() -> Args {
             page_requests: 5,
             parts: "lsp".into(),
             report_only: true,
+            samples: None,
         }
     };
     let argv: Vec<String> = std::env::args().collect();
@@ -116,7 +122,9 @@ fn args() -> Args {
             "--page-requests" => a.page_requests = val().map_or(a.page_requests, |v| v as usize),
             "--pages" => a.pages = text().split(',').map(str::to_owned).collect(),
             "--parts" => a.parts = text(),
+            "--cp-namespace" => a.cp_namespace = text(),
             "--report-only" => a.report_only = true,
+            "--samples" => a.samples = Some(text()),
             _ => {}
         }
     }

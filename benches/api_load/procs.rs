@@ -50,6 +50,12 @@ fn free_port() -> anyhow::Result<u16> {
         .port())
 }
 
+/// The `leasehold` binary under test: the one cargo built for this bench, or `LEASEHOLD_BIN`
+/// (to compare two builds with the same harness).
+fn bin() -> String {
+    std::env::var("LEASEHOLD_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_leasehold").to_owned())
+}
+
 pub(crate) struct Sim {
     // Killed on drop.
     _child: tokio::process::Child,
@@ -60,7 +66,7 @@ pub(crate) struct Sim {
 /// Starts `leasehold sim --fake-kubelet` on a free port and connects to it.
 pub(crate) async fn start_sim(dir: &Path) -> anyhow::Result<Sim> {
     let kubeconfig = dir.join("sim.kubeconfig");
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"))
+    let child = tokio::process::Command::new(bin())
         .args(["sim", "--fake-kubelet", "--listen", "127.0.0.1:0"])
         .arg("--kubeconfig-out")
         .arg(&kubeconfig)
@@ -163,6 +169,13 @@ fn mk_pod(name: &str) -> Value {
 /// already held by pod `i % pods` and desired there, as in a running cluster. Holders promise
 /// an hour, so nothing expires while we measure and no renewals are needed.
 pub(crate) async fn seed(sim: &Sim, a: &Args) -> anyhow::Result<()> {
+    if a.cp_namespace != NS {
+        sim.post(
+            "/api/v1/namespaces",
+            json!({"metadata": {"name": a.cp_namespace}}),
+        )
+        .await?;
+    }
     sim.post(
         &format!("/api/v1/namespaces/{NS}/services"),
         json!({"metadata": {"name": CLUSTER}, "spec": {"clusterIP": "None", "selector": {"app": CLUSTER},
@@ -223,7 +236,7 @@ pub(crate) async fn start_serve(dir: &Path, sim: &Sim, a: &Args) -> anyhow::Resu
         &config,
         format!(
             "database: sqlite:{}
-control_plane: {{namespace: {NS}}}
+control_plane: {{namespace: {}}}
 http: {{auth: {{mode: none}}}}
 clusters:
 - name: {CLUSTER}
@@ -234,13 +247,14 @@ clusters:
   policy: {{lease_duration: 15s, on_join: 'off'}}
 ",
             dir.join("cp.db").display(),
+            a.cp_namespace,
             list.join(", "),
         ),
     )?;
     let port = free_port()?;
     let log = dir.join("serve.log");
     let out = std::fs::File::create(&log)?;
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"))
+    let child = tokio::process::Command::new(bin())
         .args(["serve", "--identity", "cp-bench", "--listen"])
         .arg(format!("127.0.0.1:{port}"))
         .arg("--config")
