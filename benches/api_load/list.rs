@@ -174,11 +174,14 @@ pub(crate) async fn list_part(a: &Args, serve: &Serve, r: &mut Report) -> anyhow
     open_loop(&client, &mut mix, a.rate, a.warmup).await;
     let cpu0 = cpu_s(serve.pid);
     let t = Instant::now();
+    // Wall-clock start, to line the samples up with the server's log (the first request is due
+    // 10 ms later).
+    let wall = jiff::Timestamp::now();
     let samples = open_loop(&client, &mut mix, a.rate, a.seconds).await;
     let cpu = (cpu_s(serve.pid) - cpu0) / t.elapsed().as_secs_f64();
     if let Some(path) = &a.samples {
         // One line per request, for a plot or a look at when the slow ones happen.
-        let mut csv = String::from("due_ms,latency_ms,kind\n");
+        let mut csv = format!("# started {wall}\ndue_ms,latency_ms,kind\n");
         for s in &samples {
             csv.push_str(&format!(
                 "{:.3},{:.3},{:?}\n",

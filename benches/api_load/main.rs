@@ -30,6 +30,7 @@ mod procs;
 mod sse;
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use procs::{Serve, get, http_client, start_serve, start_sim, target};
@@ -310,6 +311,9 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("leasehold serve's log, the last lines:\n{log}");
     }
     serve.child.kill().await.ok();
+    if let Ok(keep) = std::env::var("SERVE_LOG_DIR") {
+        std::fs::copy(serve.log_path(), Path::new(&keep).join("serve.log"))?;
+    }
     result?;
     if !r.missed.is_empty() && !a.report_only {
         anyhow::bail!("targets missed: {}", r.missed.join("; "));

@@ -220,6 +220,10 @@ pub(crate) struct Serve {
 }
 
 impl Serve {
+    pub(crate) fn log_path(&self) -> &Path {
+        &self.log
+    }
+
     pub(crate) fn log_tail(&self, n: usize) -> String {
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = log.lines().collect();
@@ -260,7 +264,8 @@ clusters:
         .arg("--config")
         .arg(&config)
         .env("KUBECONFIG", &sim.kubeconfig)
-        // SERVE_LOG=leasehold=info shows what the server does (its last lines are printed).
+        // SERVE_LOG=leasehold=debug shows what the server does (its last lines are printed;
+        // SERVE_LOG_DIR=DIR keeps the whole log).
         .env(
             "RUST_LOG",
             std::env::var("SERVE_LOG").unwrap_or_else(|_| "warn".into()),
