@@ -34,33 +34,14 @@ bin="$target_dir/debug/leasehold"
 work=$(mktemp -d)
 mkdir -p "$work/bin"
 ln -s "$bin" "$work/bin/leasehold"
-demo_pid=
-stop_demo() {
-  if [ -n "$demo_pid" ] && kill -0 "$demo_pid" 2>/dev/null; then
-    kill -INT "$demo_pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$demo_pid" 2>/dev/null || break; sleep 0.2; done
-    kill -KILL "$demo_pid" 2>/dev/null || true
-  fi
-  demo_pid=
-}
-trap 'stop_demo; rm -rf "$work"' EXIT
+# shellcheck source=scripts/demo-lib.sh
+. "$(dirname "$0")/demo-lib.sh"
+trap 'demo_stop; rm -rf "$work"' EXIT
 
 # Starts a demo in $1 (60 collector targets) and sets $base once it is ready and every target
 # has an owner.
 start_demo() {
-  local dir=$1
-  mkdir -p "$dir"
-  (cd "$dir" && RUST_LOG=${RUST_LOG:-warn} exec "$bin" demo --listen 127.0.0.1:0 \
-    --kube-listen 127.0.0.1:0 --targets 60 >"$dir/demo.out" 2>"$dir/demo.log") &
-  demo_pid=$!
-  base=
-  for _ in $(seq 1 300); do
-    base=$(sed -n 's|^  dashboard: *\(http://[^/]*\)/$|\1|p' "$dir/demo.out" 2>/dev/null || true)
-    [ -n "$base" ] && break
-    kill -0 "$demo_pid" 2>/dev/null || { echo "the demo did not start:"; cat "$dir/demo.log"; return 1; }
-    sleep 0.1
-  done
-  [ -n "$base" ] || { echo "the demo printed no address"; return 1; }
+  demo_start "$bin" "$1" --targets 60 || return 1
   for _ in $(seq 1 240); do
     if [ "$(curl -s "$base/api/v1/clusters/collector/targets?state=owned&limit=1" | jq -r .total 2>/dev/null)" = 60 ] &&
        [ "$(curl -s "$base/api/v1/clusters/replicas/targets?state=owned&limit=1" | jq -r .total 2>/dev/null)" = 8 ]; then
@@ -68,7 +49,7 @@ start_demo() {
     fi
     sleep 0.25
   done
-  echo "the demo's targets never all got owners"; tail -30 "$dir/demo.log"; return 1
+  echo "the demo's targets never all got owners"; tail -30 "$1/demo.log"; return 1
 }
 
 passed=0 failed=0 skipped=0
@@ -114,7 +95,7 @@ PY
     continue
   fi
   echo "== $file: $blocks blocks against a fresh demo"
-  start_demo "$work/demo-$n" || { failed=$((failed + blocks)); stop_demo; continue; }
+  start_demo "$work/demo-$n" || { failed=$((failed + blocks)); demo_stop; continue; }
   host=${base#http://}
   sed -i "s|localhost:8080|$host|g; s|127\.0\.0\.1:8080|$host|g" "$script"
   status=0
@@ -128,7 +109,7 @@ PY
     echo "docs-check: $file: block $(grep "^--- " "$work/$n.out" | tail -1 | cut -c5-) failed (exit $status):"
     tail -40 "$work/$n.out" | sed 's/^/    /'
   fi
-  stop_demo
+  demo_stop
 done
 echo "docs-check: $skipped blocks skipped (reasons above)"
 echo "$passed passed, $failed failed"
