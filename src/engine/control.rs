@@ -29,6 +29,8 @@ const MIN_INTERVAL: Duration = Duration::from_millis(100);
 const BUSY_FACTOR: u32 = 4;
 /// Reconciles happen at least this often, so expiries (which no event announces) are seen.
 const MAX_INTERVAL: Duration = Duration::from_millis(500);
+/// How often the acting replica re-reads cordons from the store.
+const CORDON_RELOAD: Duration = Duration::from_secs(1);
 /// Lease writes of one reconcile in flight at once.
 const WRITE_PARALLELISM: usize = 32;
 
@@ -42,8 +44,16 @@ struct JoinWatch {
 pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
     let mut versions = inner.shared.versions();
     let mut joins: HashMap<String, JoinWatch> = HashMap::new();
+    let mut cordons_read = Instant::now();
     loop {
         let started = Instant::now();
+        // Cordons set through another replica (a removal, an uncordon) live in the store.
+        if cordons_read.elapsed() >= CORDON_RELOAD {
+            cordons_read = started;
+            if let Err(e) = inner.load_cordons().await {
+                warn!(error = %e, "could not reload cordons from the store");
+            }
+        }
         let mut thinking = Duration::ZERO;
         for spec in inner
             .config
