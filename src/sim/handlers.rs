@@ -176,6 +176,15 @@ impl Ctx<'_> {
 // ---------------------------------------------------------------------------------------------
 // Reads
 
+/// A typed list's item: the apiserver's JSON lists carry no `kind`/`apiVersion` per item.
+fn without_type_meta(mut v: Value) -> Value {
+    if let Some(o) = v.as_object_mut() {
+        o.shift_remove("kind");
+        o.shift_remove("apiVersion");
+    }
+    v
+}
+
 /// GET of one object.
 pub fn get(ctx: &Ctx<'_>) -> ApiResult<Response> {
     let rt = ctx.rt();
@@ -315,7 +324,7 @@ fn continue_expired() -> ApiError {
 
 /// LIST (or WATCH when `watch=true`).
 pub async fn list(ctx: &Ctx<'_>) -> ApiResult<Response> {
-    ctx.query.validate_list()?;
+    ctx.query.validate_list(ctx.shared.options.watch_list)?;
     let rt = ctx.rt();
     let format = ctx.format()?;
     let (sid, converted) = storage(rt, ctx.req.type_id);
@@ -380,7 +389,7 @@ pub async fn list(ctx: &Ctx<'_>) -> ApiResult<Response> {
                 if i > 0 {
                     b.put_u8(b',');
                 }
-                b.put_slice(&item.json);
+                b.put_slice(&item.list_item_json());
             }
             b.put_slice(b"]}");
             Ok(json_response(StatusCode::OK, b.to_vec()))
@@ -389,7 +398,7 @@ pub async fn list(ctx: &Ctx<'_>) -> ApiResult<Response> {
             let items: Vec<Value> = page
                 .items
                 .iter()
-                .map(|i| to_view(true, i.value()))
+                .map(|i| without_type_meta(to_view(true, i.value())))
                 .collect();
             Ok(value_response(
                 StatusCode::OK,
@@ -1793,6 +1802,7 @@ pub fn delete_collection(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
         .into_iter()
         // delete_in already answered in the request's view (events.k8s.io converted).
         .filter(|v| v.as_object().is_some_and(|o| !o.is_empty()))
+        .map(without_type_meta)
         .collect();
     Ok(value_response(
         StatusCode::OK,

@@ -133,9 +133,19 @@ pub fn typecheck(rt: &ResourceType, v: &Value) -> Result<(), String> {
             if let Some(t) = v.pointer(&format!("/spec/{field}")).and_then(Value::as_str)
                 && !is_micro_time(t)
             {
+                // Go's time.Parse takes exactly six fractional digits, then the zone: with more
+                // digits it is the zone that fails to parse.
+                let b = t.as_bytes();
+                let six = b.len() >= 26
+                    && b.get(19) == Some(&b'.')
+                    && b[20..26].iter().all(u8::is_ascii_digit);
+                let (rest, layout) = if six {
+                    (t.get(26..).unwrap_or_default(), "Z07:00")
+                } else {
+                    (t.get(19..).unwrap_or_default(), ".000000")
+                };
                 return Err(format!(
-                    "parsing time {t:?} as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse {:?} as \".000000\"",
-                    t.get(19..).unwrap_or_default()
+                    "parsing time {t:?} as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse {rest:?} as \"{layout}\""
                 ));
             }
         }

@@ -43,7 +43,7 @@ pub fn columns(rt: &ResourceType) -> Vec<Value> {
                 "Holder",
                 "string",
                 "",
-                "HolderIdentity contains the identity of the holder of a current lease.",
+                "holderIdentity contains the identity of the holder of a current lease. If Coordinated Leader Election is used, the holder identity must be equal to the elected LeaseCandidate.metadata.name field.",
                 0,
             ),
             age,
