@@ -176,6 +176,16 @@ impl Ctx<'_> {
 // ---------------------------------------------------------------------------------------------
 // Reads
 
+/// Marking an object for deletion bumps a generation it has (the registry's `BeforeDelete`
+/// and `markAsDeleting`; found by the real tier for pods).
+fn bump_generation(v: &mut Value) {
+    if let Some(g) = v.pointer("/metadata/generation").and_then(Value::as_i64)
+        && g > 0
+    {
+        meta_mut(v).insert("generation".into(), json!(g + 1));
+    }
+}
+
 /// A typed list's item: the apiserver's JSON lists carry no `kind`/`apiVersion` per item.
 fn without_type_meta(mut v: Value) -> Value {
     if let Some(o) = v.as_object_mut() {
@@ -952,6 +962,7 @@ fn create_in(
             &manager(ctx, &mgr_name, &time, &av),
         );
     }
+    strategy::drop_gated_fields(rt, v, None);
     if ctx.query.dry_run {
         return Ok((StatusCode::CREATED, to_view(converted, v.clone())));
     }
@@ -1101,6 +1112,7 @@ fn finish_update(
             &manager(ctx, &mgr_name, &time, &av),
         );
     }
+    strategy::drop_gated_fields(rt, &mut new, ctx.req.subresource.as_deref());
     meta_mut(&mut new).insert("resourceVersion".into(), json!(old.rv.to_string()));
     if unchanged(&old_v, &new) {
         return Ok(Decision::Keep(to_view(converted, old_v)));
@@ -1695,6 +1707,7 @@ fn delete_in(
                 json!(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
             );
             meta_mut(&mut v).insert("deletionGracePeriodSeconds".into(), json!(grace));
+            bump_generation(&mut v);
             if dry {
                 return Ok((StatusCode::OK, v));
             }
@@ -1707,6 +1720,7 @@ fn delete_in(
         meta_mut(&mut v).insert("deletionGracePeriodSeconds".into(), json!(0));
         if !already_deleting {
             meta_mut(&mut v).insert("deletionTimestamp".into(), json!(now));
+            bump_generation(&mut v);
         }
         // Pods are always deleted gracefully, if only for zero seconds: the deletion mark is
         // written first (MODIFIED), then the object goes (DELETED).
@@ -1719,6 +1733,9 @@ fn delete_in(
         if !already_deleting {
             meta_mut(&mut v).insert("deletionTimestamp".into(), json!(now));
             meta_mut(&mut v).insert("deletionGracePeriodSeconds".into(), json!(0));
+            if rt.kind != "Pod" {
+                bump_generation(&mut v);
+            }
             if !dry {
                 let s = txn.put(sid, namespace, name, v, strategy::index);
                 return Ok((StatusCode::OK, to_view(converted, s.value())));
@@ -1851,8 +1868,22 @@ fn review(ctx: &Ctx<'_>, mut v: Value) -> ApiResult<Response> {
             auth.access_review_status(&spec, None, None)
         }
     };
+    // The create handler's field manager runs for reviews too (found by the real tier).
+    let mgr_name = ctx.manager();
+    let time = now_rfc3339();
+    let av = rt.api_version();
+    v = apply::record_update(
+        ctx.shared.schema,
+        ctx.node(),
+        None,
+        &v,
+        &manager(ctx, &mgr_name, &time, &av),
+    );
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.insert("creationTimestamp".into(), Value::Null);
+        let mut ordered = serde_json::Map::new();
+        ordered.insert("creationTimestamp".into(), Value::Null);
+        ordered.append(m);
+        *m = ordered;
     } else {
         v["metadata"] = json!({ "creationTimestamp": null });
     }

@@ -47,6 +47,23 @@ impl Stored {
         serde_json::from_slice(&self.json).unwrap_or_else(|_| Value::Object(Default::default()))
     }
 
+    /// This state carrying another resourceVersion: what a watcher whose selector the object
+    /// left receives, as the cacher sends it (the previous content, the event's version).
+    pub fn with_rv(&self, rv: u64) -> Stored {
+        let mut value = self.value();
+        if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        }
+        let type_meta_end = type_meta_first(&mut value);
+        Stored {
+            rv,
+            json: Bytes::from(serde_json::to_vec(&value).unwrap_or_default()),
+            type_meta_end,
+            labels: self.labels.clone(),
+            fields: self.fields.clone(),
+        }
+    }
+
     /// The object as a list item: without `kind` and `apiVersion` (a typed list's items carry
     /// no TypeMeta in the apiserver's JSON).
     pub fn list_item_json(&self) -> std::borrow::Cow<'_, [u8]> {

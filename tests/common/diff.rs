@@ -50,6 +50,8 @@ pub struct Step {
     /// A filter keeping only the parts both backends are expected to share (e.g. the
     /// simulator's kinds out of a real discovery document).
     pub keep: Option<fn(&mut Value)>,
+    /// For watches: only the events this keeps are compared.
+    pub keep_events: Option<fn(&Value) -> bool>,
 }
 
 fn step(label: &str, action: Action) -> Step {
@@ -59,6 +61,7 @@ fn step(label: &str, action: Action) -> Step {
         save: vec![],
         ignore: vec![],
         keep: None,
+        keep_events: None,
     }
 }
 
@@ -180,6 +183,12 @@ impl Step {
         self
     }
 
+    /// Compares only the watch events `f` keeps.
+    pub fn keep_events(mut self, f: fn(&Value) -> bool) -> Step {
+        self.keep_events = Some(f);
+        self
+    }
+
     /// Keeps only what `f` leaves of the answer.
     pub fn keep(mut self, f: fn(&mut Value)) -> Step {
         self.keep = Some(f);
@@ -258,6 +267,11 @@ pub async fn run(t: &TestSim, ns: &str, script: &[Step]) -> Vec<Value> {
         if let Some(f) = s.keep {
             if let Some(b) = rec.get_mut("body") {
                 f(b);
+            }
+        }
+        if let Some(f) = s.keep_events {
+            if let Some(evs) = rec.get_mut("events").and_then(Value::as_array_mut) {
+                evs.retain(|e| f(e));
             }
         }
         rec.as_object_mut()
@@ -469,7 +483,7 @@ impl Normaliser {
             }
             let mut words = Vec::new();
             for w in line.split(' ') {
-                let core = w.trim_matches(|c: char| "\"'(),:;[]{}".contains(c));
+                let core = w.trim_matches(|c: char| "\"'(),.:;[]{}".contains(c));
                 let repl = if core.is_empty() {
                     None
                 } else if core == self.ns {
@@ -480,6 +494,9 @@ impl Normaliser {
                     Some(t)
                 } else if is_age(core) {
                     Some("<age>".into())
+                } else if let Some(i) = self.rvs.get(core).filter(|_| s.contains(' ')) {
+                    // A resourceVersion seen in an object, quoted in a message.
+                    Some(format!("<rv:{i}>"))
                 } else {
                     None
                 };
@@ -568,8 +585,13 @@ pub async fn compare(sim: (&TestSim, &str), real: (&TestSim, &str), script: &[St
     let (mut na, mut nb) = (Normaliser::new(sim.1), Normaliser::new(real.1));
     let mut report = String::new();
     for (mut x, mut y) in a.into_iter().zip(b) {
+        // The step's label is the script's own text: not normalised.
+        let label = x.as_object_mut().and_then(|o| o.shift_remove("step"));
+        y.as_object_mut().and_then(|o| o.shift_remove("step"));
         na.record(&mut x);
         nb.record(&mut y);
+        x["step"] = label.clone().unwrap_or_default();
+        y["step"] = label.unwrap_or_default();
         if x != y {
             // Key order is not compared (Go writes struct fields in declaration order).
             let px = serde_json::to_string_pretty(&sorted(&x)).unwrap();
