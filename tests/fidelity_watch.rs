@@ -355,11 +355,16 @@ async fn f28_delete_returns_pods_and_a_status_for_leases_and_watchers_get_delete
     );
     assert_eq!(ev["object"]["spec"]["holderIdentity"], "a");
     let (_, list) = get(&t, LEASES).await;
-    assert_eq!(
-        rv(&list),
-        rv(&ev["object"]),
-        "the deletion is the newest change"
-    );
+    if t.is_real() {
+        // Other writers (the apiserver's own Lease, parallel tests) may have come after.
+        assert!(rv(&list) >= rv(&ev["object"]), "{list}");
+    } else {
+        assert_eq!(
+            rv(&list),
+            rv(&ev["object"]),
+            "the deletion is the newest change"
+        );
+    }
 
     // A kind without a registry-specific answer: Status without a group.
     let cm = create(
@@ -1875,8 +1880,9 @@ async fn f41_label_and_field_selectors_filter_lists() {
         assert_eq!(got, want, "fieldSelector {sel}");
     }
     let all: Api<Lease> = Api::all(t.client.clone());
+    // kube-public: on a real apiserver kube-system holds its identity Lease.
     assert!(
-        all.list(&ListParams::default().fields("metadata.namespace=kube-system"))
+        all.list(&ListParams::default().fields("metadata.namespace=kube-public"))
             .await
             .unwrap()
             .items

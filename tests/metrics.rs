@@ -102,7 +102,10 @@ async fn scrape_shows_http_watch_and_reconcile_metrics() {
     .unwrap();
     scrape_until(
         &app,
-        r#"leasehold_watch_events_total{namespace="apps",kind="pod",event="apply"}"#,
+        &format!(
+            r#"leasehold_watch_events_total{{namespace="{}",kind="pod",event="apply"}}"#,
+            app.ns
+        ),
         1.0,
     )
     .await;
@@ -147,7 +150,10 @@ async fn scrape_shows_http_watch_and_reconcile_metrics() {
         assert!(
             sample(
                 &text,
-                &format!(r#"leasehold_watch_lists_total{{namespace="apps",kind="{kind}"}}"#)
+                &format!(
+                    r#"leasehold_watch_lists_total{{namespace="{}",kind="{kind}"}}"#,
+                    app.ns
+                )
             )
             .is_some_and(|v| v >= 1.0),
             "no list of {kind}:\n{text}"

@@ -428,7 +428,20 @@ impl Normaliser {
                     self.value(c, Some(k), child);
                 }
             }
-            Value::Array(a) => a.iter_mut().for_each(|c| self.value(c, key, Ctx::Plain)),
+            Value::Array(a) => {
+                if key == Some("managedFields") {
+                    // Entries sort by time (whole seconds) before manager: once times are
+                    // placeholders, that order is timing, not behaviour.
+                    a.sort_by_key(|e| {
+                        (
+                            e["operation"].as_str().unwrap_or_default().to_owned(),
+                            e["manager"].as_str().unwrap_or_default().to_owned(),
+                            e["subresource"].as_str().unwrap_or_default().to_owned(),
+                        )
+                    });
+                }
+                a.iter_mut().for_each(|c| self.value(c, key, Ctx::Plain))
+            }
             Value::String(s) => *s = self.string(s, key, ctx == Ctx::ListMeta),
             _ => {}
         }
