@@ -713,7 +713,7 @@ async fn d_lease_shape() {
         get("read back", &format!("{L}/full")),
         post("more than six fractional digits", L, nanos),
         post("a client-go release (empty holder)", L, release),
-        get("as a Table", &format!("{L}")).header("accept", TABLE),
+        get("as a Table", L).header("accept", TABLE),
     ])
     .await;
 }

@@ -264,15 +264,15 @@ pub async fn run(t: &TestSim, ns: &str, script: &[Step]) -> Vec<Value> {
             remove(&mut rec, &format!("/body{ptr}"));
             remove(&mut rec, ptr);
         }
-        if let Some(f) = s.keep {
-            if let Some(b) = rec.get_mut("body") {
-                f(b);
-            }
+        if let Some(f) = s.keep
+            && let Some(b) = rec.get_mut("body")
+        {
+            f(b);
         }
-        if let Some(f) = s.keep_events {
-            if let Some(evs) = rec.get_mut("events").and_then(Value::as_array_mut) {
-                evs.retain(|e| f(e));
-            }
+        if let Some(f) = s.keep_events
+            && let Some(evs) = rec.get_mut("events").and_then(Value::as_array_mut)
+        {
+            evs.retain(f);
         }
         rec.as_object_mut()
             .unwrap()
@@ -297,10 +297,10 @@ fn remove_at(v: &mut Value, parts: &[&str]) {
                 m.shift_remove(*last);
             }
             Value::Array(a) => {
-                if let Ok(i) = last.parse::<usize>() {
-                    if i < a.len() {
-                        a.remove(i);
-                    }
+                if let Ok(i) = last.parse::<usize>()
+                    && i < a.len()
+                {
+                    a.remove(i);
                 }
             }
             _ => {}
@@ -507,11 +507,12 @@ impl Normaliser {
                     Some(t)
                 } else if is_age(core) {
                     Some("<age>".into())
-                } else if let Some(i) = self.rvs.get(core).filter(|_| s.contains(' ')) {
-                    // A resourceVersion seen in an object, quoted in a message.
-                    Some(format!("<rv:{i}>"))
                 } else {
-                    None
+                    // A resourceVersion seen in an object, quoted in a message.
+                    self.rvs
+                        .get(core)
+                        .filter(|_| s.contains(' '))
+                        .map(|i| format!("<rv:{i}>"))
                 };
                 words.push(match repl {
                     Some(r) => w.replacen(core, &r, 1),

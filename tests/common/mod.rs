@@ -126,18 +126,23 @@ pub fn fresh_ns() -> String {
     format!("lh-{}", &uuid::Uuid::new_v4().simple().to_string()[..10])
 }
 
+/// Points the kubeconfig's current context at namespace `ns`.
+fn set_context_namespace(kc: &mut kube::config::Kubeconfig, ns: &str) {
+    let current = kc.current_context.clone().expect("current-context");
+    for c in &mut kc.contexts {
+        if c.name == current
+            && let Some(ctx) = c.context.as_mut()
+        {
+            ctx.namespace = Some(ns.to_owned());
+        }
+    }
+}
+
 async fn start_real_at(path: &std::path::Path) -> TestSim {
     let mut kc = kube::config::Kubeconfig::read_from(path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     let ns = fresh_ns();
-    let current = kc.current_context.clone().expect("current-context");
-    for c in &mut kc.contexts {
-        if c.name == current {
-            if let Some(ctx) = c.context.as_mut() {
-                ctx.namespace = Some(ns.clone());
-            }
-        }
-    }
+    set_context_namespace(&mut kc, &ns);
     let cfg = kube::Config::from_custom_kubeconfig(kc.clone(), &Default::default())
         .await
         .expect("config from the real kubeconfig");
@@ -256,14 +261,7 @@ impl TestSim {
         .unwrap_or_else(|e| panic!("creating the test namespace {ns}: {e}"));
         let mut kc: kube::config::Kubeconfig =
             serde_json::from_str(&self.kubeconfig_text()).expect("kubeconfig is JSON");
-        let current = kc.current_context.clone().expect("current-context");
-        for c in &mut kc.contexts {
-            if c.name == current {
-                if let Some(ctx) = c.context.as_mut() {
-                    ctx.namespace = Some(ns.clone());
-                }
-            }
-        }
+        set_context_namespace(&mut kc, &ns);
         std::fs::write(&self.kubeconfig, serde_json::to_vec_pretty(&kc).unwrap())
             .expect("kubeconfig");
         let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
