@@ -22,7 +22,6 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-const NS: &str = "default";
 const CLUSTER: &str = "lab";
 const PREFIX: &str = "leasehold";
 /// Lease duration used throughout (seconds).
@@ -46,7 +45,7 @@ fn lease_name(key: &str) -> String {
 }
 
 async fn create_target(client: &kube::Client, key: &str, owner: &str) {
-    let api: Api<Lease> = Api::namespaced(client.clone(), NS);
+    let api: Api<Lease> = Api::default_namespaced(client.clone());
     let lease = protocol::new_target_lease(PREFIX, CLUSTER, key, &desire(owner));
     api.create(&PostParams::default(), &lease)
         .await
@@ -56,7 +55,7 @@ async fn create_target(client: &kube::Client, key: &str, owner: &str) {
 /// Sets the desired owner as the control plane does: read, change, PUT with the
 /// resourceVersion read; a 409 means read again.
 async fn set_desired(client: &kube::Client, key: &str, owner: &str) {
-    let api: Api<Lease> = Api::namespaced(client.clone(), NS);
+    let api: Api<Lease> = Api::default_namespaced(client.clone());
     for _ in 0..50 {
         let lease = api.get(&lease_name(key)).await.expect("get target lease");
         let next = protocol::with_desire(&lease, &desire(owner));
@@ -73,12 +72,12 @@ async fn set_desired(client: &kube::Client, key: &str, owner: &str) {
 }
 
 async fn get_target(client: &kube::Client, key: &str) -> Lease {
-    let api: Api<Lease> = Api::namespaced(client.clone(), NS);
+    let api: Api<Lease> = Api::default_namespaced(client.clone());
     api.get(&lease_name(key)).await.expect("get target lease")
 }
 
 async fn holding(client: &kube::Client, name: &str) -> Holding {
-    let api: Api<Lease> = Api::namespaced(client.clone(), NS);
+    let api: Api<Lease> = Api::default_namespaced(client.clone());
     let lease = api.get(name).await.expect("get lease");
     Holding::of(lease.spec.as_ref())
 }
@@ -115,11 +114,11 @@ async fn wait_holders(
 // ---------------------------------------------------------------------------------------------
 // Running agents.
 
-fn agent_cfg(identity: &str) -> AgentConfig {
+fn agent_cfg(ns: &str, identity: &str) -> AgentConfig {
     AgentConfig {
         default_lease_duration: DUR,
         hook_timeout: Duration::from_millis(500),
-        ..AgentConfig::new(CLUSTER, NS, identity)
+        ..AgentConfig::new(CLUSTER, ns, identity)
     }
 }
 
@@ -131,7 +130,7 @@ struct Running {
 }
 
 fn spawn_agent(client: &kube::Client, identity: &str, hooks: Arc<dyn Hooks>) -> Running {
-    let agent = Agent::new(agent_cfg(identity), hooks);
+    let agent = Agent::new(agent_cfg(client.default_namespace(), identity), hooks);
     let held = agent.held();
     let leader = agent.leader();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -212,8 +211,8 @@ fn invariant_checker_flags_two_members_on_one_target() {
 // ---------------------------------------------------------------------------------------------
 // Leader election.
 
-fn election(identity: &str) -> ElectionConfig {
-    let mut cfg = ElectionConfig::new(NS, "elect-test", identity).with_duration(DUR);
+fn election(ns: &str, identity: &str) -> ElectionConfig {
+    let mut cfg = ElectionConfig::new(ns, "elect-test", identity).with_duration(DUR);
     cfg.retry_period = Duration::from_millis(300);
     cfg
 }
@@ -227,7 +226,7 @@ struct Candidate {
 fn candidate(client: &kube::Client, identity: &str) -> Candidate {
     let (tx, leading) = watch::channel(false);
     let (stop, stopped) = oneshot::channel::<()>();
-    let elector = LeaderElector::new(election(identity));
+    let elector = LeaderElector::new(election(client.default_namespace(), identity));
     let task = tokio::spawn(elector.run(client.clone(), tx, async {
         let _ = stopped.await;
     }));
@@ -354,7 +353,7 @@ async fn agent_acquires_exactly_the_leases_desired_for_it() {
     create_target(c, "nobody", "m-9").await;
     // A target whose desired owner was removed.
     create_target(c, "undesired", "m-0").await;
-    let api: Api<Lease> = Api::namespaced(c.clone(), NS);
+    let api: Api<Lease> = Api::default_namespaced(c.clone());
     let mut l = get_target(c, "undesired").await;
     l.metadata
         .annotations
@@ -767,17 +766,7 @@ async fn http_hooks_tell_the_app_and_a_failed_acquire_hook_keeps_the_lease() {
 async fn a_member_cut_off_from_the_api_stops_work_before_its_lease_expires() {
     let sim = common::start().await;
     let c = &sim.client;
-    let (proxy, cut) = common::cuttable_proxy(sim.sim.addr()).await;
-    let kc: kube::config::Kubeconfig = serde_json::from_str(
-        &sim.sim
-            .kubeconfig()
-            .replace(&sim.sim.url(), &format!("http://{proxy}")),
-    )
-    .unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    let cut_client = kube::Client::try_from(cfg).unwrap();
+    let (cut_client, cut) = common::cuttable_client(&sim).await;
 
     create_target(c, "island", "m-0").await;
     let checker = InvariantChecker::new();

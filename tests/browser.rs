@@ -59,7 +59,7 @@ struct Env {
 impl Env {
     async fn start(members: usize, targets: usize) -> Env {
         let mut t = common::start().await;
-        t.sim.spawn_kubelet(Default::default()).await.unwrap();
+        t.spawn_kubelet();
         Api::<Namespace>::all(t.client.clone())
             .create(
                 &PostParams::default(),

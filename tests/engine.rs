@@ -49,6 +49,8 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 struct Harness {
     _serial: tokio::sync::MutexGuard<'static, ()>,
     t: common::TestSim,
+    /// The namespace of the cluster under test.
+    ns: String,
     config: Config,
     db: tempfile::TempDir,
     checker: InvariantChecker,
@@ -85,18 +87,27 @@ impl Harness {
             .with_test_writer()
             .try_init();
         let mut t = common::start().await;
-        t.sim.spawn_kubelet(Default::default()).await.unwrap();
-        let nss: Api<Namespace> = Api::all(t.client.clone());
-        nss.create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
-        )
-        .await
-        .unwrap();
+        t.spawn_kubelet();
+        // On the simulator the cluster lives in NS; a real apiserver gives the test a
+        // namespace of its own, which the configuration then names.
+        let ns = if t.is_real() {
+            t.ns.clone()
+        } else {
+            let nss: Api<Namespace> = Api::all(t.client.clone());
+            nss.create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
+            )
+            .await
+            .unwrap();
+            NS.to_owned()
+        };
+        let yaml = yaml.replace(&format!("namespace: {NS}"), &format!("namespace: {ns}"));
         Harness {
             _serial: serial,
+            ns,
             t,
-            config: Config::parse(yaml, Path::new("test.yaml")).unwrap(),
+            config: Config::parse(&yaml, Path::new("test.yaml")).unwrap(),
             db: tempfile::tempdir().unwrap(),
             checker: InvariantChecker::new(),
             members: BTreeMap::new(),
@@ -149,7 +160,7 @@ impl Harness {
     }
 
     async fn add_pod(&self, name: &str) {
-        let pods: Api<Pod> = Api::namespaced(self.t.client.clone(), NS);
+        let pods: Api<Pod> = Api::namespaced(self.t.client.clone(), &self.ns);
         let pod = json!({
             "metadata": {"name": name, "labels": {"app": "c"},
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "c", "uid": "u-1"}]},
@@ -164,7 +175,7 @@ impl Harness {
     }
 
     fn start_agent(&mut self, name: &str) {
-        let mut cfg = AgentConfig::new(CLUSTER, NS, name);
+        let mut cfg = AgentConfig::new(CLUSTER, &self.ns, name);
         cfg.default_lease_duration = Duration::from_secs(LEASE_S);
         let agent = Agent::new(cfg, self.checker.hooks(name, Duration::from_millis(5)));
         let (stop, rx) = oneshot::channel();
@@ -191,13 +202,13 @@ impl Harness {
         m.task.abort();
         let _ = m.task.await;
         self.checker.crashed(name);
-        leasehold::sim::kubelet::crash(&self.t.client, NS, name)
+        leasehold::sim::kubelet::crash(&self.t.client, &self.ns, name)
             .await
             .unwrap();
     }
 
     async fn wait_pods_ready(&self, n: usize) {
-        let pods: Api<Pod> = Api::namespaced(self.t.client.clone(), NS);
+        let pods: Api<Pod> = Api::namespaced(self.t.client.clone(), &self.ns);
         eventually(Duration::from_secs(10), || async {
             let list = pods.list(&ListParams::default()).await.ok()?;
             let ready = list
@@ -481,7 +492,8 @@ async fn removing_a_live_member_drains_cordons_and_calls_the_webhook_once() {
         "on_join: off, removal: {{webhook: {{url: \"{url}/repl/remove?instanceName={{instance}}\", method: PUT, auth: {{bearer: {{token: {{secret: {{name: hook, key: token}}}}}}}}}}}}"
     );
     let h = three_members(90, &policy).await;
-    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(h.t.client.clone(), NS);
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(h.t.client.clone(), &h.ns);
     let secret = json!({"metadata": {"name": "hook"}, "stringData": {"token": "s3cret"}});
     secrets
         .create(
@@ -523,7 +535,7 @@ async fn removing_a_live_member_drains_cordons_and_calls_the_webhook_once() {
         "PUT /repl/remove?instanceName=c%2D2 Bearer s3cret"
     );
     // No lease is held or wanted by the removed member.
-    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), NS);
+    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
     for l in leases.list(&ListParams::default()).await.unwrap() {
         let v = protocol::parse_native(&l, CLUSTER);
         if let Some(v) = v {
@@ -544,7 +556,7 @@ async fn leases_held_by_a_deleted_pod_without_agent_are_cleaned_up() {
     let mut h = Harness::new(&config_yaml_with(20, LEASE_S, "on_join: off")).await;
     // Before Leasehold runs: a member that no longer exists holds half the targets, and a
     // target that is no longer configured.
-    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), NS);
+    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
     let now = jiff::Timestamp::now();
     for key in (0..10)
         .map(|i| format!("t-{i:03}"))
@@ -687,7 +699,7 @@ clusters:
   protocol: gnmic
 ";
     let mut h = Harness::new(yaml).await;
-    let pods: Api<Pod> = Api::namespaced(h.t.client.clone(), NS);
+    let pods: Api<Pod> = Api::namespaced(h.t.client.clone(), &h.ns);
     for p in ["gnmic-0", "gnmic-1"] {
         let pod = json!({"metadata": {"name": p, "labels": {"app": "gnmic"}}, "spec": {"containers": [{"name": "gnmic", "image": "gnmic"}]}});
         pods.create(
@@ -697,7 +709,7 @@ clusters:
         .await
         .unwrap();
     }
-    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), NS);
+    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
     let now = jiff::Timestamp::now().to_string();
     // Exactly as gnmic's k8s locker writes them: name = key with / -> -, or gnmic-<sha256>
     // when that is not a valid name; the raw key and the instance in annotations; the holder a
@@ -934,7 +946,8 @@ clusters:
 "
     );
     let mut h = Harness::new(&yaml).await;
-    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(h.t.client.clone(), NS);
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(h.t.client.clone(), &h.ns);
     let cm = |list: &str| -> k8s_openapi::api::core::v1::ConfigMap {
         serde_json::from_value(
             json!({"metadata": {"name": "targets"}, "data": {"list.yaml": list}}),
@@ -962,7 +975,7 @@ clusters:
     assert!(m.is_some(), "reloaded: {:?}", h.model().targets);
     h.wait_balanced(&[("c-0", 2), ("c-1", 2)], Duration::from_secs(10))
         .await;
-    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), NS);
+    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
     for gone in ["b", "Router/1"] {
         let name = protocol::names::target_lease("leasehold", CLUSTER, gone);
         eventually(Duration::from_secs(10), || async {

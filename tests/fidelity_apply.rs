@@ -10,7 +10,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::Status;
 use serde_json::{Value, json};
 
-const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases";
 const APPLY: Option<&str> = Some("application/apply-patch+yaml");
 
 fn body(v: &Value) -> Vec<u8> {
@@ -18,7 +18,7 @@ fn body(v: &Value) -> Vec<u8> {
 }
 
 fn leases(t: &TestSim) -> Api<Lease> {
-    Api::namespaced(t.client.clone(), "default")
+    Api::namespaced(t.client.clone(), &t.ns)
 }
 
 fn api_err<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> Box<Status> {
@@ -522,7 +522,7 @@ async fn f25_updates_are_recorded_and_never_conflict() {
     );
 
     // Create is recorded as an Update.
-    let cms: Api<ConfigMap> = Api::namespaced(t.client.clone(), "default");
+    let cms: Api<ConfigMap> = Api::namespaced(t.client.clone(), &t.ns);
     let cm = cms
         .create(
             &PostParams {

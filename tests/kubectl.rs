@@ -86,7 +86,7 @@ async fn create_lease(t: &common::TestSim, ns: &str, name: &str, holder: &str) -
 }
 
 async fn lease_json(t: &common::TestSim, name: &str) -> Value {
-    let api: Api<Lease> = Api::namespaced(t.client.clone(), "default");
+    let api: Api<Lease> = Api::namespaced(t.client.clone(), &t.ns);
     serde_json::to_value(api.get(name).await.expect("get lease")).unwrap()
 }
 
@@ -157,7 +157,7 @@ async fn apply_creates_then_configures_with_a_three_way_merge() {
         last,
         json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": { "annotations": {}, "labels": { "tier": "control" }, "name": "app-leader", "namespace": "default" },
+            "metadata": { "annotations": {}, "labels": { "tier": "control" }, "name": "app-leader", "namespace": t.ns },
             "spec": { "holderIdentity": "pod-b" }
         })
     );
@@ -328,7 +328,7 @@ async fn apply_with_an_unknown_field_fails_strict_validation() {
             "Error from server (BadRequest): error when creating \"{bad}\": Lease in version \"v1\" cannot be handled as a Lease: strict decoding error: unknown field \"spec.bogus\"\n"
         )
     );
-    let api: Api<Lease> = Api::namespaced(t.client.clone(), "default");
+    let api: Api<Lease> = Api::namespaced(t.client.clone(), &t.ns);
     assert!(api.get_opt("app-leader").await.unwrap().is_none());
 
     // `--validate=warn` stores the object without the field and prints the warning.
@@ -346,7 +346,7 @@ async fn apply_with_an_unknown_field_fails_strict_validation() {
 #[tokio::test]
 async fn get_prints_table_yaml_and_json() {
     let t = common::start().await;
-    let lease = create_lease(&t, "default", "alpha", "pod-0").await;
+    let lease = create_lease(&t, &t.ns, "alpha", "pod-0").await;
     let meta = &lease.metadata;
     let (uid, rv) = (
         meta.uid.clone().unwrap(),
@@ -370,8 +370,9 @@ async fn get_prints_table_yaml_and_json() {
     let r = kubectl(&t, &["get", "lease", "alpha", "-o", "yaml"])
         .await
         .ok();
+    let ns = &t.ns;
     let expected = format!(
-        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  creationTimestamp: \"{created}\"\n  name: alpha\n  namespace: default\n  \
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata:\n  creationTimestamp: \"{created}\"\n  name: alpha\n  namespace: {ns}\n  \
          resourceVersion: \"{rv}\"\n  uid: {uid}\nspec:\n  holderIdentity: pod-0\n  leaseDurationSeconds: 10\n"
     );
     assert_eq!(r.stdout, expected);
@@ -384,7 +385,7 @@ async fn get_prints_table_yaml_and_json() {
         v,
         json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": { "creationTimestamp": created, "name": "alpha", "namespace": "default", "resourceVersion": rv, "uid": uid },
+            "metadata": { "creationTimestamp": created, "name": "alpha", "namespace": t.ns, "resourceVersion": rv, "uid": uid },
             "spec": { "holderIdentity": "pod-0", "leaseDurationSeconds": 10 }
         })
     );
@@ -457,13 +458,13 @@ impl Watch {
 #[tokio::test]
 async fn get_watch_shows_new_holder_and_release() {
     let t = common::start().await;
-    create_lease(&t, "default", "leader", "pod-0").await;
+    create_lease(&t, &t.ns, "leader", "pod-0").await;
     let mut w = Watch::spawn(&t, &["get", "leases", "-w"]);
     assert_eq!(w.next_line().await, "NAME     HOLDER   AGE");
     let first = w.next_line().await;
     assert_eq!(rows(&first)[0][..2], ["leader", "pod-0"], "{first}");
 
-    let api: Api<Lease> = Api::namespaced(t.client.clone(), "default");
+    let api: Api<Lease> = Api::namespaced(t.client.clone(), &t.ns);
     api.patch(
         "leader",
         &PatchParams::default(),
@@ -521,7 +522,7 @@ async fn describe_lease_and_pod() {
     let r = kubectl(&t, &["describe", "lease", "app-leader"]).await.ok();
     let expected = format!(
         "Name:         app-leader\n\
-         Namespace:    default\n\
+         Namespace:    {}\n\
          Labels:       app=demo\n              tier=control\n\
          Annotations:  <none>\n\
          API Version:  coordination.k8s.io/v1\n\
@@ -534,13 +535,14 @@ async fn describe_lease_and_pod() {
            Holder Identity:         pod-a\n  \
            Lease Duration Seconds:  15\n\
          Events:                    <none>\n",
+        t.ns,
         v["metadata"]["creationTimestamp"].as_str().unwrap(),
         v["metadata"]["resourceVersion"].as_str().unwrap(),
         v["metadata"]["uid"].as_str().unwrap(),
     );
     assert_eq!(r.stdout, expected);
 
-    let pods: Api<Pod> = Api::namespaced(t.client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     let mut pod = common::mk_pod("web", json!({ "app": "web" }));
     pod["spec"]["nodeName"] = json!("sim-node-1");
     pods.create(
@@ -570,7 +572,7 @@ async fn describe_lease_and_pod() {
     let lines: Vec<String> = r.stdout.lines().map(squeeze).collect();
     for want in [
         "Name: web".to_owned(),
-        "Namespace: default".into(),
+        format!("Namespace: {}", t.ns),
         "Node: sim-node-1/172.18.0.2".into(),
         "Labels: app=web".into(),
         "Annotations: <none>".into(),
@@ -605,7 +607,7 @@ fn squeeze(line: &str) -> String {
 #[tokio::test]
 async fn label_and_annotate_add_refuse_overwrite_and_remove() {
     let t = common::start().await;
-    create_lease(&t, "default", "l", "pod-0").await;
+    create_lease(&t, &t.ns, "l", "pod-0").await;
     let labels = |v: Value| v["metadata"]["labels"].clone();
 
     let r = kubectl(&t, &["label", "lease", "l", "team=a"]).await.ok();
@@ -680,7 +682,7 @@ async fn label_and_annotate_add_refuse_overwrite_and_remove() {
 async fn delete_by_name_selector_and_all() {
     let t = common::start().await;
     for (name, tier) in [("a", "web"), ("b", "web"), ("c", "db"), ("d", "db")] {
-        let api: Api<Lease> = Api::namespaced(t.client.clone(), "default");
+        let api: Api<Lease> = Api::namespaced(t.client.clone(), &t.ns);
         let mut l = common::mk_lease(name, "x");
         l["metadata"]["labels"] = json!({ "tier": tier });
         api.create(&PostParams::default(), &serde_json::from_value(l).unwrap())
@@ -688,7 +690,7 @@ async fn delete_by_name_selector_and_all() {
             .unwrap();
     }
     create_lease(&t, "kube-node-lease", "keep", "node").await;
-    let pods: Api<Pod> = Api::namespaced(t.client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     pods.create(
         &PostParams::default(),
         &serde_json::from_value(common::mk_pod("p", json!({}))).unwrap(),
@@ -729,7 +731,10 @@ async fn delete_by_name_selector_and_all() {
         "lease.coordination.k8s.io \"c\" deleted\nlease.coordination.k8s.io \"d\" deleted\n"
     );
     let r = kubectl(&t, &["get", "leases"]).await.ok();
-    assert_eq!(r.stderr, "No resources found in default namespace.\n");
+    assert_eq!(
+        r.stderr,
+        format!("No resources found in {} namespace.\n", t.ns)
+    );
     assert_eq!(
         names(
             &kubectl(&t, &["get", "leases", "-n", "kube-node-lease"])
@@ -748,7 +753,7 @@ async fn delete_by_name_selector_and_all() {
 #[tokio::test]
 async fn edit_through_kube_editor() {
     let t = common::start().await;
-    create_lease(&t, "default", "l", "pod-0").await;
+    create_lease(&t, &t.ns, "l", "pod-0").await;
     let dir = tempfile::tempdir().unwrap();
     let editor = write(
         dir.path(),
@@ -812,11 +817,23 @@ async fn get_across_all_namespaces() {
     )
     .await
     .unwrap();
-    create_lease(&t, "default", "one", "pod-1").await;
-    create_lease(&t, "apps", "two", "pod-2").await;
-    create_lease(&t, "kube-node-lease", "sim-node-1", "sim-node-1").await;
+    // Labelled with this test's namespace: a real cluster is shared with other tests and holds
+    // the apiserver's own Lease.
+    for (ns, name, holder) in [
+        (t.ns.as_str(), "one", "pod-1"),
+        ("apps", "two", "pod-2"),
+        ("kube-node-lease", "sim-node-1", "sim-node-1"),
+    ] {
+        let mut l = common::mk_lease(name, holder);
+        l["metadata"]["labels"] = json!({ "suite": t.ns });
+        Api::<Lease>::namespaced(t.client.clone(), ns)
+            .create(&PostParams::default(), &serde_json::from_value(l).unwrap())
+            .await
+            .unwrap();
+    }
 
-    let r = kubectl(&t, &["get", "leases", "-A"]).await.ok();
+    let sel = format!("suite={}", t.ns);
+    let r = kubectl(&t, &["get", "leases", "-A", "-l", &sel]).await.ok();
     assert_eq!(
         r.stdout.lines().next(),
         Some("NAMESPACE         NAME         HOLDER       AGE")
@@ -826,37 +843,39 @@ async fn get_across_all_namespaces() {
         .skip(1)
         .map(|c| c[..3].to_vec())
         .collect();
-    assert_eq!(
-        got,
-        [
-            ["apps", "two", "pod-2"],
-            ["default", "one", "pod-1"],
-            ["kube-node-lease", "sim-node-1", "sim-node-1"]
-        ]
-    );
+    let mut want = vec![
+        vec!["apps", "two", "pod-2"],
+        vec![t.ns.as_str(), "one", "pod-1"],
+        vec!["kube-node-lease", "sim-node-1", "sim-node-1"],
+    ];
+    want.sort();
+    assert_eq!(got, want);
 
     let r = kubectl(&t, &["get", "namespaces"]).await.ok();
+    let mut expected = vec![
+        "apps",
+        "default",
+        "kube-node-lease",
+        "kube-public",
+        "kube-system",
+        t.ns.as_str(),
+    ];
+    expected.sort();
+    expected.dedup();
     let got: Vec<[&str; 2]> = rows(&r.stdout)
         .into_iter()
         .skip(1)
         .map(|c| [c[0], c[1]])
+        .filter(|[n, _]| expected.contains(n))
         .collect();
-    assert_eq!(
-        got,
-        [
-            ["apps", "Active"],
-            ["default", "Active"],
-            ["kube-node-lease", "Active"],
-            ["kube-public", "Active"],
-            ["kube-system", "Active"]
-        ]
-    );
+    let want: Vec<[&str; 2]> = expected.iter().map(|n| [*n, "Active"]).collect();
+    assert_eq!(got, want);
 }
 
 #[tokio::test]
 async fn get_pods_wide_and_wait_for_ready_with_the_fake_kubelet() {
     let t = common::start().await;
-    let pods: Api<Pod> = Api::namespaced(t.client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
     let mut pod = common::mk_pod("x", json!({ "app": "x", "tier": "web" }));
     pod["spec"]["nodeName"] = json!("sim-node-1");
     pods.create(
@@ -965,7 +984,7 @@ async fn get_raw_version_and_apis() {
         &[
             "get",
             "--raw",
-            "/apis/coordination.k8s.io/v1/namespaces/default/leases/none",
+            &t.p("/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/none"),
         ],
     )
     .await

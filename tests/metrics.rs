@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::app::{App, NS, app_acting as app};
+use common::app::{App, app_acting as app};
 
 use std::time::Duration;
 
@@ -89,7 +89,7 @@ async fn scrape_shows_http_watch_and_reconcile_metrics() {
     assert_eq!(status, StatusCode::NOT_FOUND);
 
     // A member pod appears: the Pod watch delivers an event.
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(app.t.client.clone(), NS);
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(app.t.client.clone(), &app.ns);
     pods.create(
         &PostParams::default(),
         &serde_json::from_value(json!({
@@ -102,7 +102,10 @@ async fn scrape_shows_http_watch_and_reconcile_metrics() {
     .unwrap();
     scrape_until(
         &app,
-        r#"leasehold_watch_events_total{namespace="apps",kind="pod",event="apply"}"#,
+        &format!(
+            r#"leasehold_watch_events_total{{namespace="{}",kind="pod",event="apply"}}"#,
+            app.ns
+        ),
         1.0,
     )
     .await;
@@ -147,7 +150,10 @@ async fn scrape_shows_http_watch_and_reconcile_metrics() {
         assert!(
             sample(
                 &text,
-                &format!(r#"leasehold_watch_lists_total{{namespace="apps",kind="{kind}"}}"#)
+                &format!(
+                    r#"leasehold_watch_lists_total{{namespace="{}",kind="{kind}"}}"#,
+                    app.ns
+                )
             )
             .is_some_and(|v| v >= 1.0),
             "no list of {kind}:\n{text}"
@@ -194,7 +200,7 @@ async fn update(api: &Api<Lease>, name: &str, f: impl Fn(&Lease) -> Lease) {
 #[tokio::test]
 async fn handoff_gap_is_measured_from_release_to_acquire() {
     let app = app().await;
-    let leases: Api<Lease> = Api::namespaced(app.t.client.clone(), NS);
+    let leases: Api<Lease> = Api::namespaced(app.t.client.clone(), &app.ns);
     let desire = Desire {
         owner: "m-a".into(),
         cause: Cause::Initial,

@@ -7,7 +7,7 @@ use kube::api::{Api, PostParams};
 #[tokio::test]
 async fn kube_rs_and_kubectl_see_the_same_lease() {
     let t = common::start().await;
-    let leases: Api<Lease> = Api::namespaced(t.client.clone(), "default");
+    let leases: Api<Lease> = Api::namespaced(t.client.clone(), &t.ns);
     let lease: Lease = serde_json::from_value(common::mk_lease("smoke", "pod-0")).unwrap();
     let created = leases.create(&PostParams::default(), &lease).await.unwrap();
     assert!(created.metadata.uid.is_some());

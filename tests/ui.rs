@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use tower::ServiceExt as _;
 
-use common::app::{App, NS, app, app_with_tls};
+use common::app::{App, app, app_with_tls};
 
 /// What a request came back with.
 struct Res {
@@ -109,7 +109,7 @@ fn csrf_of(html: &str) -> String {
 
 /// Two ready members, `c-0` and `c-1` (no kubelet here: the test reports them ready).
 async fn with_member(app: &App) {
-    let pods: Api<Pod> = Api::namespaced(app.t.client.clone(), NS);
+    let pods: Api<Pod> = Api::namespaced(app.t.client.clone(), &app.ns);
     for (name, ip) in [("c-0", "10.0.0.10"), ("c-1", "10.0.0.11")] {
         let pod = serde_json::from_value(common::mk_pod(name, serde_json::json!({"app": "c"})));
         pods.create(&PostParams::default(), &pod.unwrap())

@@ -15,6 +15,9 @@ pub const MASTERS: &str = "system:masters";
 pub const AUTHENTICATED: &str = "system:authenticated";
 /// The default ClusterRole (and binding) that lets every authenticated user review itself.
 const BASIC_USER: &str = "system:basic-user";
+/// The API audience: what kube-apiserver defaults `--api-audiences` to, its service-account
+/// issuer (kubeadm's, and scripts/envtest.sh's).
+pub const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
 /// The token the simulator writes into its own kubeconfig.
 pub const DEFAULT_ADMIN_TOKEN: &str = "leasehold-sim-admin";
 
@@ -119,7 +122,8 @@ impl AuthTable {
     /// Whether `who` may do `what`, and the rule that allowed it.
     pub fn authorize(&self, who: &Identity, what: &Attributes) -> Option<String> {
         if who.groups.iter().any(|g| g == MASTERS) {
-            return Some(format!("allowed by group {MASTERS:?}"));
+            // The apiserver's privileged-group authorizer allows without a reason.
+            return Some(String::new());
         }
         // The default `system:basic-user` ClusterRole, bound to every authenticated user: a
         // user may always ask what it may do (`kubectl auth can-i`, `kubectl auth whoami`).
@@ -194,9 +198,9 @@ impl AuthTable {
             Some(id) => json!({
                 "authenticated": true,
                 "user": { "username": id.name, "uid": id.uid, "groups": id.groups },
-                "audiences": spec.get("audiences").cloned().unwrap_or(json!([]))
+                "audiences": spec.get("audiences").cloned().unwrap_or(json!([API_AUDIENCE]))
             }),
-            None => json!({ "user": {} }),
+            None => json!({ "user": {}, "error": "invalid bearer token" }),
         }
     }
 
@@ -236,13 +240,14 @@ impl AuthTable {
                 name: s("name"),
             };
             return match self.authorize(&id, &attrs) {
+                Some(reason) if reason.is_empty() => json!({ "allowed": true }),
                 Some(reason) => json!({ "allowed": true, "reason": reason }),
                 None => json!({ "allowed": false }),
             };
         }
         // Non-resource requests: only masters.
         if id.groups.iter().any(|g| g == MASTERS) {
-            json!({ "allowed": true, "reason": format!("allowed by group {MASTERS:?}") })
+            json!({ "allowed": true })
         } else {
             json!({ "allowed": false })
         }
@@ -303,8 +308,9 @@ mod tests {
         assert_eq!(s["user"]["username"], "viewer");
         assert_eq!(
             t.token_review_status(&json!({"token": "x"})),
-            json!({"user": {}})
+            json!({"user": {}, "error": "invalid bearer token"})
         );
+        assert_eq!(s["audiences"], json!([API_AUDIENCE]));
         let sar = json!({"user": "viewer", "groups": ["viewers"], "resourceAttributes": {"verb": "list", "group": "leasehold.io", "resource": "clusters"}});
         assert_eq!(t.access_review_status(&sar, None, None)["allowed"], true);
     }

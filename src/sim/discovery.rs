@@ -50,6 +50,41 @@ fn group_entry(group: &str) -> Value {
     json!({ "name": group, "versions": versions.clone(), "preferredVersion": versions.first().cloned().unwrap_or(json!({})) })
 }
 
+/// The order kube-apiserver 1.33 lists its built-in groups in (`/apis`): the aggregator's
+/// group priorities. Groups not named here follow, in registry order.
+const GROUP_ORDER: &[&str] = &[
+    "apiregistration.k8s.io",
+    "apps",
+    "events.k8s.io",
+    "authentication.k8s.io",
+    "authorization.k8s.io",
+    "autoscaling",
+    "batch",
+    "certificates.k8s.io",
+    "networking.k8s.io",
+    "policy",
+    "rbac.authorization.k8s.io",
+    "storage.k8s.io",
+    "admissionregistration.k8s.io",
+    "apiextensions.k8s.io",
+    "scheduling.k8s.io",
+    "coordination.k8s.io",
+    "node.k8s.io",
+    "discovery.k8s.io",
+    "flowcontrol.apiserver.k8s.io",
+];
+
+/// `storageVersionHash` of a stored kind: the first 8 bytes of SHA-256 of
+/// `group/version/kind`, base64 (apiserver `discovery.StorageVersionHash`).
+fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
+    use base64::Engine as _;
+    let d = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("{group}/{version}/{kind}").as_bytes(),
+    );
+    base64::engine::general_purpose::STANDARD.encode(&d.as_ref()[..8])
+}
+
 /// `GET /apis`.
 pub fn api_groups() -> Value {
     let mut groups: Vec<&str> = Vec::new();
@@ -58,6 +93,13 @@ pub fn api_groups() -> Value {
             groups.push(g);
         }
     }
+    // Stable: known groups by the apiserver's order, the rest after them as registered.
+    groups.sort_by_key(|g| {
+        GROUP_ORDER
+            .iter()
+            .position(|o| o == g)
+            .unwrap_or(usize::MAX)
+    });
     json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups.iter().map(|g| group_entry(g)).collect::<Vec<_>>() })
 }
 
@@ -93,6 +135,15 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
         if !t.categories.is_empty() {
             r["categories"] = json!(t.categories);
         }
+        if !t.review {
+            // events.k8s.io Events are stored as core/v1 Events: the hash names the storage.
+            let (g, v) = if t.group == "events.k8s.io" {
+                ("", "v1")
+            } else {
+                (t.group, t.version)
+            };
+            r["storageVersionHash"] = json!(storage_version_hash(g, v, t.kind));
+        }
         resources.push(r);
         if t.resource == "namespaces" {
             resources.push(json!({ "name": "namespaces/finalize", "singularName": "", "namespaced": false, "kind": "Namespace", "verbs": ["update"] }));
@@ -110,6 +161,8 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     if resources.is_empty() {
         return None;
     }
+    // go-restful lists them by path.
+    resources.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     let gv = if group.is_empty() {
         version.to_owned()
     } else {
@@ -147,6 +200,16 @@ mod tests {
         assert!(
             l.get("apiVersion").is_none(),
             "legacy /api/v1 has no apiVersion"
+        );
+    }
+
+    #[test]
+    fn storage_version_hashes_are_the_apiservers() {
+        // Values read from kube-apiserver v1.33.13's discovery.
+        assert_eq!(storage_version_hash("", "v1", "ConfigMap"), "qFsyl6wFWjQ=");
+        assert_eq!(
+            storage_version_hash("coordination.k8s.io", "v1", "Lease"),
+            "gqkMMb/YqFM="
         );
     }
 

@@ -176,6 +176,25 @@ impl Ctx<'_> {
 // ---------------------------------------------------------------------------------------------
 // Reads
 
+/// Marking an object for deletion bumps a generation it has (the registry's `BeforeDelete`
+/// and `markAsDeleting`; found by the real tier for pods).
+fn bump_generation(v: &mut Value) {
+    if let Some(g) = v.pointer("/metadata/generation").and_then(Value::as_i64)
+        && g > 0
+    {
+        meta_mut(v).insert("generation".into(), json!(g + 1));
+    }
+}
+
+/// A typed list's item: the apiserver's JSON lists carry no `kind`/`apiVersion` per item.
+fn without_type_meta(mut v: Value) -> Value {
+    if let Some(o) = v.as_object_mut() {
+        o.shift_remove("kind");
+        o.shift_remove("apiVersion");
+    }
+    v
+}
+
 /// GET of one object.
 pub fn get(ctx: &Ctx<'_>) -> ApiResult<Response> {
     let rt = ctx.rt();
@@ -315,7 +334,7 @@ fn continue_expired() -> ApiError {
 
 /// LIST (or WATCH when `watch=true`).
 pub async fn list(ctx: &Ctx<'_>) -> ApiResult<Response> {
-    ctx.query.validate_list()?;
+    ctx.query.validate_list(ctx.shared.options.watch_list)?;
     let rt = ctx.rt();
     let format = ctx.format()?;
     let (sid, converted) = storage(rt, ctx.req.type_id);
@@ -380,7 +399,7 @@ pub async fn list(ctx: &Ctx<'_>) -> ApiResult<Response> {
                 if i > 0 {
                     b.put_u8(b',');
                 }
-                b.put_slice(&item.json);
+                b.put_slice(&item.list_item_json());
             }
             b.put_slice(b"]}");
             Ok(json_response(StatusCode::OK, b.to_vec()))
@@ -389,7 +408,7 @@ pub async fn list(ctx: &Ctx<'_>) -> ApiResult<Response> {
             let items: Vec<Value> = page
                 .items
                 .iter()
-                .map(|i| to_view(true, i.value()))
+                .map(|i| without_type_meta(to_view(true, i.value())))
                 .collect();
             Ok(value_response(
                 StatusCode::OK,
@@ -943,6 +962,7 @@ fn create_in(
             &manager(ctx, &mgr_name, &time, &av),
         );
     }
+    strategy::drop_gated_fields(rt, v, None);
     if ctx.query.dry_run {
         return Ok((StatusCode::CREATED, to_view(converted, v.clone())));
     }
@@ -1092,6 +1112,7 @@ fn finish_update(
             &manager(ctx, &mgr_name, &time, &av),
         );
     }
+    strategy::drop_gated_fields(rt, &mut new, ctx.req.subresource.as_deref());
     meta_mut(&mut new).insert("resourceVersion".into(), json!(old.rv.to_string()));
     if unchanged(&old_v, &new) {
         return Ok(Decision::Keep(to_view(converted, old_v)));
@@ -1686,6 +1707,7 @@ fn delete_in(
                 json!(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
             );
             meta_mut(&mut v).insert("deletionGracePeriodSeconds".into(), json!(grace));
+            bump_generation(&mut v);
             if dry {
                 return Ok((StatusCode::OK, v));
             }
@@ -1698,6 +1720,7 @@ fn delete_in(
         meta_mut(&mut v).insert("deletionGracePeriodSeconds".into(), json!(0));
         if !already_deleting {
             meta_mut(&mut v).insert("deletionTimestamp".into(), json!(now));
+            bump_generation(&mut v);
         }
         // Pods are always deleted gracefully, if only for zero seconds: the deletion mark is
         // written first (MODIFIED), then the object goes (DELETED).
@@ -1710,6 +1733,9 @@ fn delete_in(
         if !already_deleting {
             meta_mut(&mut v).insert("deletionTimestamp".into(), json!(now));
             meta_mut(&mut v).insert("deletionGracePeriodSeconds".into(), json!(0));
+            if rt.kind != "Pod" {
+                bump_generation(&mut v);
+            }
             if !dry {
                 let s = txn.put(sid, namespace, name, v, strategy::index);
                 return Ok((StatusCode::OK, to_view(converted, s.value())));
@@ -1793,6 +1819,7 @@ pub fn delete_collection(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
         .into_iter()
         // delete_in already answered in the request's view (events.k8s.io converted).
         .filter(|v| v.as_object().is_some_and(|o| !o.is_empty()))
+        .map(without_type_meta)
         .collect();
     Ok(value_response(
         StatusCode::OK,
@@ -1841,8 +1868,22 @@ fn review(ctx: &Ctx<'_>, mut v: Value) -> ApiResult<Response> {
             auth.access_review_status(&spec, None, None)
         }
     };
+    // The create handler's field manager runs for reviews too (found by the real tier).
+    let mgr_name = ctx.manager();
+    let time = now_rfc3339();
+    let av = rt.api_version();
+    v = apply::record_update(
+        ctx.shared.schema,
+        ctx.node(),
+        None,
+        &v,
+        &manager(ctx, &mgr_name, &time, &av),
+    );
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.insert("creationTimestamp".into(), Value::Null);
+        let mut ordered = serde_json::Map::new();
+        ordered.insert("creationTimestamp".into(), Value::Null);
+        ordered.append(m);
+        *m = ordered;
     } else {
         v["metadata"] = json!({ "creationTimestamp": null });
     }

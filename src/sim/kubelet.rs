@@ -43,11 +43,18 @@ pub struct KubeletOptions {
     /// Run every pod, scheduled or not; otherwise only pods with a `spec.nodeName` (there is one
     /// simulated node, so any node name counts).
     pub all_pods: bool,
+    /// Only pods and Services in this namespace (the real-apiserver test tier runs one loop per
+    /// test namespace, so parallel tests do not drive each other's pods); every namespace when
+    /// `None`.
+    pub namespace: Option<String>,
 }
 
 impl Default for KubeletOptions {
     fn default() -> Self {
-        Self { all_pods: true }
+        Self {
+            all_pods: true,
+            namespace: None,
+        }
     }
 }
 
@@ -57,8 +64,13 @@ fn now_micro() -> String {
 
 /// Runs the loops until the watches fail permanently.
 pub async fn run(client: Client, opts: KubeletOptions) -> anyhow::Result<()> {
-    let pods: Api<Pod> = Api::all(client.clone());
-    let services: Api<Service> = Api::all(client.clone());
+    let (pods, services): (Api<Pod>, Api<Service>) = match &opts.namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
     let (pod_store, pod_writer) = reflector::store();
     let (svc_store, svc_writer) = reflector::store();
     let pod_events = reflector(

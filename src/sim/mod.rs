@@ -63,6 +63,9 @@ pub struct SimOptions {
     pub admin_token: String,
     /// Requests without credentials act as an admin (`system:anonymous`); see `server.rs`.
     pub anonymous: bool,
+    /// The WatchList feature gate: `sendInitialEvents` watches (kube-rs `streaming_lists`).
+    /// Off by default, as in kube-apiserver 1.33 (it was on in 1.32); off, such a watch is a 422.
+    pub watch_list: bool,
 }
 
 impl Default for SimOptions {
@@ -73,6 +76,7 @@ impl Default for SimOptions {
             auth: AuthTable::default(),
             admin_token: auth::DEFAULT_ADMIN_TOKEN.into(),
             anonymous: true,
+            watch_list: false,
         }
     }
 }
@@ -85,6 +89,8 @@ pub struct RuntimeOptions {
     pub server_address: String,
     /// See [`SimOptions::anonymous`].
     pub anonymous: bool,
+    /// See [`SimOptions::watch_list`].
+    pub watch_list: bool,
 }
 
 /// State shared by every request.
@@ -130,6 +136,7 @@ impl Simulator {
                 bookmark_interval: opts.bookmark_interval,
                 server_address: addr.to_string(),
                 anonymous: opts.anonymous,
+                watch_list: opts.watch_list,
             },
         });
         seed(&shared)?;

@@ -51,7 +51,10 @@ pub fn dns1123_label(s: &str) -> Vec<String> {
     if s.len() > 63 {
         errs.push("must be no more than 63 characters".to_owned());
     }
-    if !label_ok(s) {
+    if !label_ok(s) && dns1123_subdomain(s).is_empty() {
+        // A valid subdomain that is no label: apimachinery's IsDNS1123Label says why.
+        errs.push("must not contain dots".to_owned());
+    } else if !label_ok(s) {
         errs.push("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".to_owned());
     }
     errs

@@ -222,8 +222,9 @@ impl Query {
         }
     }
 
-    /// `ValidateListOptions` of the apiserver: 422 on contradictory options.
-    pub fn validate_list(&self) -> ApiResult<()> {
+    /// `ValidateListOptions` of the apiserver: 422 on contradictory options. `watch_list` is
+    /// the WatchList feature gate (off by default in 1.33), which `sendInitialEvents` needs.
+    pub fn validate_list(&self, watch_list: bool) -> ApiResult<()> {
         let mut errs = Vec::new();
         let m = self.resource_version_match.as_deref();
         if self.watch {
@@ -231,6 +232,12 @@ impl Query {
                 errs.push(Cause::forbidden(
                     "resourceVersionMatch",
                     "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                ));
+            }
+            if self.send_initial_events.is_some() && !watch_list {
+                errs.push(Cause::forbidden(
+                    "sendInitialEvents",
+                    "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
                 ));
             }
             if let Some(m) = m {
@@ -450,7 +457,7 @@ mod tests {
     #[test]
     fn send_initial_events_needs_not_older_than() {
         let q = Query::parse(Some("watch=true&sendInitialEvents=true")).unwrap();
-        let e = q.validate_list().unwrap_err();
+        let e = q.validate_list(true).unwrap_err();
         assert_eq!(e.code, 422);
         assert!(
             e.message.contains(
@@ -463,6 +470,12 @@ mod tests {
             "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
         ))
         .unwrap();
-        assert!(ok.validate_list().is_ok());
+        assert!(ok.validate_list(true).is_ok());
+        // Found by the real tier: the WatchList gate is off by default in 1.33.
+        let e = ok.validate_list(false).unwrap_err();
+        assert_eq!(
+            e.message,
+            "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
+        );
     }
 }

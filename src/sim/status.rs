@@ -27,6 +27,8 @@ pub struct ApiError {
     pub reason: &'static str,
     pub message: String,
     pub details: Option<Value>,
+    /// Answered as Go's `http.NotFound` does (plain text), not as a Status.
+    pub plain_text: bool,
 }
 
 /// Result alias used across the simulator's request handling.
@@ -39,6 +41,7 @@ impl ApiError {
             reason,
             message: message.into(),
             details: None,
+            plain_text: false,
         }
     }
 
@@ -78,14 +81,13 @@ impl ApiError {
         .with_details(json!({}))
     }
 
-    /// 404 for a path no API group serves at all: the apiserver's `NotFoundHandler`, whose
-    /// Status carries no details.
+    /// 404 for a path no API group serves at all: the apiserver's `NotFoundHandler`
+    /// (`pkg/util/notfoundhandler`), which answers with Go's plain-text `http.NotFound` once
+    /// its paths are installed, not with a Status (found by the differential tests).
     pub fn path_not_found() -> Self {
-        Self::new(
-            404,
-            "NotFound",
-            "the server could not find the requested resource",
-        )
+        let mut e = Self::new(404, "NotFound", "404 page not found");
+        e.plain_text = true;
+        e
     }
 
     /// 409 for a create of an existing object.
@@ -429,6 +431,19 @@ pub fn go_value(v: &Value) -> String {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if self.plain_text {
+            let mut resp = (StatusCode::NOT_FOUND, "404 page not found\n").into_response();
+            let h = resp.headers_mut();
+            h.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            h.insert(
+                "x-content-type-options",
+                HeaderValue::from_static("nosniff"),
+            );
+            return resp;
+        }
         let body = serde_json::to_vec(&self.to_status()).unwrap_or_default();
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut resp = (code, body).into_response();

@@ -30,6 +30,10 @@ pub struct Stored {
     pub rv: u64,
     /// The full object as served, `metadata.resourceVersion` included.
     pub json: Bytes,
+    /// Where `json`'s leading `"kind"` and `"apiVersion"` members end (the byte of the `,` or
+    /// `}` after them); 0 when the object does not start with both. List items are served
+    /// without them, as the apiserver does.
+    pub type_meta_end: usize,
     pub labels: BTreeMap<String, String>,
     /// Values of the selectable fields (`metadata.name`, `status.phase`, …).
     pub fields: Vec<(&'static str, String)>,
@@ -41,6 +45,38 @@ impl Stored {
         // The bytes were produced by serde_json from a Value, so parsing cannot fail; an empty
         // object is the harmless fallback should that ever be untrue.
         serde_json::from_slice(&self.json).unwrap_or_else(|_| Value::Object(Default::default()))
+    }
+
+    /// This state carrying another resourceVersion: what a watcher whose selector the object
+    /// left receives, as the cacher sends it (the previous content, the event's version).
+    pub fn with_rv(&self, rv: u64) -> Stored {
+        let mut value = self.value();
+        if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        }
+        let type_meta_end = type_meta_first(&mut value);
+        Stored {
+            rv,
+            json: Bytes::from(serde_json::to_vec(&value).unwrap_or_default()),
+            type_meta_end,
+            labels: self.labels.clone(),
+            fields: self.fields.clone(),
+        }
+    }
+
+    /// The object as a list item: without `kind` and `apiVersion` (a typed list's items carry
+    /// no TypeMeta in the apiserver's JSON).
+    pub fn list_item_json(&self) -> std::borrow::Cow<'_, [u8]> {
+        match self.json.get(self.type_meta_end) {
+            Some(b',') if self.type_meta_end > 0 => {
+                let mut out = Vec::with_capacity(self.json.len() - self.type_meta_end);
+                out.push(b'{');
+                out.extend_from_slice(&self.json[self.type_meta_end + 1..]);
+                std::borrow::Cow::Owned(out)
+            }
+            Some(b'}') if self.type_meta_end > 0 => std::borrow::Cow::Borrowed(b"{}"),
+            _ => std::borrow::Cow::Borrowed(&self.json),
+        }
     }
 
     /// The value of a selectable field ("" when absent, as the apiserver treats it).
@@ -403,6 +439,25 @@ fn go_field_order(meta: &mut serde_json::Map<String, Value>) {
     *meta = ordered;
 }
 
+/// Puts `kind` then `apiVersion` first, in Go's TypeMeta order, and returns how many bytes
+/// they take in the serialised object (`{"kind":…,"apiVersion":…`), or 0 when either is
+/// missing.
+fn type_meta_first(value: &mut Value) -> usize {
+    let Some(obj) = value.as_object_mut() else {
+        return 0;
+    };
+    let (Some(kind), Some(av)) = (obj.shift_remove("kind"), obj.shift_remove("apiVersion")) else {
+        return 0;
+    };
+    let mut ordered = serde_json::Map::with_capacity(obj.len() + 2);
+    ordered.insert("kind".into(), kind);
+    ordered.insert("apiVersion".into(), av);
+    let head = serde_json::to_vec(&ordered).unwrap_or_default();
+    ordered.append(obj);
+    *obj = ordered;
+    head.len().saturating_sub(1)
+}
+
 /// Exclusive access to the store inside [`Store::transact`].
 pub struct Txn<'a> {
     inner: &'a mut Inner,
@@ -436,11 +491,13 @@ impl Txn<'_> {
             meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
             go_field_order(meta);
         }
+        let type_meta_end = type_meta_first(&mut value);
         let (labels, fields) = index(type_id, &value);
         let json = Bytes::from(serde_json::to_vec(&value).unwrap_or_default());
         let stored = Arc::new(Stored {
             rv,
             json,
+            type_meta_end,
             labels,
             fields,
         });

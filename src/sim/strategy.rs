@@ -145,9 +145,19 @@ pub fn typecheck(rt: &ResourceType, v: &Value) -> Result<(), String> {
             if let Some(t) = v.pointer(&format!("/spec/{field}")).and_then(Value::as_str)
                 && !is_micro_time(t)
             {
+                // Go's time.Parse takes exactly six fractional digits, then the zone: with more
+                // digits it is the zone that fails to parse.
+                let b = t.as_bytes();
+                let six = b.len() >= 26
+                    && b.get(19) == Some(&b'.')
+                    && b[20..26].iter().all(u8::is_ascii_digit);
+                let (rest, layout) = if six {
+                    (t.get(26..).unwrap_or_default(), "Z07:00")
+                } else {
+                    (t.get(19..).unwrap_or_default(), ".000000")
+                };
                 return Err(format!(
-                    "parsing time {t:?} as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse {:?} as \".000000\"",
-                    t.get(19..).unwrap_or_default()
+                    "parsing time {t:?} as \"2006-01-02T15:04:05.000000Z07:00\": cannot parse {rest:?} as \"{layout}\""
                 ));
             }
         }
@@ -277,7 +287,6 @@ pub fn prepare_create(rt: &ResourceType, v: &mut Value) {
             default_service(v);
             v["status"] = json!({ "loadBalancer": {} });
         }
-        ("coordination.k8s.io", "Lease") => drop_gated_lease_fields(v),
         ("", "Secret") if v.get("type").is_none_or(Value::is_null) => {
             v["type"] = json!("Opaque");
         }
@@ -289,10 +298,28 @@ pub fn prepare_create(rt: &ResourceType, v: &mut Value) {
     }
 }
 
+/// Pod conditions' `lastProbeTime` and `lastTransitionTime` are non-pointer `metav1.Time`s in
+/// Go: decoded and written back, absent ones become `null` (found by the real tier).
+fn pod_condition_times(v: &mut Value) {
+    if let Some(cs) = v
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    {
+        for c in cs.iter_mut().filter_map(Value::as_object_mut) {
+            for k in ["lastProbeTime", "lastTransitionTime"] {
+                c.entry(k).or_insert(Value::Null);
+            }
+        }
+    }
+}
+
 /// Status and generation handling on update (`PrepareForUpdate`), for the main resource
 /// (`subresource = None`) or `/status`.
 pub fn prepare_update(rt: &ResourceType, old: &Value, new: &mut Value, subresource: Option<&str>) {
     omit_empty_metadata(new);
+    if (rt.group, rt.kind) == ("", "Pod") {
+        pod_condition_times(new);
+    }
     match subresource {
         Some("status") => {
             // Only status changes through /status; everything else stays as stored.
@@ -343,9 +370,6 @@ pub fn prepare_update(rt: &ResourceType, old: &Value, new: &mut Value, subresour
                         new["spec"][f] = x.clone();
                     }
                 }
-            }
-            if rt.kind == "Lease" {
-                drop_gated_lease_fields(new);
             }
         }
     }
@@ -399,6 +423,15 @@ fn strip_meta_status(v: &Value) -> Value {
         o.remove("status");
     }
     c
+}
+
+/// Fields of disabled feature gates, dropped by the strategy (`dropDisabledFields`) on create
+/// and main-resource updates. The field manager has already run by then, so managedFields
+/// keep naming them and a write of only such fields is still a write (found by the real tier).
+pub fn drop_gated_fields(rt: &ResourceType, v: &mut Value, subresource: Option<&str>) {
+    if (rt.group, rt.kind) == ("coordination.k8s.io", "Lease") && subresource.is_none() {
+        drop_gated_lease_fields(v);
+    }
 }
 
 /// `strategy` and `preferredHolder` belong to the CoordinatedLeaderElection gate, off by default.
@@ -629,6 +662,19 @@ fn validate_pod(v: &Value, old: Option<&Value>, errs: &mut Vec<Cause>) {
         }
     }
     if let Some(old) = old {
+        let count = |p: &Value, list: &str| {
+            p.pointer(&format!("/spec/{list}"))
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len)
+        };
+        if count(old, "containers") != count(v, "containers") {
+            // ValidatePodUpdate says only this, before comparing the rest (found by the real tier).
+            errs.push(Cause::forbidden(
+                "spec.containers",
+                "pod updates may not add or remove containers",
+            ));
+            return;
+        }
         // Pod specs are immutable apart from container images (and a few scheduling fields).
         let strip = |p: &Value| {
             let mut s = p.get("spec").cloned().unwrap_or(json!({}));

@@ -3,7 +3,8 @@
 //!
 //! - start from a resourceVersion (every change after it, in order), or with initial ADDED
 //!   events for the current state (resourceVersion unset or "0", or `sendInitialEvents`);
-//! - an object that enters the selector arrives as ADDED, one that leaves as DELETED;
+//! - an object that enters the selector arrives as ADDED, one that leaves as DELETED (with its
+//!   previous content and the new resourceVersion, as the cacher sends it);
 //! - BOOKMARK events when asked for, periodically and shortly before the timeout;
 //! - history that was compacted ends the stream with one ERROR event carrying a 410 `Status`
 //!   (HTTP 200 — kube-rs relists on that, and would retry forever on an HTTP 410).
@@ -185,7 +186,13 @@ impl State {
                     EventKind::Modified => match (before, now) {
                         (true, true) => self.emit("MODIFIED", &e.obj),
                         (false, true) => self.emit("ADDED", &e.obj),
-                        (true, false) => self.emit("DELETED", &e.obj),
+                        // The cacher sends the previous content with the event's version
+                        // (found by the real tier; the simulator sent the new state).
+                        (true, false) => {
+                            if let Some(prev) = &e.prev {
+                                self.emit("DELETED", &prev.with_rv(e.rv));
+                            }
+                        }
                         (false, false) => {}
                     },
                     _ => {}

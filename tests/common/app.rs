@@ -33,6 +33,8 @@ nobody-token,nina,u4,\"other\"
 pub struct App {
     pub router: axum::Router,
     pub engine: Engine,
+    /// The namespace of cluster `c`: [`NS`] on the simulator, the test's own on a real apiserver.
+    pub ns: String,
     pub t: super::TestSim,
     _dir: tempfile::TempDir,
 }
@@ -55,25 +57,32 @@ pub async fn app_acting() -> App {
 
 async fn app_configured(tls: bool, acting: bool) -> App {
     let t = super::start().await;
-    let nss: Api<Namespace> = Api::all(t.client.clone());
-    nss.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
-    )
-    .await
-    .unwrap();
+    // The simulator's cluster lives in NS; a real apiserver gives the test a namespace of its
+    // own (parallel tests share the apiserver).
+    let ns = if t.is_real() {
+        t.ns.clone()
+    } else {
+        let nss: Api<Namespace> = Api::all(t.client.clone());
+        nss.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
+        )
+        .await
+        .unwrap();
+        NS.to_owned()
+    };
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens.csv");
     std::fs::write(&tokens, TOKENS).unwrap();
     let cp = if acting {
-        format!("control_plane: {{namespace: {NS}, lease_duration: 2s}}\n")
+        format!("control_plane: {{namespace: {ns}, lease_duration: 2s}}\n")
     } else {
         String::new()
     };
     let yaml = format!(
         "{cp}clusters:
 - name: c
-  namespace: {NS}
+  namespace: {ns}
   selector: {{app: c}}
   targets: {{inline: [t-0, t-1, t-2, t-3, t-4]}}
 "
@@ -108,6 +117,7 @@ async fn app_configured(tls: bool, acting: bool) -> App {
     App {
         router: http::router(state),
         engine: engine_handle,
+        ns,
         t,
         _dir: dir,
     }
