@@ -788,9 +788,12 @@ async fn targets_released_by_a_stopped_agent_whose_pod_stays_ready_are_not_lost(
     m.stop.take().unwrap().send(()).unwrap();
     m.task.await.unwrap().unwrap();
     let stopped = Instant::now();
+    // Failover of stalled targets starts after STALLED_AFTER_DURATIONS (2) lease durations;
+    // placed again in 4.1–4.4 s on a quiet machine. The deadline leaves room for a loaded one
+    // (the timing itself is measured by benches/engine_load.rs, not here).
     h.wait_balanced(
         &[("c-0", 15), ("c-2", 15)],
-        Duration::from_secs(3 * LEASE_S + 2),
+        Duration::from_secs(6 * LEASE_S + 5),
     )
     .await;
     eprintln!(
@@ -924,12 +927,16 @@ async fn a_move_whose_new_owner_never_takes_the_lease_fails_and_nothing_is_lost(
             "{m:?}"
         );
     }
-    // The targets c-2 never took fail over back to members that work.
-    h.wait_balanced(
-        &[("c-0", 20), ("c-1", 20)],
-        Duration::from_secs(4 * LEASE_S + 5),
-    )
+    // The targets c-2 never took fail over back to members that work. How they split between
+    // c-0 and c-1 depends on when each failed move ends (20/20 usually; 17/23 was seen on the
+    // real apiserver): a later rebalance evens it out, nothing here is lost.
+    let m = eventually(Duration::from_secs(4 * LEASE_S + 5), || async {
+        let m = h.model();
+        let on = |name: &str| m.instance(name).map_or(0, |i| i.owned);
+        (m.counts.owned == 40 && on("c-0") + on("c-1") == 40).then_some(m)
+    })
     .await;
+    assert!(m.is_some(), "targets lost: {:?}", h.model().counts);
     h.finish().await;
 }
 
