@@ -32,45 +32,10 @@ cargo build --locked --quiet --bin leasehold --test demo
 bin="$target_dir/debug/leasehold"
 
 work=$(mktemp -d)
-demo_pid=
-cleanup() {
-  if [ -n "$demo_pid" ] && kill -0 "$demo_pid" 2>/dev/null; then
-    kill -INT "$demo_pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$demo_pid" 2>/dev/null || break; sleep 0.2; done
-    kill -KILL "$demo_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-# Port 0 for both servers: the demo prints the dashboard's address.
-(cd "$work" && RUST_LOG=${RUST_LOG:-warn} exec "$bin" demo --listen 127.0.0.1:0 \
-  --kube-listen 127.0.0.1:0 --targets 60 >"$work/demo.out" 2>"$work/demo.log") &
-demo_pid=$!
-
-base=
-for _ in $(seq 1 300); do
-  base=$(sed -n 's|^  dashboard: *\(http://[^/]*\)/$|\1|p' "$work/demo.out" 2>/dev/null || true)
-  [ -n "$base" ] && break
-  kill -0 "$demo_pid" 2>/dev/null || { echo "the demo did not start:"; cat "$work/demo.log"; exit 1; }
-  sleep 0.1
-done
-[ -n "$base" ] || { echo "the demo printed no address"; cat "$work/demo.log"; exit 1; }
-
-ready() {
-  python3 - "$1" <<'EOF'
-import sys, urllib.request
-try:
-    sys.exit(0 if urllib.request.urlopen(sys.argv[1] + "/readyz", timeout=2).status == 200 else 1)
-except Exception:
-    sys.exit(1)
-EOF
-}
-for _ in $(seq 1 120); do
-  ready "$base" && break
-  sleep 0.5
-done
-ready "$base" || { echo "the demo never became ready at $base"; tail -50 "$work/demo.log"; exit 1; }
+# shellcheck source=scripts/demo-lib.sh
+. "$(dirname "$0")/demo-lib.sh"
+trap 'demo_stop; rm -rf "$work"' EXIT
+demo_start "$bin" "$work" --targets 60 || exit 1
 echo "== schemathesis against $base/openapi.json"
 
 # /events is a Server-Sent Events stream that never ends, so it is left out. Any bearer token

@@ -15,11 +15,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The targets that talk to Kubernetes (the router tests watch it through a real engine too).
+# The targets that talk to Kubernetes (the router tests watch it through a real engine too;
+# deploy server-dry-runs every overlay and example).
 # Not here: demo (runs its own simulator: the demo is the simulator), browser (the dashboard
 # in Chromium; its Kubernetes side is the same engine as ui.rs), tls (no Kubernetes).
 TARGETS=(sim_smoke fidelity_api fidelity_apply fidelity_watch kubectl differential
-  agent engine http ui idempotency metrics)
+  agent engine http ui idempotency metrics deploy)
 if (($# > 0)); then TARGETS=("$@"); fi
 
 scripts/envtest.sh build

@@ -5,7 +5,9 @@
 # binaries are installed (initdb, pg_ctl), also on a throwaway PostgreSQL (scripts/postgres.sh).
 # Without arguments it then runs Schemathesis against a running demo (scripts/schemathesis.sh;
 # needs python3 with venv, and PyPI), counted as one more test; LEASEHOLD_SKIP_SCHEMATHESIS=1
-# leaves it out. The browser tests (tests/browser.rs) need chromium and chromedriver: installed
+# leaves it out. Then scripts/docs-check.sh runs the user docs' commands against a demo (each
+# block counted as a test; needs curl and jq, installed with apt-get when missing;
+# LEASEHOLD_SKIP_DOCS_CHECK=1 leaves it out). The browser tests (tests/browser.rs) need chromium and chromedriver: installed
 # here with apt-get when missing (LEASEHOLD_SKIP_BROWSER=1 skips them instead).
 # Ends with one total line, "N passed, N failed".
 set -euo pipefail
@@ -21,6 +23,12 @@ if ! command -v chromedriver >/dev/null 2>&1 && [ "${LEASEHOLD_SKIP_BROWSER:-}" 
   else
     echo "chromedriver missing and cannot apt-get install it; tests/browser.rs will fail" >&2
   fi
+fi
+if ! command -v jq >/dev/null 2>&1 && [ "${LEASEHOLD_SKIP_DOCS_CHECK:-}" != 1 ] \
+   && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  echo "== installing jq for scripts/docs-check.sh"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq curl >/dev/null) \
+    || echo "could not install jq; scripts/docs-check.sh will fail (LEASEHOLD_SKIP_DOCS_CHECK=1 skips it)" >&2
 fi
 run=(cargo test --locked "$@")
 if [ -z "${LEASEHOLD_TEST_POSTGRES_URL:-}" ]; then
@@ -40,6 +48,20 @@ if [ $# -eq 0 ] && [ "${LEASEHOLD_SKIP_SCHEMATHESIS:-}" != 1 ]; then
     extra_failed=1
     status=1
   fi
+fi
+if [ $# -eq 0 ] && [ "${LEASEHOLD_SKIP_DOCS_CHECK:-}" != 1 ]; then
+  echo "== docs-check: the commands of the user docs against a running demo (scripts/docs-check.sh)"
+  docs_log=$(mktemp)
+  ./scripts/docs-check.sh 2>&1 | tee "$docs_log" || status=1
+  counts=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$docs_log" | tail -1)
+  if [ -n "$counts" ]; then
+    extra_passed=$((extra_passed + ${counts% *}))
+    extra_failed=$((extra_failed + ${counts#* }))
+  else
+    extra_failed=$((extra_failed + 1))
+    status=1
+  fi
+  rm -f "$docs_log"
 fi
 awk -v ep="$extra_passed" -v ef="$extra_failed" \
   '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }

@@ -17,12 +17,16 @@ VERSION="${1:-${VERSION:-v1.33.5}}"
 # The served set: "<group-version path as in /openapi/v3> <resource>[/<subresource>] ...".
 # A resource listed without subresources keeps none; add "pods/log" etc. to keep more.
 SERVED=(
-  "api/v1 namespaces pods pods/status services services/status configmaps secrets events"
+  "api/v1 namespaces pods pods/status services services/status configmaps secrets events serviceaccounts persistentvolumeclaims persistentvolumeclaims/status"
+  "apis/apps/v1 deployments deployments/status statefulsets statefulsets/status"
   "apis/coordination.k8s.io/v1 leases"
   "apis/discovery.k8s.io/v1 endpointslices"
   "apis/events.k8s.io/v1 events"
   "apis/authentication.k8s.io/v1 tokenreviews"
   "apis/authorization.k8s.io/v1 subjectaccessreviews selfsubjectaccessreviews localsubjectaccessreviews"
+  "apis/networking.k8s.io/v1 networkpolicies"
+  "apis/policy/v1 poddisruptionbudgets poddisruptionbudgets/status"
+  "apis/rbac.authorization.k8s.io/v1 roles rolebindings clusterroles clusterrolebindings"
 )
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

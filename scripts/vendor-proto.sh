@@ -26,6 +26,10 @@ FILES=(
   "k8s.io/api:events/v1:events-v1.proto"
   "k8s.io/api:authentication/v1:authentication-v1.proto"
   "k8s.io/api:authorization/v1:authorization-v1.proto"
+  "k8s.io/api:apps/v1:apps-v1.proto"
+  "k8s.io/api:networking/v1:networking-v1.proto"
+  "k8s.io/api:policy/v1:policy-v1.proto"
+  "k8s.io/api:rbac/v1:rbac-v1.proto"
 )
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

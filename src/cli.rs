@@ -49,6 +49,10 @@ pub struct ServeArgs {
     /// Listen address, overriding `http.listen` of the configuration.
     #[arg(long)]
     pub listen: Option<SocketAddr>,
+    /// History database URL, overriding `database` of the configuration (so a PostgreSQL URL
+    /// with its password can come from a Kubernetes Secret through the environment).
+    #[arg(long, env = "LEASEHOLD_DATABASE", hide_env_values = true)]
+    pub database: Option<String>,
 }
 
 /// Flags of `leasehold agent`.
@@ -167,7 +171,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
-    let config = crate::config::Config::load(&args.config)?;
+    let mut config = crate::config::Config::load(&args.config)?;
+    if let Some(url) = args.database {
+        config = config.with_database(url)?;
+    }
     let store = crate::store::Store::connect(&config.database).await?;
     let client = client(args.kubeconfig.as_deref()).await?;
     let identity = args

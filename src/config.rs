@@ -452,6 +452,20 @@ impl Config {
         Ok(config)
     }
 
+    /// The same configuration with another `database` (`leasehold serve --database`, env
+    /// `LEASEHOLD_DATABASE`), checked like the file's. Errors never show the URL, which may
+    /// hold a password.
+    pub fn with_database(mut self, url: String) -> Result<Config, ConfigError> {
+        self.database = url;
+        self.validate()
+            .map_err(|(field, why)| ConfigError::Invalid {
+                file: PathBuf::from("--database"),
+                field,
+                why,
+            })?;
+        Ok(self)
+    }
+
     /// Finds a cluster by name.
     pub fn cluster(&self, name: &str) -> Option<&Cluster> {
         self.clusters.iter().find(|c| c.name == name)
@@ -706,6 +720,25 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.contains("clusters[1].name: \"a\" is used twice"), "{e}");
+    }
+
+    #[test]
+    fn the_database_can_come_from_outside_the_file() {
+        let base = "clusters:\n- name: a\n  namespace: ns\n  selector: {app: a}\n  targets: {inline: [x]}\n";
+        let c = parse(base).unwrap();
+        let c = c
+            .with_database("postgres://lh:secret@db:5432/lh".into())
+            .unwrap();
+        assert_eq!(c.database, "postgres://lh:secret@db:5432/lh");
+        let e = c
+            .with_database("mysql://lh:secret@db/lh".into())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "--database: database: must start with sqlite:, postgres:// or postgresql://"
+        );
+        assert!(!e.contains("secret"));
     }
 
     #[test]

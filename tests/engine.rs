@@ -1040,3 +1040,63 @@ async fn an_unreachable_api_server_leaves_a_stale_model_and_no_decisions() {
         .await;
     h.finish().await;
 }
+
+/// Behind a LoadBalancer, a request lands on any replica: a removal and an uncordon answered by
+/// the standby must reach the acting replica (through the shared store), or its control loop
+/// and planner would keep giving the removed instance targets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_removal_and_an_uncordon_sent_to_the_standby_reach_the_acting_replica() {
+    let mut h = Harness::new(&config_yaml(90, "on_join: off")).await;
+    let a = h.members_then_engine(&["c-0", "c-1", "c-2"], "cp-a").await;
+    let b = h.start_engine("cp-b").await;
+    h.wait_balanced(
+        &[("c-0", 30), ("c-1", 30), ("c-2", 30)],
+        Duration::from_secs(30),
+    )
+    .await;
+    let (acting, standby) = if *a.acting().borrow() { (a, b) } else { (b, a) };
+    assert!(!*standby.acting().borrow());
+    eventually(Duration::from_secs(10), || async {
+        standby
+            .model(CLUSTER)
+            .is_ok_and(|m| m.synced && m.instances.len() == 3)
+            .then_some(())
+    })
+    .await
+    .expect("the standby watches too");
+    let op = standby.start_remove(CLUSTER, "c-2", "alice").await.unwrap();
+    let cordoned = |e: &Engine| {
+        e.model(CLUSTER)
+            .ok()
+            .and_then(|m| m.instance("c-2").map(|i| i.cordoned))
+    };
+    eventually(Duration::from_secs(5), || async {
+        (cordoned(&acting) == Some(true)).then_some(())
+    })
+    .await
+    .expect("the acting replica sees the standby's cordon");
+    let done = eventually(Duration::from_secs(30), || async {
+        let op = acting.operation(&op.id).await.unwrap();
+        op.state.is_final().then_some(op)
+    })
+    .await
+    .expect("the acting replica ran the removal");
+    assert_eq!(done.state, OperationState::Succeeded, "{done:?}");
+    h.wait_balanced(&[("c-0", 45), ("c-1", 45)], Duration::from_secs(10))
+        .await;
+    let plan = acting
+        .plan_rebalance(CLUSTER, &PlanRequest::default())
+        .unwrap();
+    assert!(plan.moves.iter().all(|m| m.to != "c-2"), "{plan:?}");
+    assert!(standby.uncordon(CLUSTER, "c-2", "alice").await.unwrap());
+    eventually(Duration::from_secs(5), || async {
+        (cordoned(&acting) == Some(false)).then_some(())
+    })
+    .await
+    .expect("the acting replica sees the standby's uncordon");
+    let plan = acting
+        .plan_rebalance(CLUSTER, &PlanRequest::default())
+        .unwrap();
+    assert_eq!(plan.moves.iter().filter(|m| m.to == "c-2").count(), 30);
+    h.finish().await;
+}

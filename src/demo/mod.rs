@@ -23,6 +23,8 @@ use base64::Engine as _;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
+/// The control plane's configuration the demo runs (deploy/examples/mmr is checked against it).
+pub use self::layout::config as layout_config;
 pub use self::layout::{CLUSTERS, COLLECTOR, DATABASES, NAMESPACE, REPLICAS, Timing};
 use self::members::Members;
 use crate::engine::Engine;

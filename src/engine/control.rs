@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::placement::{self, Action};
-use super::{Engine, EngineError, Inner, PlanRequest};
+use super::{Engine, EngineError, Inner, PlanRequest, View};
 use crate::config::{Cluster, OnJoin};
 use crate::k8s::leases;
 use crate::k8s::model::ClusterModel;
@@ -29,6 +29,8 @@ const MIN_INTERVAL: Duration = Duration::from_millis(100);
 const BUSY_FACTOR: u32 = 4;
 /// Reconciles happen at least this often, so expiries (which no event announces) are seen.
 const MAX_INTERVAL: Duration = Duration::from_millis(500);
+/// How often the acting replica re-reads cordons from the store.
+const CORDON_RELOAD: Duration = Duration::from_secs(1);
 /// Lease writes of one reconcile in flight at once.
 const WRITE_PARALLELISM: usize = 32;
 
@@ -42,8 +44,16 @@ struct JoinWatch {
 pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
     let mut versions = inner.shared.versions();
     let mut joins: HashMap<String, JoinWatch> = HashMap::new();
+    let mut cordons_read = Instant::now();
     loop {
         let started = Instant::now();
+        // Cordons set through another replica (a removal, an uncordon) live in the store.
+        if cordons_read.elapsed() >= CORDON_RELOAD {
+            cordons_read = started;
+            if let Err(e) = inner.load_cordons().await {
+                warn!(error = %e, "could not reload cordons from the store");
+            }
+        }
         let mut thinking = Duration::ZERO;
         for spec in inner
             .config
@@ -52,12 +62,18 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
             .filter(|c| c.protocol == Protocol::Native)
         {
             let built = Instant::now();
-            let Some(view) = inner.fresh_view(&spec.name) else {
+            // Building the model of a large cluster takes ~0.1 s of CPU (50,000 targets): on a
+            // blocking thread, so the async workers keep answering HTTP requests meanwhile.
+            let view = {
+                let (inner, name) = (inner.clone(), spec.name.clone());
+                tokio::task::spawn_blocking(move || inner.fresh_view(&name)).await?
+            };
+            let Some(view) = view else {
                 continue;
             };
-            let model = &view.model;
             thinking += built.elapsed();
-            reconcile(&inner, spec, model).await;
+            let model = &view.model;
+            reconcile(&inner, spec, &view).await;
             join_policy(
                 &inner,
                 spec,
@@ -77,9 +93,21 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
     }
 }
 
-async fn reconcile(inner: &Inner, spec: &Cluster, model: &ClusterModel) {
+async fn reconcile(inner: &Inner, spec: &Cluster, view: &Arc<View>) {
     let duration_s = i32::try_from(spec.policy.lease_duration.as_secs()).unwrap_or(i32::MAX);
-    let actions = placement::decide(model, duration_s, &inner.busy(&spec.name));
+    let busy = inner.busy(&spec.name);
+    let v = view.clone();
+    // Deciding walks every target: off the async workers, like building the model.
+    let actions =
+        match tokio::task::spawn_blocking(move || placement::decide(&v.model, duration_s, &busy))
+            .await
+        {
+            Ok(actions) => actions,
+            Err(e) => {
+                warn!(cluster = %spec.name, error = %e, "placement decision failed");
+                return;
+            }
+        };
     if actions.is_empty() {
         return;
     }

@@ -153,12 +153,17 @@ impl Inner {
         *self.acting.borrow()
     }
 
-    /// Loads the cordon list of every cluster from the store into the index.
+    /// Loads the cordon list of every cluster from the store into the index. The store is the
+    /// truth shared by replicas: a removal or uncordon answered by another replica reaches the
+    /// acting one here (its control loop calls this every pass, at most once a second). The
+    /// index changes, and its version moves, only when a list did.
     async fn load_cordons(&self) -> Result<(), StoreError> {
         for c in &self.config.clusters {
             let set: BTreeSet<String> = self.store.cordons(&c.name).await?.into_iter().collect();
-            self.shared
-                .write(|ix| (ix.set_cordons(&c.name, set), Vec::new()));
+            if self.shared.read(|ix| ix.cordons(&c.name) != Some(&set)) {
+                self.shared
+                    .write(|ix| (ix.set_cordons(&c.name, set), Vec::new()));
+            }
         }
         Ok(())
     }

@@ -36,7 +36,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
 use tower_http::limit::RequestBodyLimitLayer;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
 use self::auth::{Auth, AuthSettings};
 use self::demo::DemoControls;
@@ -105,7 +105,12 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
         .layer(middleware::from_fn(error::log_internal))
-        .layer(TraceLayer::new_for_http())
+        // A 5xx with a cause is logged by `log_internal` above; the others are expected answers
+        // (`/readyz` says 503 until the first sync, a stale model 503), not errors to log.
+        .layer(
+            TraceLayer::new_for_http()
+                .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
+        )
         .layer(middleware::from_fn(security_headers))
         .layer(middleware::from_fn_with_state(recorder, metrics::track))
 }

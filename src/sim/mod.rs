@@ -18,6 +18,7 @@ pub mod controllers;
 pub mod convert;
 pub mod discovery;
 pub mod handlers;
+pub mod kinds;
 pub mod kubelet;
 pub mod names;
 pub mod openapi;

@@ -30,6 +30,7 @@ use super::selector::go_quote;
 /// The vendored documents, by group-version path as listed in `/openapi/v3` (sorted).
 const DOCUMENTS: &[(&str, &str)] = &[
     ("api/v1", include_str!("openapi/api__v1.json")),
+    ("apis/apps/v1", include_str!("openapi/apis__apps__v1.json")),
     (
         "apis/authentication.k8s.io/v1",
         include_str!("openapi/apis__authentication.k8s.io__v1.json"),
@@ -49,6 +50,18 @@ const DOCUMENTS: &[(&str, &str)] = &[
     (
         "apis/events.k8s.io/v1",
         include_str!("openapi/apis__events.k8s.io__v1.json"),
+    ),
+    (
+        "apis/networking.k8s.io/v1",
+        include_str!("openapi/apis__networking.k8s.io__v1.json"),
+    ),
+    (
+        "apis/policy/v1",
+        include_str!("openapi/apis__policy__v1.json"),
+    ),
+    (
+        "apis/rbac.authorization.k8s.io/v1",
+        include_str!("openapi/apis__rbac.authorization.k8s.io__v1.json"),
     ),
 ];
 
@@ -968,8 +981,9 @@ mod tests {
             }
         }
         assert_eq!(
-            patches, 11,
-            "8 in api/v1, one each for Lease, EndpointSlice, Event"
+            patches, 25,
+            "11 in api/v1, 4 in apps/v1 (with /status), 2 in policy/v1, 4 in rbac, one each for \
+             Lease, EndpointSlice, Event, NetworkPolicy"
         );
         for k in [
             "\"\"/\"Pod\"",
@@ -977,6 +991,11 @@ mod tests {
             "\"coordination.k8s.io\"/\"Lease\"",
             "\"events.k8s.io\"/\"Event\"",
             "\"discovery.k8s.io\"/\"EndpointSlice\"",
+            "\"apps\"/\"Deployment\"",
+            "\"apps\"/\"StatefulSet\"",
+            "\"rbac.authorization.k8s.io\"/\"ClusterRole\"",
+            "\"policy\"/\"PodDisruptionBudget\"",
+            "\"networking.k8s.io\"/\"NetworkPolicy\"",
         ] {
             assert!(gvks.contains(k), "{k} in {gvks:?}");
         }
@@ -995,6 +1014,16 @@ mod tests {
             ("events.k8s.io", "Event"),
             ("coordination.k8s.io", "Lease"),
             ("discovery.k8s.io", "EndpointSlice"),
+            ("", "ServiceAccount"),
+            ("", "PersistentVolumeClaim"),
+            ("apps", "Deployment"),
+            ("apps", "StatefulSet"),
+            ("rbac.authorization.k8s.io", "Role"),
+            ("rbac.authorization.k8s.io", "RoleBinding"),
+            ("rbac.authorization.k8s.io", "ClusterRole"),
+            ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+            ("policy", "PodDisruptionBudget"),
+            ("networking.k8s.io", "NetworkPolicy"),
             ("authentication.k8s.io", "TokenReview"),
             ("authorization.k8s.io", "SubjectAccessReview"),
             ("authorization.k8s.io", "SelfSubjectAccessReview"),
@@ -1306,11 +1335,15 @@ mod tests {
             keys,
             [
                 "api/v1",
+                "apis/apps/v1",
                 "apis/authentication.k8s.io/v1",
                 "apis/authorization.k8s.io/v1",
                 "apis/coordination.k8s.io/v1",
                 "apis/discovery.k8s.io/v1",
                 "apis/events.k8s.io/v1",
+                "apis/networking.k8s.io/v1",
+                "apis/policy/v1",
+                "apis/rbac.authorization.k8s.io/v1",
             ]
         );
         for (gv, entry) in paths {
@@ -1327,7 +1360,7 @@ mod tests {
         }
         assert_eq!(v3_root(), root);
         assert!(v3_document("/api/v1").is_some());
-        assert!(v3_document("apis/apps/v1").is_none());
+        assert!(v3_document("apis/batch/v1").is_none());
         assert_eq!(
             fnv1a64(b"a"),
             0xaf63_dc4c_8601_ec8c,

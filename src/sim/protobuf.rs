@@ -64,6 +64,10 @@ const PROTO_FILES: &[(&str, &str)] = vendored![
     "events-v1.proto",
     "authentication-v1.proto",
     "authorization-v1.proto",
+    "apps-v1.proto",
+    "networking-v1.proto",
+    "policy-v1.proto",
+    "rbac-v1.proto",
 ];
 
 /// Go JSON facts for the messages above (see the file's header and `scripts/vendor-proto.sh`).
@@ -1550,6 +1554,29 @@ mod tests {
                 "k8s.io.apimachinery.pkg.apis.meta.v1.Status",
             ),
             ("v1", "List", "k8s.io.api.core.v1.List"),
+            ("v1", "ServiceAccount", "k8s.io.api.core.v1.ServiceAccount"),
+            (
+                "v1",
+                "PersistentVolumeClaim",
+                "k8s.io.api.core.v1.PersistentVolumeClaim",
+            ),
+            ("apps/v1", "Deployment", "k8s.io.api.apps.v1.Deployment"),
+            ("apps/v1", "StatefulSet", "k8s.io.api.apps.v1.StatefulSet"),
+            (
+                "rbac.authorization.k8s.io/v1",
+                "ClusterRoleBinding",
+                "k8s.io.api.rbac.v1.ClusterRoleBinding",
+            ),
+            (
+                "policy/v1",
+                "PodDisruptionBudget",
+                "k8s.io.api.policy.v1.PodDisruptionBudget",
+            ),
+            (
+                "networking.k8s.io/v1",
+                "NetworkPolicy",
+                "k8s.io.api.networking.v1.NetworkPolicy",
+            ),
         ] {
             let i = reg
                 .kind(api_version, kind)
@@ -1558,7 +1585,7 @@ mod tests {
         }
         for (api_version, kind) in [
             ("v1", "Lease"),
-            ("apps/v1", "Deployment"),
+            ("batch/v1", "Job"),
             ("v1", "ObjectMeta"),
             ("v1", ""),
         ] {
@@ -1721,10 +1748,10 @@ mod tests {
             decode(&no_version),
             Err(ProtoError::MissingTypeMeta("apiVersion"))
         ));
-        let e = decode(&envelope("apps/v1", "Deployment", b"")).expect_err("unknown kind");
+        let e = decode(&envelope("batch/v1", "Job", b"")).expect_err("unknown kind");
         assert_eq!(
             e.to_string(),
-            r#"no protobuf definition for kind "Deployment" in apiVersion "apps/v1""#
+            r#"no protobuf definition for kind "Job" in apiVersion "batch/v1""#
         );
 
         // metadata.name sent as a varint

@@ -368,6 +368,22 @@ impl Cause {
             field: field.into(),
         }
     }
+    /// `field.Invalid` with a value already rendered (a Go map or struct).
+    pub fn invalid_rendered(field: &str, rendered: &str, detail: &str) -> Self {
+        Self {
+            reason: "FieldValueInvalid".into(),
+            message: format!("Invalid value: {rendered}: {detail}"),
+            field: field.into(),
+        }
+    }
+    /// `field.Duplicate`.
+    pub fn duplicate(field: &str, value: &Value) -> Self {
+        Self {
+            reason: "FieldValueDuplicate".into(),
+            message: format!("Duplicate value: {}", go_value(value)),
+            field: field.into(),
+        }
+    }
     /// `field.Required`.
     pub fn required(field: &str, detail: &str) -> Self {
         let message = if detail.is_empty() {

@@ -113,6 +113,18 @@ pub fn typecheck(rt: &ResourceType, v: &Value) -> Result<(), String> {
         ("coordination.k8s.io", "Lease") => check::<api::coordination::v1::Lease>(v),
         ("discovery.k8s.io", "EndpointSlice") => check::<api::discovery::v1::EndpointSlice>(v),
         ("events.k8s.io", "Event") => check::<api::events::v1::Event>(v),
+        ("", "ServiceAccount") => check::<api::core::v1::ServiceAccount>(v),
+        ("", "PersistentVolumeClaim") => check::<api::core::v1::PersistentVolumeClaim>(v),
+        ("apps", "Deployment") => check::<api::apps::v1::Deployment>(v),
+        ("apps", "StatefulSet") => check::<api::apps::v1::StatefulSet>(v),
+        ("networking.k8s.io", "NetworkPolicy") => check::<api::networking::v1::NetworkPolicy>(v),
+        ("policy", "PodDisruptionBudget") => check::<api::policy::v1::PodDisruptionBudget>(v),
+        ("rbac.authorization.k8s.io", "Role") => check::<api::rbac::v1::Role>(v),
+        ("rbac.authorization.k8s.io", "ClusterRole") => check::<api::rbac::v1::ClusterRole>(v),
+        ("rbac.authorization.k8s.io", "RoleBinding") => check::<api::rbac::v1::RoleBinding>(v),
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            check::<api::rbac::v1::ClusterRoleBinding>(v)
+        }
         ("authentication.k8s.io", "TokenReview") => {
             check::<api::authentication::v1::TokenReview>(v)
         }
@@ -223,7 +235,7 @@ fn default_on_decode(rt: &ResourceType, v: &mut Value) {
                 }
             }
         }
-        _ => {}
+        (group, kind) => super::kinds::default(group, kind, v),
     }
 }
 
@@ -278,7 +290,11 @@ pub fn prepare_create(rt: &ResourceType, v: &mut Value) {
         ("", "Secret") if v.get("type").is_none_or(Value::is_null) => {
             v["type"] = json!("Opaque");
         }
-        _ => {}
+        (group, kind) => {
+            if let Some(status) = super::kinds::initial_status(group, kind) {
+                v["status"] = status;
+            }
+        }
     }
 }
 
@@ -427,7 +443,7 @@ fn drop_gated_lease_fields(v: &mut Value) {
 }
 
 /// Pod defaults: decoding's, then the Priority admission plugin's.
-fn default_pod(v: &mut Value) {
+pub(super) fn default_pod(v: &mut Value) {
     default_pod_decode(v);
     if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
         spec.entry("preemptionPolicy")
@@ -625,7 +641,7 @@ pub fn validate(rt: &ResourceType, v: &Value, old: Option<&Value>) -> Vec<Cause>
         ("", "Pod") => validate_pod(v, old, &mut errs),
         ("", "Service") => validate_service(v, &mut errs),
         ("", "ConfigMap") | ("", "Secret") => validate_data_keys(v, &mut errs),
-        _ => {}
+        (group, kind) => super::kinds::validate(group, kind, v, &mut errs),
     }
     errs
 }

@@ -358,8 +358,7 @@ pub(crate) fn page(m: &ClusterModel, f: &TargetFilter) -> Result<TargetPage, Api
             .as_deref()
             .is_none_or(|o| t.owner.as_deref() == Some(o))
             && f.state.is_none_or(|s| t.state == s)
-            && q.as_deref()
-                .is_none_or(|q| t.key.to_lowercase().contains(q))
+            && q.as_deref().is_none_or(|q| contains_folded(&t.key, q))
     };
     let start = match &f.cursor {
         Some(c) => {
@@ -369,17 +368,23 @@ pub(crate) fn page(m: &ClusterModel, f: &TargetFilter) -> Result<TargetPage, Api
         None => 0,
     };
     let filtered = f.owner.is_some() || f.state.is_some() || q.is_some();
+    let mut items: Vec<Target> = Vec::with_capacity(limit + 1);
     let total = if filtered {
-        m.targets.iter().filter(|t| matches(t)).count()
+        // One pass over every target: count the matches, keep the page's.
+        let mut total = 0;
+        for (i, t) in m.targets.iter().enumerate() {
+            if matches(t) {
+                total += 1;
+                if i >= start && items.len() <= limit {
+                    items.push(t.clone());
+                }
+            }
+        }
+        total
     } else {
+        items.extend(m.targets[start..].iter().take(limit + 1).cloned());
         m.targets.len()
     };
-    let mut items: Vec<Target> = m.targets[start..]
-        .iter()
-        .filter(|t| matches(t))
-        .take(limit + 1)
-        .cloned()
-        .collect();
     let next_cursor = if items.len() > limit {
         items.truncate(limit);
         items.last().map(|t| encode_cursor("t", &t.key))
@@ -391,6 +396,20 @@ pub(crate) fn page(m: &ClusterModel, f: &TargetFilter) -> Result<TargetPage, Api
         next_cursor,
         total,
     })
+}
+
+/// Whether `key` contains `q` (lower-case), ignoring case; without allocating for an ASCII key
+/// (a `q=` filter visits every target of the cluster).
+fn contains_folded(key: &str, q: &str) -> bool {
+    if !key.is_ascii() {
+        return key.to_lowercase().contains(q);
+    }
+    let q = q.as_bytes();
+    q.is_empty()
+        || key
+            .as_bytes()
+            .windows(q.len())
+            .any(|w| w.iter().zip(q).all(|(a, b)| a.to_ascii_lowercase() == *b))
 }
 
 /// One target and its recent ownership history.
@@ -463,4 +482,71 @@ fn accepted(op: Operation) -> Response {
         Json(op),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mk_target(key: &str, owner: &str) -> Target {
+        Target {
+            key: key.into(),
+            lease: None,
+            owner: Some(owner.into()),
+            desired: Some(owner.into()),
+            state: TargetState::Owned,
+            weight: 1,
+            pin: None,
+            configured: true,
+            operation: None,
+            unchanged_ms: None,
+        }
+    }
+
+    fn keys(p: &TargetPage) -> Vec<&str> {
+        p.items.iter().map(|t| &*t.key).collect()
+    }
+
+    #[test]
+    fn filtered_pages_count_every_match_and_continue_after_the_cursor() {
+        let mut targets: Vec<Target> = (0..10)
+            .map(|i| mk_target(&format!("T-{i}"), if i % 2 == 0 { "a" } else { "b" }))
+            .collect();
+        targets.push(mk_target("ünï-1", "a"));
+        let m = ClusterModel {
+            name: "c".into(),
+            namespace: "ns".into(),
+            protocol: Protocol::Native,
+            synced: true,
+            stale: false,
+            leader: None,
+            instances: Vec::new(),
+            targets,
+            services: Vec::new(),
+            counts: TargetCounts::default(),
+            targets_error: None,
+        };
+        let filter = |owner: Option<&str>, q: Option<&str>, cursor: Option<String>| TargetFilter {
+            owner: owner.map(str::to_owned),
+            state: None,
+            q: q.map(str::to_owned),
+            cursor,
+            limit: Some(2),
+        };
+        let p = page(&m, &filter(Some("a"), None, None)).unwrap();
+        assert_eq!((keys(&p), p.total), (vec!["T-0", "T-2"], 6));
+        let p = page(&m, &filter(Some("a"), None, p.next_cursor)).unwrap();
+        assert_eq!((keys(&p), p.total), (vec!["T-4", "T-6"], 6));
+        let p = page(&m, &filter(Some("a"), None, p.next_cursor)).unwrap();
+        assert_eq!((keys(&p), p.total), (vec!["T-8", "ünï-1"], 6));
+        assert!(p.next_cursor.is_none());
+        // Case-insensitive, ASCII keys or not.
+        let p = page(&m, &filter(None, Some("t-1"), None)).unwrap();
+        assert_eq!((keys(&p), p.total), (vec!["T-1"], 1));
+        let p = page(&m, &filter(None, Some("ÜNÏ"), None)).unwrap();
+        assert_eq!((keys(&p), p.total), (vec!["ünï-1"], 1));
+        let p = page(&m, &filter(Some("b"), Some("x"), None)).unwrap();
+        assert_eq!((keys(&p), p.total), (Vec::<&str>::new(), 0));
+        assert!(contains_folded("ABC", "") && !contains_folded("ab", "abc"));
+    }
 }

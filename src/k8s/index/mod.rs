@@ -277,6 +277,14 @@ impl Index {
     }
 
     /// Sets the instances of `cluster` excluded from placement (kept in the history store).
+    /// The cordoned instances of `cluster`.
+    pub fn cordons(&self, cluster: &str) -> Option<&BTreeSet<String>> {
+        self.clusters
+            .iter()
+            .find(|c| c.spec.name == cluster)
+            .map(|c| &c.cordoned)
+    }
+
     pub fn set_cordons(&mut self, cluster: &str, cordoned: BTreeSet<String>) {
         if let Some(state) = self.clusters.iter_mut().find(|c| c.spec.name == cluster) {
             state.cordoned = cordoned;

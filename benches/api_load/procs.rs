@@ -1,0 +1,313 @@
+//! The two processes under the harness: the simulator (`leasehold sim --fake-kubelet`) and the
+//! server under test (`leasehold serve`), how they are seeded and started, and the HTTP client
+//! the harness talks to the server with. No measuring here.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use leasehold::model::Cause;
+use leasehold::protocol::{self, Desire};
+use serde_json::{Value, json};
+
+use super::{Args, CLUSTER, NS};
+
+pub(crate) type Http = Client<HttpConnector, Empty<Bytes>>;
+
+/// A keep-alive pool to one server (no Nagle delay, as a browser or `wrk` would connect).
+pub(crate) fn http_client() -> Http {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(64)
+        .build(connector)
+}
+
+pub(crate) async fn get(client: &Http, uri: &str) -> anyhow::Result<(u16, Bytes)> {
+    let resp = client.get(uri.parse()?).await?;
+    let status = resp.status().as_u16();
+    Ok((status, resp.into_body().collect().await?.to_bytes()))
+}
+
+pub(crate) async fn get_json(client: &Http, uri: &str) -> anyhow::Result<Value> {
+    let (s, body) = get(client, uri).await?;
+    anyhow::ensure!(
+        s == 200,
+        "GET {uri}: {s} {}",
+        String::from_utf8_lossy(&body)
+    );
+    Ok(serde_json::from_slice(&body)?)
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// The `leasehold` binary under test: the one cargo built for this bench, or `LEASEHOLD_BIN`
+/// (to compare two builds with the same harness).
+fn bin() -> String {
+    std::env::var("LEASEHOLD_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_leasehold").to_owned())
+}
+
+pub(crate) struct Sim {
+    // Killed on drop.
+    _child: tokio::process::Child,
+    pub(crate) client: kube::Client,
+    kubeconfig: PathBuf,
+}
+
+/// Starts `leasehold sim --fake-kubelet` on a free port and connects to it.
+pub(crate) async fn start_sim(dir: &Path) -> anyhow::Result<Sim> {
+    let kubeconfig = dir.join("sim.kubeconfig");
+    let child = tokio::process::Command::new(bin())
+        .args(["sim", "--fake-kubelet", "--listen", "127.0.0.1:0"])
+        .arg("--kubeconfig-out")
+        .arg(&kubeconfig)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let started = Instant::now();
+    let kc = loop {
+        if let Ok(kc) = kube::config::Kubeconfig::read_from(&kubeconfig)
+            && !kc.clusters.is_empty()
+        {
+            break kc;
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(30),
+            "the simulator wrote no kubeconfig"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let client = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?,
+    )?;
+    let sim = Sim {
+        _child: child,
+        client,
+        kubeconfig,
+    };
+    sim.post("/api/v1/namespaces", json!({"metadata": {"name": NS}}))
+        .await?;
+    Ok(sim)
+}
+
+impl Sim {
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> anyhow::Result<(u16, Vec<u8>)> {
+        let req = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", content_type)
+            .body(kube::client::Body::from(body))?;
+        let resp = self.client.send(req).await?;
+        let status = resp.status().as_u16();
+        Ok((
+            status,
+            resp.into_body().collect().await?.to_bytes().to_vec(),
+        ))
+    }
+
+    async fn post(&self, path: &str, body: Value) -> anyhow::Result<()> {
+        let (s, b) = self
+            .send("POST", path, "application/json", serde_json::to_vec(&body)?)
+            .await?;
+        anyhow::ensure!(s == 201, "POST {path}: {s} {}", String::from_utf8_lossy(&b));
+        Ok(())
+    }
+
+    /// POSTs every body to `path`, `concurrency` at a time.
+    async fn post_all(
+        &self,
+        path: &str,
+        bodies: Vec<Value>,
+        concurrency: usize,
+    ) -> anyhow::Result<()> {
+        use futures::StreamExt as _;
+        let results: Vec<anyhow::Result<()>> = futures::stream::iter(bodies)
+            .map(|b| self.post(path, b))
+            .buffer_unordered(concurrency)
+            .collect()
+            .await;
+        results.into_iter().collect()
+    }
+}
+
+pub(crate) fn member(i: usize) -> String {
+    format!("{CLUSTER}-{i}")
+}
+
+pub(crate) fn target(i: usize) -> String {
+    format!("t-{i:05}")
+}
+
+/// A StatefulSet member pod of the cluster.
+fn mk_pod(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": CLUSTER},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": CLUSTER, "uid": "sts-uid"}]},
+        "spec": {"hostname": name, "subdomain": CLUSTER,
+            "containers": [{"name": "app", "image": "example/collector:1"}]}
+    })
+}
+
+/// Pods (made Ready by the fake kubelet, behind a headless Service) and one Lease per target,
+/// already held by pod `i % pods` and desired there, as in a running cluster. Holders promise
+/// an hour, so nothing expires while we measure and no renewals are needed.
+pub(crate) async fn seed(sim: &Sim, a: &Args) -> anyhow::Result<()> {
+    if a.cp_namespace != NS {
+        sim.post(
+            "/api/v1/namespaces",
+            json!({"metadata": {"name": a.cp_namespace}}),
+        )
+        .await?;
+    }
+    sim.post(
+        &format!("/api/v1/namespaces/{NS}/services"),
+        json!({"metadata": {"name": CLUSTER}, "spec": {"clusterIP": "None", "selector": {"app": CLUSTER},
+            "ports": [{"name": "grpc", "port": 57400}]}}),
+    )
+    .await?;
+    let pods: Vec<Value> = (0..a.pods).map(|i| mk_pod(&member(i))).collect();
+    sim.post_all(&format!("/api/v1/namespaces/{NS}/pods"), pods, 8)
+        .await?;
+    let now = jiff::Timestamp::now();
+    let leases: Vec<Value> = (0..a.targets)
+        .map(|i| {
+            let holder = member(i % a.pods);
+            let desire = Desire {
+                owner: holder.clone(),
+                cause: Cause::Initial,
+                operation: None,
+                duration_s: 15,
+            };
+            let lease = protocol::held_by(
+                &protocol::new_target_lease("leasehold", CLUSTER, &target(i), &desire),
+                &holder,
+                now,
+                3600,
+            );
+            serde_json::to_value(lease).expect("lease json")
+        })
+        .collect();
+    sim.post_all(
+        &format!("/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"),
+        leases,
+        32,
+    )
+    .await
+}
+
+pub(crate) struct Serve {
+    pub(crate) child: tokio::process::Child,
+    pub(crate) pid: u32,
+    pub(crate) base: String,
+    log: PathBuf,
+}
+
+impl Serve {
+    pub(crate) fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    pub(crate) fn log_tail(&self, n: usize) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+}
+
+/// Starts `leasehold serve` for one cluster of `a.targets` inline targets, auth `none` on a
+/// free loopback port, and waits until it is ready and its model shows every target held.
+pub(crate) async fn start_serve(dir: &Path, sim: &Sim, a: &Args) -> anyhow::Result<Serve> {
+    let list: Vec<String> = (0..a.targets).map(target).collect();
+    let config = dir.join("leasehold.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "database: sqlite:{}
+control_plane: {{namespace: {}}}
+http: {{auth: {{mode: none}}}}
+clusters:
+- name: {CLUSTER}
+  namespace: {NS}
+  selector: {{app: {CLUSTER}}}
+  headless_service: {CLUSTER}
+  targets: {{inline: [{}]}}
+  policy: {{lease_duration: 15s, on_join: 'off'}}
+",
+            dir.join("cp.db").display(),
+            a.cp_namespace,
+            list.join(", "),
+        ),
+    )?;
+    let port = free_port()?;
+    let log = dir.join("serve.log");
+    let out = std::fs::File::create(&log)?;
+    let child = tokio::process::Command::new(bin())
+        .args(["serve", "--identity", "cp-bench", "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--config")
+        .arg(&config)
+        .env("KUBECONFIG", &sim.kubeconfig)
+        // SERVE_LOG=leasehold=debug shows what the server does (its last lines are printed;
+        // SERVE_LOG_DIR=DIR keeps the whole log).
+        .env(
+            "RUST_LOG",
+            std::env::var("SERVE_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .kill_on_drop(true)
+        .spawn()?;
+    let mut serve = Serve {
+        pid: child.id().expect("serve pid"),
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+        log,
+    };
+    let client = http_client();
+    let started = Instant::now();
+    loop {
+        if let Some(status) = serve.child.try_wait()? {
+            anyhow::bail!(
+                "leasehold serve exited with {status}:\n{}",
+                serve.log_tail(40)
+            );
+        }
+        let ready = matches!(
+            get(&client, &format!("{}/readyz", serve.base)).await,
+            Ok((200, _))
+        );
+        if ready {
+            let c = get_json(
+                &client,
+                &format!("{}/api/v1/clusters/{CLUSTER}", serve.base),
+            )
+            .await?;
+            if c["targets"]["owned"].as_u64() == Some(a.targets as u64) {
+                return Ok(serve);
+            }
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(300),
+            "leasehold serve not ready with every target held after 300 s:\n{}",
+            serve.log_tail(40)
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

@@ -1,0 +1,205 @@
+//! (s) SSE fan-out: clients on `/api/v1/events`, Lease writes to the simulator, and the delay
+//! from each write to its `ownership` event at each client.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt as _, Empty};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use leasehold::protocol;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::procs::{Http, Serve, Sim, http_client, member, target};
+use super::{Args, CLUSTER, NS, Report, SSE_P99, percentile, spread};
+
+/// How long after the last write every client must have every event.
+const SSE_GRACE: Duration = Duration::from_secs(10);
+
+/// Ownership events as they arrive at the clients: `(client, target, new holder, arrival)`.
+type Arrivals = Arc<Mutex<Vec<(usize, String, String, Instant)>>>;
+
+/// Reads the event stream until `stop`, logging ownership events into `log` and returning the
+/// number of `resync` events; `connected` is sent once the response arrived (the server
+/// subscribes before it answers, so every later event reaches this client).
+async fn sse_client(
+    id: usize,
+    client: Http,
+    uri: String,
+    log: Arrivals,
+    connected: tokio::sync::mpsc::Sender<()>,
+    mut stop: watch::Receiver<bool>,
+) -> anyhow::Result<usize> {
+    let req = http::Request::get(uri)
+        .header("accept", "text/event-stream")
+        .body(Empty::new())?;
+    let resp = client.request(req).await?;
+    anyhow::ensure!(
+        resp.status() == 200,
+        "GET /api/v1/events: {}",
+        resp.status()
+    );
+    connected.send(()).await?;
+    let mut body = resp.into_body();
+    let mut resyncs = 0;
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        let frame = tokio::select! {
+            f = body.frame() => f,
+            _ = stop.wait_for(|s| *s) => return Ok(resyncs),
+        };
+        let at = Instant::now();
+        let Some(frame) = frame else {
+            anyhow::bail!("the event stream ended");
+        };
+        let Ok(data) = frame?.into_data() else {
+            continue;
+        };
+        buf.extend_from_slice(&data);
+        while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
+            let block: Vec<u8> = buf.drain(..end + 2).collect();
+            let block = String::from_utf8_lossy(&block);
+            let (mut event, mut payload) = ("", "");
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("event:") {
+                    event = v.trim();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    payload = v.trim();
+                }
+            }
+            match event {
+                "resync" => resyncs += 1,
+                "ownership" => {
+                    let v: Value = serde_json::from_str(payload)?;
+                    if let (Some(t), Some(to)) = (v["target"].as_str(), v["to"].as_str()) {
+                        log.lock().unwrap_or_else(|e| e.into_inner()).push((
+                            id,
+                            t.to_owned(),
+                            to.to_owned(),
+                            at,
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// For each client and each sent change, the delay to its first matching arrival.
+fn deliveries(
+    log: &Arrivals,
+    sent: &BTreeMap<(String, String), Instant>,
+) -> BTreeMap<(usize, String, String), Duration> {
+    let log = log.lock().unwrap_or_else(|e| e.into_inner());
+    let mut out = BTreeMap::new();
+    for (id, t, to, at) in log.iter() {
+        let key = (t.clone(), to.clone());
+        if let Some(sent_at) = sent.get(&key) {
+            out.entry((*id, key.0, key.1))
+                .or_insert_with(|| at.saturating_duration_since(*sent_at));
+        }
+    }
+    out
+}
+
+pub(crate) async fn sse_part(
+    a: &Args,
+    sim: &Sim,
+    serve: &Serve,
+    r: &mut Report,
+) -> anyhow::Result<()> {
+    let client = http_client();
+    let log: Arrivals = Arc::default();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (conn_tx, mut conn_rx) = tokio::sync::mpsc::channel(a.clients);
+    let mut clients = tokio::task::JoinSet::new();
+    for id in 0..a.clients {
+        clients.spawn(sse_client(
+            id,
+            client.clone(),
+            format!("{}/api/v1/events", serve.base),
+            log.clone(),
+            conn_tx.clone(),
+            stop_rx.clone(),
+        ));
+    }
+    for _ in 0..a.clients {
+        tokio::select! {
+            c = conn_rx.recv() => c.ok_or_else(|| anyhow::anyhow!("SSE clients gone"))?,
+            Some(r) = clients.join_next() => anyhow::bail!("an SSE client ended: {:?}", r?.err()),
+        }
+    }
+
+    // Writes: target `idx` moves from pod idx % pods to the next pod, one write each.
+    let stride = a.targets / a.changes.max(1);
+    let start = tokio::time::Instant::now() + Duration::from_millis(100);
+    let mut writes = tokio::task::JoinSet::new();
+    let mut sent: BTreeMap<(String, String), Instant> = BTreeMap::new();
+    for i in 0..a.changes {
+        let due = start + Duration::from_secs_f64(i as f64 / a.change_rate as f64);
+        tokio::time::sleep_until(due).await;
+        let idx = i * stride;
+        let (key, to) = (target(idx), member((idx + 1) % a.pods));
+        let now = serde_json::to_value(MicroTime(jiff::Timestamp::now()))?;
+        let patch = json!({
+            "metadata": {"annotations": {protocol::ANN_DESIRED_OWNER: to}},
+            "spec": {"holderIdentity": to, "acquireTime": now, "renewTime": now, "leaseTransitions": 1},
+        });
+        let path = format!(
+            "/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{}",
+            protocol::names::target_lease("leasehold", CLUSTER, &key)
+        );
+        let sim = sim.client.clone();
+        let t = Instant::now();
+        sent.insert((key, to), t);
+        writes.spawn(async move {
+            let req = http::Request::patch(path)
+                .header("content-type", "application/merge-patch+json")
+                .body(kube::client::Body::from(serde_json::to_vec(&patch)?))?;
+            let resp = sim.send(req).await?;
+            anyhow::ensure!(resp.status() == 200, "lease patch: {}", resp.status());
+            anyhow::Ok(t.elapsed())
+        });
+    }
+    let mut write_rtt = Vec::new();
+    while let Some(w) = writes.join_next().await {
+        write_rtt.push(w??);
+    }
+
+    // Until every client has every change, or the grace time is over.
+    let expected = a.clients * sent.len();
+    let deadline = Instant::now() + SSE_GRACE;
+    while deliveries(&log, &sent).len() < expected && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = stop_tx.send(true);
+    let mut resyncs = 0;
+    while let Some(c) = clients.join_next().await {
+        resyncs += c??;
+    }
+    let mut delays: Vec<Duration> = deliveries(&log, &sent).into_values().collect();
+    r.row(
+        format!(
+            "SSE: write sent to event arriving, p50 / p90 / p99 / max: {} clients × {} Lease changes at {}/s",
+            a.clients, a.changes, a.change_rate
+        ),
+        spread(&mut delays),
+    );
+    r.check("SSE fan-out", percentile(&delays, 99.0), SSE_P99);
+    r.row(
+        "… deliveries received / expected; resync events",
+        format!("{} / {expected}; {resyncs}", delays.len()),
+    );
+    r.row(
+        "… for context: the Lease write's own round trip to the simulator, p50 / p90 / p99 / max",
+        spread(&mut write_rtt),
+    );
+    anyhow::ensure!(
+        delays.len() == expected && resyncs == 0,
+        "{} of {expected} deliveries, {resyncs} resyncs",
+        delays.len()
+    );
+    Ok(())
+}

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Runs the commands of the user docs, so they stay true: every ```sh block of the files below,
+# in order, one bash per file (variables carry from block to block), under `set -euo pipefail`,
+# against a fresh `leasehold demo` started for that file on free ports. `localhost:8080` in a
+# block becomes the demo's address, KUBECONFIG is the demo's simulated Kubernetes API, the
+# working directory is the repository (so `kubectl apply -k deploy/...` works), and `leasehold`
+# is the binary just built. A block right after a line `<!-- docs-check: skip (why) -->` is not
+# run (it needs a real cluster, a container engine, or runs forever); the reason is printed.
+# Ends with "N passed, N failed" counting blocks; exits non-zero if any block failed.
+#
+#   scripts/docs-check.sh [FILE...]      (default: the files listed below)
+#   DOCS_CHECK_VERBOSE=1 prints every block's output.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+files=("$@")
+if [ ${#files[@]} -eq 0 ]; then
+  files=(README.md docs/getting-started.md docs/concepts.md docs/api.md docs/runbook.md
+         docs/security.md docs/configuration.md deploy/README.md deploy/examples/worker-pool/README.md
+         deploy/examples/mmr/README.md deploy/examples/gnmic/README.md)
+fi
+for tool in kubectl curl jq python3; do
+  command -v "$tool" >/dev/null || { echo "docs-check: $tool is required" >&2; exit 1; }
+done
+
+target_dir=${CARGO_TARGET_DIR:-target}
+mkdir -p "$target_dir"
+target_dir=$(cd "$target_dir" && pwd)
+# As scripts/schemathesis.sh: selecting a test target reuses the test suite's build.
+cargo build --locked --quiet --bin leasehold --test demo
+bin="$target_dir/debug/leasehold"
+
+work=$(mktemp -d)
+mkdir -p "$work/bin"
+ln -s "$bin" "$work/bin/leasehold"
+# shellcheck source=scripts/demo-lib.sh
+. "$(dirname "$0")/demo-lib.sh"
+trap 'demo_stop; rm -rf "$work"' EXIT
+
+# Starts a demo in $1 (60 collector targets) and sets $base once it is ready and every target
+# has an owner.
+start_demo() {
+  demo_start "$bin" "$1" --targets 60 || return 1
+  for _ in $(seq 1 240); do
+    if [ "$(curl -s "$base/api/v1/clusters/collector/targets?state=owned&limit=1" | jq -r .total 2>/dev/null)" = 60 ] &&
+       [ "$(curl -s "$base/api/v1/clusters/replicas/targets?state=owned&limit=1" | jq -r .total 2>/dev/null)" = 8 ]; then
+      return 0
+    fi
+    sleep 0.25
+  done
+  echo "the demo's targets never all got owners"; tail -30 "$1/demo.log"; return 1
+}
+
+passed=0 failed=0 skipped=0
+n=0
+for file in "${files[@]}"; do
+  n=$((n + 1))
+  script="$work/$n.sh"
+  # Extract the blocks: one bash script per file, each block announced; skipped ones listed.
+  python3 - "$file" "$script" >"$work/$n.skipped" <<'PY'
+import re, sys
+path, out = sys.argv[1], sys.argv[2]
+lines = open(path, encoding="utf-8").read().split("\n")
+parts, i = [], 0
+while i < len(lines):
+    m = re.match(r"^```(\w*)\s*$", lines[i])
+    if not m:
+        i += 1
+        continue
+    j = i + 1
+    while j < len(lines) and not lines[j].startswith("```"):
+        j += 1
+    k = i - 1
+    while k >= 0 and not lines[k].strip():
+        k -= 1
+    marker = lines[k].strip() if k >= 0 else ""
+    if m.group(1) in ("sh", "bash", "shell"):
+        if marker.startswith("<!-- docs-check: skip"):
+            why = marker[len("<!-- docs-check: skip"):].rstrip("->").strip()
+            print(f"{path}:{i + 1}: skipped {why}")
+        else:
+            body = "\n".join(lines[i + 1:j])
+            parts.append(f"printf '\\n--- %s\\n' '{path}:{i + 1}'\n{body}\nprintf '\\n+++ %s\\n' '{path}:{i + 1}'")
+    i = j + 1
+with open(out, "w", encoding="utf-8") as f:
+    f.write("set -euo pipefail\n" + "\n".join(parts) + "\n")
+PY
+  blocks=$(grep -c "^printf '\\\\n--- " "$script" || true)
+  skips=$(wc -l <"$work/$n.skipped")
+  skipped=$((skipped + skips))
+  sed 's/^/  /' "$work/$n.skipped"
+  if [ "$blocks" -eq 0 ]; then
+    echo "== $file: no block to run"
+    continue
+  fi
+  echo "== $file: $blocks blocks against a fresh demo"
+  start_demo "$work/demo-$n" || { failed=$((failed + blocks)); demo_stop; continue; }
+  host=${base#http://}
+  sed -i "s|localhost:8080|$host|g; s|127\.0\.0\.1:8080|$host|g" "$script"
+  status=0
+  (cd "$root" && PATH="$work/bin:$PATH" KUBECONFIG="$work/demo-$n/leasehold-demo.kubeconfig" \
+    timeout 600 bash "$script") >"$work/$n.out" 2>&1 || status=$?
+  [ -z "${DOCS_CHECK_VERBOSE:-}" ] || sed 's/^/    /' "$work/$n.out"
+  ok=$(grep -c "^+++ " "$work/$n.out" || true)
+  passed=$((passed + ok))
+  if [ "$status" -ne 0 ]; then
+    failed=$((failed + blocks - ok))
+    echo "docs-check: $file: block $(grep "^--- " "$work/$n.out" | tail -1 | cut -c5-) failed (exit $status):"
+    tail -40 "$work/$n.out" | sed 's/^/    /'
+  fi
+  demo_stop
+done
+echo "docs-check: $skipped blocks skipped (reasons above)"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
