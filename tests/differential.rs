@@ -109,19 +109,12 @@ fn pod_step(step: Step) -> Step {
         "/spec/tolerations",
         "DefaultTolerationSeconds admission is not simulated",
     )
-    .ignore(
-        "/metadata/managedFields",
-        "pod managedFields: reset fields and admission defaults are not separated",
-    )
 }
 
 /// Services: as [`pod_step`], the allocated IP fields and `status` are not separated from what
 /// the client wrote in managedFields.
 fn service_step(step: Step) -> Step {
-    step.ignore(
-        "/metadata/managedFields",
-        "service managedFields: allocated fields are not separated",
-    )
+    step
 }
 
 fn pod(name: &str) -> Value {

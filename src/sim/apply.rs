@@ -312,6 +312,13 @@ pub fn record_update(
                 base.entry(k).or_insert_with(|| Value::Object(Map::new()));
             }
         }
+        // Likewise a field without `omitempty`: a Pod's `spec.containers` is `null` in the
+        // zero Pod, so creating the list earns no "." either (found by the real tier).
+        let is_pod = newest.get("kind").and_then(Value::as_str) == Some("Pod")
+            && newest.get("apiVersion").and_then(Value::as_str) == Some("v1");
+        if is_pod && let Some(spec) = base.get_mut("spec").and_then(Value::as_object_mut) {
+            spec.entry("containers").or_insert(Value::Null);
+        }
     }
     let id = cx.update_id(&cx.name);
     update_stack(&cx, &old_base, &out, &mut managed, &id);

@@ -839,7 +839,14 @@ fn manager<'a>(
 }
 
 /// Prepares a new object for storage: name, namespace, system metadata, defaults, validation.
-fn prepare_new(ctx: &Ctx<'_>, txn: &Txn<'_>, v: &mut Value, applied: bool) -> ApiResult<String> {
+/// Returns the name and, for kinds whose stored form is not what the field manager sees, that
+/// view ([`strategy::field_manager_view`]).
+fn prepare_new(
+    ctx: &Ctx<'_>,
+    txn: &Txn<'_>,
+    v: &mut Value,
+    applied: bool,
+) -> ApiResult<(String, Option<Value>)> {
     let rt = ctx.rt();
     let meta = meta_mut(v);
     if rt.namespaced {
@@ -888,11 +895,12 @@ fn prepare_new(ctx: &Ctx<'_>, txn: &Txn<'_>, v: &mut Value, applied: bool) -> Ap
     }
     meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
     meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
+    let view = strategy::field_manager_view(rt, v);
     if rt.kind == "Service" {
         super::services::allocate(txn, v)?;
     }
     strategy::prepare_create(rt, v);
-    Ok(name)
+    Ok((name, view))
 }
 
 /// POST: create.
@@ -929,7 +937,7 @@ fn create_in(
 ) -> ApiResult<(StatusCode, Value)> {
     let rt = ctx.rt();
     let (sid, converted) = storage(rt, ctx.req.type_id);
-    let name = prepare_new(ctx, txn, v, applied.is_some())?;
+    let (name, view) = prepare_new(ctx, txn, v, applied.is_some())?;
     // Admission (NamespaceLifecycle) runs before the strategy's validation.
     admit_namespace(ctx, txn, &name)?;
     let causes = strategy::validate(rt, v, None);
@@ -954,13 +962,24 @@ fn create_in(
         let mgr_name = ctx.manager();
         let time = now_rfc3339();
         let av = rt.api_version();
-        *v = apply::record_update(
+        let recorded = apply::record_update(
             ctx.shared.schema,
             ctx.node(),
             None,
-            v,
+            view.as_ref().unwrap_or(v),
             &manager(ctx, &mgr_name, &time, &av),
         );
+        match view {
+            None => *v = recorded,
+            Some(_) => match recorded.pointer("/metadata/managedFields") {
+                Some(mf) => {
+                    meta_mut(v).insert("managedFields".into(), mf.clone());
+                }
+                None => {
+                    meta_mut(v).remove("managedFields");
+                }
+            },
+        }
     }
     strategy::drop_gated_fields(rt, v, None);
     if ctx.query.dry_run {

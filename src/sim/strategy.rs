@@ -442,7 +442,42 @@ fn drop_gated_lease_fields(v: &mut Value) {
     }
 }
 
+/// Pod defaults: decoding's, then the Priority admission plugin's.
 pub(super) fn default_pod(v: &mut Value) {
+    default_pod_decode(v);
+    if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.entry("preemptionPolicy")
+            .or_insert(json!("PreemptLowerPriority"));
+        spec.entry("priority").or_insert(json!(0));
+    }
+}
+
+/// What the field manager sees of a new object, for kinds where that is not what is stored:
+/// the request as decoded (with decoding's defaults), before admission, allocation and
+/// `PrepareForCreate`, without the status the strategy resets. The apiserver records
+/// managedFields from it (found by the real tier: the simulator named `priority`,
+/// `status.phase`, allocated `clusterIP`s… too).
+pub fn field_manager_view(rt: &ResourceType, v: &Value) -> Option<Value> {
+    let pod = match (rt.group, rt.kind) {
+        ("", "Pod") => true,
+        ("", "Service") => false,
+        _ => return None,
+    };
+    let mut pre = v.clone();
+    omit_empty_metadata(&mut pre);
+    if let Some(o) = pre.as_object_mut() {
+        o.remove("status");
+    }
+    if pod {
+        default_pod_decode(&mut pre);
+    } else {
+        default_service(&mut pre);
+    }
+    Some(pre)
+}
+
+/// The defaults decoding a Pod applies (`SetDefaults_PodSpec`, `SetDefaults_Container`).
+fn default_pod_decode(v: &mut Value) {
     let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
     };
@@ -453,8 +488,6 @@ pub(super) fn default_pod(v: &mut Value) {
         ("securityContext", json!({})),
         ("schedulerName", json!("default-scheduler")),
         ("enableServiceLinks", json!(true)),
-        ("preemptionPolicy", json!("PreemptLowerPriority")),
-        ("priority", json!(0)),
     ];
     for (k, d) in defaults {
         spec.entry(k).or_insert(d);
