@@ -17,11 +17,14 @@
 //! - (c): the simulator and `leasehold serve` each run as their own process; this process only
 //!   seeds objects over HTTP and reads the control plane's `/proc/PID/status`.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::{cpu_s, percentile};
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use http_body_util::BodyExt as _;
@@ -123,30 +126,8 @@ struct Sim {
 /// Starts `leasehold sim --fake-kubelet` on a free port and connects to it.
 async fn start_sim(dir: &Path, name: &str) -> anyhow::Result<Sim> {
     let kubeconfig = dir.join(format!("{name}.kubeconfig"));
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"))
-        .args(["sim", "--fake-kubelet", "--listen", "127.0.0.1:0"])
-        .arg("--kubeconfig-out")
-        .arg(&kubeconfig)
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    let started = Instant::now();
-    let kc = loop {
-        if let Ok(kc) = kube::config::Kubeconfig::read_from(&kubeconfig)
-            && !kc.clusters.is_empty()
-        {
-            break kc;
-        }
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(30),
-            "the simulator wrote no kubeconfig"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    let client = kube::Client::try_from(
-        kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?,
-    )?;
+    let (child, client) =
+        common::start_sim_process(env!("CARGO_BIN_EXE_leasehold"), &kubeconfig).await?;
     let sim = Sim {
         pid: child.id().expect("simulator pid"),
         _child: child,
@@ -441,14 +422,6 @@ fn owned_by(m: &ClusterModel) -> BTreeMap<String, usize> {
         .collect()
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 fn ms(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1000.0)
 }
@@ -722,20 +695,6 @@ fn status_kib(pid: u32, field: &str) -> Option<u64> {
 const STEADY: Duration = Duration::from_secs(10);
 /// RSS is sampled over this window once the control plane is ready.
 const WINDOW: Duration = Duration::from_secs(30);
-
-/// CPU seconds (user + system) a process has used, from `/proc/PID/stat` (clock ticks at
-/// 100 Hz, the Linux default USER_HZ).
-fn cpu_s(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<u64> = after
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    f.iter().sum::<u64>() as f64 / 100.0
-}
 
 fn mib(kib: u64) -> String {
     format!(

@@ -25,6 +25,8 @@
 //! - (p) Sequential GETs of each `--pages` path (`{cluster}`, `{target}` filled in): a page's
 //!   server time with nothing else running.
 
+#[path = "../common/mod.rs"]
+mod common;
 mod list;
 mod procs;
 mod sse;
@@ -33,6 +35,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::{cpu_s, percentile};
 use procs::{Serve, get, http_client, start_serve, start_sim, target};
 
 const NS: &str = "apps";
@@ -137,14 +140,6 @@ fn args() -> Args {
 // ---------------------------------------------------------------------------------------------
 // Numbers.
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
@@ -159,20 +154,6 @@ fn spread(v: &mut [Duration]) -> String {
         ms(percentile(v, 99.0)),
         ms(v.last().copied().unwrap_or_default())
     )
-}
-
-/// CPU seconds (user + system) a process has used, from `/proc/PID/stat` (clock ticks at
-/// 100 Hz, the Linux default USER_HZ).
-fn cpu_s(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<u64> = after
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    f.iter().sum::<u64>() as f64 / 100.0
 }
 
 /// CPU model, cores, memory and the 1-minute load average, from `/proc`.

@@ -66,30 +66,7 @@ pub(crate) struct Sim {
 /// Starts `leasehold sim --fake-kubelet` on a free port and connects to it.
 pub(crate) async fn start_sim(dir: &Path) -> anyhow::Result<Sim> {
     let kubeconfig = dir.join("sim.kubeconfig");
-    let child = tokio::process::Command::new(bin())
-        .args(["sim", "--fake-kubelet", "--listen", "127.0.0.1:0"])
-        .arg("--kubeconfig-out")
-        .arg(&kubeconfig)
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    let started = Instant::now();
-    let kc = loop {
-        if let Ok(kc) = kube::config::Kubeconfig::read_from(&kubeconfig)
-            && !kc.clusters.is_empty()
-        {
-            break kc;
-        }
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(30),
-            "the simulator wrote no kubeconfig"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    let client = kube::Client::try_from(
-        kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?,
-    )?;
+    let (child, client) = crate::common::start_sim_process(&bin(), &kubeconfig).await?;
     let sim = Sim {
         _child: child,
         client,

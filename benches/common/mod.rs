@@ -1,0 +1,62 @@
+//! What the load harnesses share (`benches/engine_load.rs`, `benches/api_load/`): starting the
+//! simulator as its own process, percentiles, and a process's CPU time from `/proc`.
+#![allow(dead_code)] // each harness uses a different subset
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Starts `BIN sim --fake-kubelet` on a free port, waits for the kubeconfig it writes to
+/// `kubeconfig`, and connects to it. The child is killed when dropped.
+pub async fn start_sim_process(
+    bin: &str,
+    kubeconfig: &Path,
+) -> anyhow::Result<(tokio::process::Child, kube::Client)> {
+    let child = tokio::process::Command::new(bin)
+        .args(["sim", "--fake-kubelet", "--listen", "127.0.0.1:0"])
+        .arg("--kubeconfig-out")
+        .arg(kubeconfig)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let started = Instant::now();
+    let kc = loop {
+        if let Ok(kc) = kube::config::Kubeconfig::read_from(kubeconfig)
+            && !kc.clusters.is_empty()
+        {
+            break kc;
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(30),
+            "the simulator wrote no kubeconfig"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let client = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?,
+    )?;
+    Ok((child, client))
+}
+
+/// The `p`th percentile (nearest rank) of `sorted`.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// CPU seconds (user + system) a process has used, from `/proc/PID/stat` (clock ticks at
+/// 100 Hz, the Linux default USER_HZ).
+pub fn cpu_s(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = after
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    f.iter().sum::<u64>() as f64 / 100.0
+}
