@@ -534,11 +534,14 @@ async fn removing_a_live_member_drains_cordons_and_calls_the_webhook_once() {
         seen.lock().unwrap()[0],
         "PUT /repl/remove?instanceName=c%2D2 Bearer s3cret"
     );
-    // No lease is held or wanted by the removed member.
+    // No target Lease is held or wanted by the removed member. (The members' own leader Lease
+    // is theirs: the control plane never writes it, and a removed member whose agent still runs
+    // may stay leader — seen in CI when c-2 happened to lead. Open question: should an agent
+    // whose instance was removed step down?)
     let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
     for l in leases.list(&ListParams::default()).await.unwrap() {
         let v = protocol::parse_native(&l, CLUSTER);
-        if let Some(v) = v {
+        if let Some(v) = v.filter(|v| matches!(v.role, protocol::LeaseRole::Target(_))) {
             assert_ne!(v.holding.holder.as_deref(), Some("c-2"), "{}", v.name);
             assert_ne!(v.desired.as_deref(), Some("c-2"), "{}", v.name);
         }
