@@ -7,7 +7,7 @@
 //! counted in [`Metrics`].
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, RwLockWriteGuard, TryLockError};
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -55,20 +55,50 @@ impl Shared {
 
     /// Changes the index (and publishes what changed).
     pub fn write<T>(&self, f: impl FnOnce(&mut Index) -> (T, Vec<Change>)) -> T {
-        let (value, changes) = {
-            let mut guard = self.index.write().unwrap_or_else(|e| e.into_inner());
-            f(&mut guard)
+        let (value, changes, revision) = {
+            let mut guard = self.lock_for_write();
+            let (value, changes) = f(&mut guard);
+            (value, changes, guard.revision())
         };
-        self.publish(changes);
+        self.publish(changes, revision);
         value
     }
 
-    fn publish(&self, changes: Vec<Change>) {
+    /// The write lock. Building a large cluster's model holds the read lock for tens of
+    /// milliseconds (on a blocking thread); a watcher that waits for it on an async worker
+    /// would stall every request queued on that worker. So when the lock is taken, the wait
+    /// happens in `block_in_place` (the worker's other tasks move to another thread).
+    fn lock_for_write(&self) -> RwLockWriteGuard<'_, Index> {
+        match self.index.try_write() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                let wait = || self.index.write().unwrap_or_else(|e| e.into_inner());
+                let multi_thread = tokio::runtime::Handle::try_current().is_ok_and(|h| {
+                    h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+                });
+                if multi_thread {
+                    tokio::task::block_in_place(wait)
+                } else {
+                    wait()
+                }
+            }
+        }
+    }
+
+    fn publish(&self, changes: Vec<Change>, revision: u64) {
         for c in changes {
             // No subscribers is fine.
             let _ = self.changes.send(c);
         }
-        self.version.send_modify(|v| *v += 1);
+        // Two writers may publish out of order: the version only moves forward.
+        self.version.send_if_modified(|v| {
+            let newer = revision > *v;
+            if newer {
+                *v = revision;
+            }
+            newer
+        });
     }
 
     /// Every change from now on.
@@ -76,12 +106,13 @@ impl Shared {
         self.changes.subscribe()
     }
 
-    /// Bumped after every applied event: wake-ups for loops that re-read the model.
+    /// The index's [revision](Index::revision) as each write leaves it: wake-ups for loops
+    /// that re-read the model (a Lease renewal of a live hold wakes nobody).
     pub fn versions(&self) -> watch::Receiver<u64> {
         self.version.subscribe()
     }
 
-    /// The current version (bumped after every applied event).
+    /// The current version (see [`Shared::versions`]).
     pub fn version(&self) -> u64 {
         *self.version.borrow()
     }

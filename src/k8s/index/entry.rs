@@ -46,6 +46,19 @@ impl Interner {
     }
 }
 
+/// What a newer copy of a Lease changed, as the model sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Observed {
+    /// Nothing.
+    Same,
+    /// Only the renew time of a live hold: the model differs only in ages (how long since a
+    /// renewal), which readers may see a little late.
+    Renewed,
+    /// The holder record (a new holder, a release, a revived expired hold), the desired owner
+    /// or the operation.
+    Changed,
+}
+
 /// One Lease as the index keeps it.
 #[derive(Debug, Clone)]
 pub(super) struct LeaseEntry {
@@ -87,17 +100,31 @@ impl LeaseEntry {
     }
 
     /// Takes in a newer copy seen at `now_ms`; the expiry clock restarts only when the holder
-    /// record changed. Returns whether it did.
-    pub(super) fn observe(&mut self, view: &LeaseView, now_ms: i64, ix: &mut Interner) -> bool {
+    /// record changed. Says what changed, as the model sees it.
+    pub(super) fn observe(&mut self, view: &LeaseView, now_ms: i64, ix: &mut Interner) -> Observed {
+        let mut seen = Observed::Same;
         if self.desired.as_deref() != view.desired.as_deref() {
             self.desired = ix.opt(view.desired.as_deref());
+            seen = Observed::Changed;
         }
         if self.operation.as_deref() != view.operation.as_deref() {
             self.operation = ix.opt(view.operation.as_deref());
+            seen = Observed::Changed;
         }
         let h = &view.holding;
         if self.same_record(h) {
-            return false;
+            return seen;
+        }
+        let renewal = self.holder.is_some()
+            && self.holder.as_deref() == h.holder.as_deref()
+            && self.acquire == h.acquire
+            && self.duration_s == h.duration_s
+            && self.transitions == h.transitions
+            && !self.is_expired(now_ms);
+        if seen == Observed::Same && renewal {
+            seen = Observed::Renewed;
+        } else {
+            seen = Observed::Changed;
         }
         if self.holder.as_deref() != h.holder.as_deref() {
             self.holder = ix.opt(h.holder.as_deref());
@@ -110,7 +137,7 @@ impl LeaseEntry {
         self.duration_s = h.duration_s;
         self.transitions = h.transitions;
         self.since_ms = now_ms;
-        true
+        seen
     }
 
     fn same_record(&self, h: &Holding) -> bool {
@@ -124,6 +151,14 @@ impl LeaseEntry {
     /// Held, but unchanged for a full duration (or more) as seen by us.
     pub(super) fn is_expired(&self, now_ms: i64) -> bool {
         self.holder.is_some() && now_ms - self.since_ms >= self.expires_ms()
+    }
+
+    /// When (observer's clock, ms) the hold expires unless its record changes first; `None`
+    /// when not held.
+    pub(super) fn expires_at_ms(&self) -> Option<i64> {
+        self.holder
+            .as_ref()
+            .map(|_| self.since_ms + self.expires_ms())
     }
 
     fn expires_ms(&self) -> i64 {
@@ -191,7 +226,7 @@ mod tests {
         let mut o = Observation::new(steps[0].1.holding.clone(), 0);
         for (now, v) in &steps[1..] {
             assert_eq!(
-                e.observe(v, *now, &mut ix),
+                e.observe(v, *now, &mut ix) != Observed::Same,
                 o.observe(&v.holding, *now),
                 "at {now}"
             );

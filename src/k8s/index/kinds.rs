@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Resource;
 
+use super::entry::Observed;
 use super::{ClusterState, Emit, Kind, LeaseEntry, PodInfo};
 use crate::config::parse_target_list;
 use crate::k8s::model::ServiceInfo;
@@ -311,10 +312,11 @@ impl Indexed for Lease {
 
     fn apply(state: &mut ClusterState, lease: &Lease, emit: &mut Emit<'_>) {
         let Some(view) = protocol::parse(state.spec.protocol, lease, &state.spec.name) else {
-            // Not (or no longer) one of ours.
-            if let Some(name) = lease.metadata.name.as_deref() {
-                Self::delete(state, name, emit);
-            }
+            // Not (or no longer) one of ours: a change only if it was.
+            let name = lease.metadata.name.as_deref().unwrap_or_default();
+            emit.changed = state.leader.as_ref().is_some_and(|l| *l.name == *name)
+                || state.lease_keys.contains_key(name);
+            Self::delete(state, name, emit);
             return;
         };
         let now = emit.now_ms;
@@ -324,10 +326,11 @@ impl Indexed for Lease {
                 let old_holder = state.leader.as_ref().and_then(|e| e.holder.clone());
                 match &mut state.leader {
                     Some(e) => {
-                        if *e.name != *view.name {
+                        let renamed = *e.name != *view.name;
+                        if renamed {
                             e.name = view.name.as_str().into();
                         }
-                        e.observe(&view, now, ix);
+                        emit.changed = renamed || e.observe(&view, now, ix) == Observed::Changed;
                     }
                     leader => {
                         *leader = Some(LeaseEntry::new(view.name.as_str().into(), &view, now, ix))
@@ -346,9 +349,12 @@ impl Indexed for Lease {
             }
             LeaseRole::Target(key) => key.as_str(),
         };
+        // Whether the Lease now maps to another key or the key to another Lease.
+        let mut remapped = false;
         if let Some(old_key) = state.lease_keys.get(view.name.as_str())
             && **old_key != *key
         {
+            remapped = true;
             let old_key = old_key.clone();
             state.targets.remove(&old_key);
             state.lease_keys.remove(view.name.as_str());
@@ -357,6 +363,7 @@ impl Indexed for Lease {
         if let Some((k, e)) = state.targets.get_key_value(key)
             && *e.name != *view.name
         {
+            remapped = true;
             let k = k.clone();
             let name: Arc<str> = view.name.as_str().into();
             state.lease_keys.insert(name.clone(), k.clone());
@@ -381,7 +388,7 @@ impl Indexed for Lease {
                 let before = entry.holder.clone();
                 let from = entry.last_holder.clone();
                 let gap_ms = entry.handoff_gap_ms(new_holder, now);
-                entry.observe(&view, now, ix);
+                emit.changed = remapped || entry.observe(&view, now, ix) == Observed::Changed;
                 if new_holder.is_some() && new_holder != before.as_deref() {
                     let change = ownership(from.as_deref(), gap_ms);
                     emit.push(change);

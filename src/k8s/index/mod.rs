@@ -11,6 +11,7 @@ mod snapshot;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
 use jiff::Timestamp;
 
@@ -106,6 +107,18 @@ pub struct TargetNow {
     pub desired: Option<String>,
 }
 
+/// A cluster's model and what it was built from (see [`Index::snapshot`]).
+#[derive(Debug)]
+pub struct Snapshot {
+    /// The model.
+    pub model: crate::k8s::model::ClusterModel,
+    /// The index [revision](Index::revision) it was built at.
+    pub revision: u64,
+    /// How long after `now` the first hold it shows as live expires (`None`: none is held).
+    /// While the revision stays the same, the model is exact but for its ages until then.
+    pub exact_for: Option<Duration>,
+}
+
 /// What the index keeps of a pod.
 #[derive(Debug, Clone, PartialEq)]
 struct PodInfo {
@@ -156,6 +169,9 @@ pub struct Emit<'a> {
     out: &'a mut Vec<Change>,
     quiet: bool,
     now_ms: i64,
+    /// The call changed the model beyond ages (cleared by a Lease renewal; see
+    /// [`Index::revision`]).
+    changed: bool,
 }
 
 impl Emit<'_> {
@@ -179,6 +195,7 @@ impl Emit<'_> {
 #[derive(Debug)]
 pub struct Index {
     clusters: Vec<ClusterState>,
+    revision: u64,
 }
 
 impl Index {
@@ -186,6 +203,7 @@ impl Index {
     pub fn new(config: &Config) -> Index {
         Index {
             clusters: config.clusters.iter().map(ClusterState::new).collect(),
+            revision: 0,
         }
     }
 
@@ -257,6 +275,7 @@ impl Index {
             state.synced.insert(K::KIND);
             state.stale.remove(&K::KIND);
         }
+        self.revision += 1;
         out
     }
 
@@ -274,9 +293,9 @@ impl Index {
                 state.stale.remove(&kind);
             }
         }
+        self.revision += 1;
     }
 
-    /// Sets the instances of `cluster` excluded from placement (kept in the history store).
     /// The cordoned instances of `cluster`.
     pub fn cordons(&self, cluster: &str) -> Option<&BTreeSet<String>> {
         self.clusters
@@ -285,10 +304,21 @@ impl Index {
             .map(|c| &c.cordoned)
     }
 
+    /// Sets the instances of `cluster` excluded from placement (kept in the history store).
     pub fn set_cordons(&mut self, cluster: &str, cordoned: BTreeSet<String>) {
         if let Some(state) = self.clusters.iter_mut().find(|c| c.spec.name == cluster) {
             state.cordoned = cordoned;
         }
+        self.revision += 1;
+    }
+
+    /// Counts the changes to what [`Index::model`] shows, except ages: every call that
+    /// changes the index bumps it, but a Lease renewal of a live hold does not (at 50,000
+    /// targets renewals arrive thousands of times a second and change only how long ago
+    /// something was renewed). A model built at the current revision is current but for its
+    /// ages and for expiries, which no event announces.
+    pub fn revision(&self) -> u64 {
+        self.revision
     }
 
     /// Every watch has synced once.
@@ -300,10 +330,20 @@ impl Index {
 
     /// The model of one cluster at `now`.
     pub fn model(&self, cluster: &str, now: Timestamp) -> Option<crate::k8s::model::ClusterModel> {
-        self.clusters
-            .iter()
-            .find(|c| c.spec.name == cluster)
-            .map(|c| c.model(now.as_millisecond()))
+        self.snapshot(cluster, now).map(|s| s.model)
+    }
+
+    /// The model of one cluster at `now`, with how long it stays exact.
+    pub fn snapshot(&self, cluster: &str, now: Timestamp) -> Option<Snapshot> {
+        let state = self.clusters.iter().find(|c| c.spec.name == cluster)?;
+        let (model, next_expiry_ms) = state.model(now.as_millisecond());
+        Some(Snapshot {
+            model,
+            revision: self.revision,
+            exact_for: next_expiry_ms.map(|at| {
+                Duration::from_millis(u64::try_from(at - now.as_millisecond()).unwrap_or(0))
+            }),
+        })
     }
 
     /// One target's holder (if held and not expired by our observation), desired owner and
@@ -357,6 +397,7 @@ impl Index {
         mut f: impl FnMut(&mut ClusterState, &mut Emit<'_>),
     ) -> Vec<Change> {
         let mut out = Vec::new();
+        let mut changed = false;
         for state in self
             .clusters
             .iter_mut()
@@ -369,8 +410,13 @@ impl Index {
                 out: &mut out,
                 quiet,
                 now_ms: now.as_millisecond(),
+                changed: true,
             };
             f(state, &mut emit);
+            changed |= emit.changed;
+        }
+        if changed {
+            self.revision += 1;
         }
         out
     }

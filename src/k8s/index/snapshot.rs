@@ -19,13 +19,21 @@ struct Load {
 }
 
 impl ClusterState {
-    pub(super) fn model(&self, now_ms: i64) -> ClusterModel {
+    /// The model at `now_ms`, and when (ms) the next unexpired hold expires — until then, and
+    /// while the index revision stays the same, the model is exact but for its ages.
+    pub(super) fn model(&self, now_ms: i64) -> (ClusterModel, Option<i64>) {
         let spec = &self.spec;
         // gnmic clusters without a configured list: every target seen on a Lease counts.
         let all_configured = self.configured.is_empty() && spec.protocol == Protocol::Gnmic;
         let mut loads: HashMap<&str, Load> = HashMap::new();
         let mut targets = Vec::with_capacity(self.configured.len().max(self.targets.len()));
         let mut counts = TargetCounts::default();
+        let mut next_expiry: Option<i64> = None;
+        let mut expiring = |at: Option<i64>| {
+            if let Some(at) = at.filter(|at| *at > now_ms) {
+                next_expiry = Some(next_expiry.map_or(at, |n| n.min(at)));
+            }
+        };
 
         // Key order: the configured list (already sorted) merged with the Leases of keys not
         // in it (few, except for a gnmic cluster without a list), without a set of all keys.
@@ -54,6 +62,7 @@ impl ClusterState {
             let configured = all_configured || conf.is_some();
             let holder = entry.and_then(|e| e.holder.as_ref());
             let expired = entry.is_some_and(|e| e.is_expired(now_ms));
+            expiring(entry.and_then(LeaseEntry::expires_at_ms));
             let desired = entry.and_then(|e| e.desired.clone());
             let state = match holder {
                 None if configured => TargetState::Unassigned,
@@ -95,6 +104,7 @@ impl ClusterState {
             });
         }
 
+        expiring(self.leader.as_ref().and_then(LeaseEntry::expires_at_ms));
         let leader = self
             .leader
             .as_ref()
@@ -164,7 +174,7 @@ impl ClusterState {
         }
         instances.sort_by(|a, b| a.name.cmp(&b.name));
 
-        ClusterModel {
+        let model = ClusterModel {
             name: spec.name.clone(),
             namespace: spec.namespace.clone(),
             protocol: spec.protocol,
@@ -176,7 +186,8 @@ impl ClusterState {
             services: self.services.values().cloned().collect(),
             counts,
             targets_error: self.targets_error.clone(),
-        }
+        };
+        (model, next_expiry)
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -371,3 +371,55 @@ fn gnmic_clusters_are_read_from_their_own_layout() {
     // The native cluster in the same namespace does not see it.
     assert!(ix.model("c", at(1)).unwrap().target("Router-1").is_none());
 }
+
+/// A renewal of a live hold leaves the revision alone (a model built before it is current but
+/// for ages); everything else the model shows moves it.
+#[test]
+fn the_revision_moves_on_changes_but_not_on_renewals() {
+    let mut ix = index();
+    let r = ix.revision();
+    ix.apply(&mk_pod("c-0", true, json!({})), at(0));
+    assert!(ix.revision() > r, "a new pod");
+    let held = mk_lease("t1", "c-0", Some("c-0"), 1);
+    ix.apply(&held, at(1_000));
+    let r = ix.revision();
+    assert!(r > 0);
+
+    let renewed = protocol::held_by(&held, "c-0", at(4_000), 10);
+    ix.apply(&renewed, at(4_000));
+    assert_eq!(ix.revision(), r, "a renewal of a live hold");
+    ix.apply(&renewed, at(5_000));
+    assert_eq!(ix.revision(), r, "the same copy again");
+    assert_eq!(
+        ix.model("c", at(5_000)).unwrap().instances[0].lease_renew_age_ms,
+        Some(1_000),
+        "the renewal is in the index all the same"
+    );
+
+    // Unchanged for a full duration by our clock, the hold is expired: a renewal now revives
+    // it, which the model shows as a state change.
+    let revived = protocol::held_by(&renewed, "c-0", at(14_000), 10);
+    ix.apply(&revived, at(14_000));
+    assert!(ix.revision() > r, "a revived hold");
+
+    let r = ix.revision();
+    let d = Desire {
+        owner: "c-1".into(),
+        cause: Cause::Rebalance,
+        operation: Some("op-2".into()),
+        duration_s: 10,
+    };
+    ix.apply(&protocol::with_desire(&revived, &d), at(15_000));
+    assert!(ix.revision() > r, "a new desired owner");
+
+    let r = ix.revision();
+    ix.apply(&protocol::released(&revived, at(16_000)), at(16_000));
+    assert!(ix.revision() > r, "a release");
+
+    let r = ix.revision();
+    ix.set_cordons("c", BTreeSet::from(["c-0".to_owned()]));
+    assert!(ix.revision() > r, "a cordon");
+    let r = ix.revision();
+    ix.set_stale("ns", Kind::Lease, true);
+    assert!(ix.revision() > r, "a watch down");
+}
