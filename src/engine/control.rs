@@ -5,7 +5,7 @@
 //! `join_settle`, a rebalance is proposed or started. Each pass's duration and every Lease
 //! write's outcome go to the engine's metrics.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::placement::{self, Action};
-use super::{Engine, EngineError, Inner, PlanRequest, View};
+use super::{Engine, EngineError, Inner, PlanRequest, View, views};
 use crate::config::{Cluster, OnJoin};
 use crate::k8s::leases;
 use crate::k8s::model::ClusterModel;
@@ -34,6 +34,31 @@ const CORDON_RELOAD: Duration = Duration::from_secs(1);
 /// Lease writes of one reconcile in flight at once.
 const WRITE_PARALLELISM: usize = 32;
 
+/// A full pass over each cluster happens at least this often, even when nothing can have
+/// changed its outcome (see [`Settled`]).
+const FULL_PASS_EVERY: Duration = Duration::from_secs(10);
+
+/// A cluster whose last pass decided nothing, and until when deciding again would decide
+/// nothing too, unless the index changes or operations start or end: no hold it shows as live
+/// expires and no free target becomes neglected ([`placement::quiet_for`]) before then. Its
+/// model is not rebuilt meanwhile (at 50,000 targets a build is ~0.1 s of CPU, and members
+/// renew all the time without changing it).
+struct Settled {
+    view: Arc<View>,
+    busy: HashSet<String>,
+    until: std::time::Instant,
+    since: Instant,
+}
+
+impl Settled {
+    fn holds(&self, inner: &Inner, busy: &HashSet<String>) -> bool {
+        *busy == self.busy
+            && views::exact(&self.view, inner.shared.version())
+            && std::time::Instant::now() < self.until
+            && self.since.elapsed() < FULL_PASS_EVERY
+    }
+}
+
 /// Membership as last acted on, and a join waiting for membership to settle.
 #[derive(Default)]
 struct JoinWatch {
@@ -44,6 +69,7 @@ struct JoinWatch {
 pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
     let mut versions = inner.shared.versions();
     let mut joins: HashMap<String, JoinWatch> = HashMap::new();
+    let mut settled: HashMap<String, Settled> = HashMap::new();
     let mut cordons_read = Instant::now();
     loop {
         let started = Instant::now();
@@ -61,19 +87,38 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
             .iter()
             .filter(|c| c.protocol == Protocol::Native)
         {
+            let busy = inner.busy(&spec.name);
+            if let Some(s) = settled.get(&spec.name)
+                && s.holds(&inner, &busy)
+            {
+                // Membership is as the settled model shows it.
+                let joins = joins.entry(spec.name.clone()).or_default();
+                join_policy(&inner, spec, &s.view.model, joins).await;
+                continue;
+            }
             let built = Instant::now();
             // Building the model of a large cluster takes ~0.1 s of CPU (50,000 targets): on a
             // blocking thread, so the async workers keep answering HTTP requests meanwhile.
-            let view = {
-                let (inner, name) = (inner.clone(), spec.name.clone());
-                tokio::task::spawn_blocking(move || inner.fresh_view(&name)).await?
-            };
-            let Some(view) = view else {
+            let Some(view) = inner.build_view(&spec.name, false).await else {
                 continue;
             };
             thinking += built.elapsed();
             let model = &view.model;
-            reconcile(&inner, spec, &view).await;
+            if reconcile(&inner, spec, &view, busy.clone()).await {
+                settled.remove(&spec.name);
+            } else {
+                let duration_ms = inner.duration_ms(&spec.name).unwrap_or(i64::MAX);
+                let quiet = placement::quiet_for(model, duration_ms).unwrap_or(FULL_PASS_EVERY);
+                settled.insert(
+                    spec.name.clone(),
+                    Settled {
+                        view: view.clone(),
+                        busy,
+                        until: view.built() + quiet,
+                        since: built,
+                    },
+                );
+            }
             join_policy(
                 &inner,
                 spec,
@@ -93,9 +138,9 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
     }
 }
 
-async fn reconcile(inner: &Inner, spec: &Cluster, view: &Arc<View>) {
+/// Decides and makes the cluster's Lease writes; whether there were any to make.
+async fn reconcile(inner: &Inner, spec: &Cluster, view: &Arc<View>, busy: HashSet<String>) -> bool {
     let duration_s = i32::try_from(spec.policy.lease_duration.as_secs()).unwrap_or(i32::MAX);
-    let busy = inner.busy(&spec.name);
     let v = view.clone();
     // Deciding walks every target: off the async workers, like building the model.
     let actions =
@@ -105,11 +150,11 @@ async fn reconcile(inner: &Inner, spec: &Cluster, view: &Arc<View>) {
             Ok(actions) => actions,
             Err(e) => {
                 warn!(cluster = %spec.name, error = %e, "placement decision failed");
-                return;
+                return true;
             }
         };
     if actions.is_empty() {
-        return;
+        return false;
     }
     debug!(cluster = %spec.name, actions = actions.len(), "reconciling");
     let api: Api<Lease> = Api::namespaced(inner.client.clone(), &spec.namespace);
@@ -159,6 +204,7 @@ async fn reconcile(inner: &Inner, spec: &Cluster, view: &Arc<View>) {
             }
         })
         .await;
+    true
 }
 
 impl Inner {

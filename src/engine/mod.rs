@@ -9,7 +9,7 @@ pub mod placement;
 pub mod planner;
 mod recorder;
 mod removal;
-mod views;
+pub mod views;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::Future;
@@ -32,6 +32,7 @@ use crate::model::{OperationKind, OperationState};
 use crate::protocol::Protocol;
 use crate::store::{NewMove, NewOperation, Operation, Store, StoreError, now_ms};
 
+use self::views::Freshness;
 pub use self::views::View;
 
 /// How long shutdown waits for the control-plane Lease to be released.
@@ -121,11 +122,57 @@ impl Inner {
         self.shared.read(|ix| ix.model(cluster, Timestamp::now()))
     }
 
-    /// Builds a fresh model of `cluster` and leaves it for readers.
-    pub fn fresh_view(&self, cluster: &str) -> Option<Arc<View>> {
-        let version = self.shared.version();
-        let model = self.model(cluster)?;
-        Some(self.views.keep(model, version))
+    /// Builds a fresh model of `cluster` and leaves it for readers. Blocking (~0.1 s at 50,000
+    /// targets): call it through [`Inner::build_view`].
+    fn fresh_view(&self, cluster: &str) -> Option<Arc<View>> {
+        let started = std::time::Instant::now();
+        let snapshot = self
+            .shared
+            .read(|ix| ix.snapshot(cluster, Timestamp::now()))?;
+        Some(self.views.keep(snapshot, started, started.elapsed()))
+    }
+
+    /// A fresh view of `cluster`, built on a blocking thread, one build per cluster at a time.
+    /// With `reuse`, a view that became current while this waited its turn is taken instead
+    /// (readers that arrive together share one build).
+    pub async fn build_view(self: &Arc<Self>, cluster: &str, reuse: bool) -> Option<Arc<View>> {
+        let lock = self.views.builder(cluster)?;
+        let _building = lock.lock().await;
+        if reuse
+            && let Some((v, Freshness::Current)) = self.views.pick(cluster, self.shared.version())
+        {
+            return Some(v);
+        }
+        let (inner, name) = (self.clone(), cluster.to_owned());
+        tokio::task::spawn_blocking(move || inner.fresh_view(&name))
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// The view a reader gets (see `views`): the latest if current; the latest at once and a
+    /// rebuild in the background if it is stale; else a fresh one.
+    async fn read_view(self: &Arc<Self>, cluster: &str) -> Option<Arc<View>> {
+        match self.views.pick(cluster, self.shared.version()) {
+            Some((v, Freshness::Current)) => Some(v),
+            Some((v, Freshness::Stale)) => {
+                self.refresh_view(cluster);
+                Some(v)
+            }
+            Some((_, Freshness::Outdated)) | None => self.build_view(cluster, true).await,
+        }
+    }
+
+    /// Starts a rebuild of `cluster`'s view in the background, unless one is under way.
+    fn refresh_view(self: &Arc<Self>, cluster: &str) {
+        let Some(Ok(building)) = self.views.builder(cluster).map(|l| l.try_lock_owned()) else {
+            return;
+        };
+        let (inner, name) = (self.clone(), cluster.to_owned());
+        tokio::spawn(async move {
+            let _building = building;
+            let _ = tokio::task::spawn_blocking(move || inner.fresh_view(&name)).await;
+        });
     }
 
     pub fn busy(&self, cluster: &str) -> HashSet<String> {
@@ -180,6 +227,7 @@ impl Engine {
     /// fresh metrics registry (see [`Engine::metrics`]).
     pub fn new(config: Config, client: Client, store: Store, identity: String) -> Engine {
         let shared = Shared::new(Index::new(&config));
+        let views = views::Views::new(config.clusters.iter().map(|c| c.name.as_str()));
         Engine {
             inner: Arc::new(Inner {
                 config,
@@ -190,7 +238,7 @@ impl Engine {
                 acting: watch::channel(false).0,
                 busy: Mutex::default(),
                 ops_wake: Notify::new(),
-                views: views::Views::default(),
+                views,
                 metrics: Metrics::new(),
             }),
         }
@@ -236,15 +284,15 @@ impl Engine {
         &self.inner.client
     }
 
-    /// The latest model of a cluster for readers: the one the control loop (or another
-    /// reader) built last, if nothing changed since or it is younger than
-    /// [`views::MAX_READ_AGE`]; else a fresh one.
-    pub fn view(&self, cluster: &str) -> Result<Arc<View>, EngineError> {
+    /// The latest model of a cluster for readers, as fresh as `views` rules: current (at most
+    /// [`views::MAX_READ_AGE`] behind the index, or [`views::MAX_AGE_UNCHANGED`] behind the
+    /// clock), or — for a cluster whose model is slow to build — at most [`views::MAX_STALE`]
+    /// old while a rebuild runs in the background.
+    pub async fn view(&self, cluster: &str) -> Result<Arc<View>, EngineError> {
         self.inner.cluster(cluster)?;
         self.inner
-            .views
-            .recent(cluster, self.inner.shared.version())
-            .or_else(|| self.inner.fresh_view(cluster))
+            .read_view(cluster)
+            .await
             .ok_or_else(|| EngineError::UnknownCluster(cluster.to_owned()))
     }
 

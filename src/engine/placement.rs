@@ -6,6 +6,7 @@
 //! carries out the returned actions as compare-and-swap writes.
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use crate::engine::planner::{self, Member, MemberState};
 use crate::k8s::model::{ClusterModel, Instance, Target, TargetState};
@@ -54,6 +55,21 @@ fn neglected(t: &Target, duration_ms: i64) -> bool {
         && t.unchanged_ms
             .is_some_and(|ms| ms >= STALLED_AFTER_DURATIONS * duration_ms);
     expired_on_desired || stalled
+}
+
+/// How long after `model` was built the first free target could become neglected by the
+/// clock alone ([`STALLED_AFTER_DURATIONS`]); `None` if no target is waiting for its desired
+/// owner. With expiries (which the view tracks), this is the only way [`decide`]'s answer
+/// changes while the index does not: the control loop need not decide again before then.
+pub fn quiet_for(model: &ClusterModel, duration_ms: i64) -> Option<Duration> {
+    model
+        .targets
+        .iter()
+        .filter(|t| t.desired.is_some() && t.owner.is_none())
+        .filter_map(|t| t.unchanged_ms)
+        .map(|ms| STALLED_AFTER_DURATIONS * duration_ms - ms)
+        .min()
+        .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
 }
 
 /// The planner's view of the model's instances. A member that neglects targets desired for it
@@ -348,11 +364,17 @@ mod tests {
             decide(&m, 10, &HashSet::new()).is_empty(),
             "still within two durations"
         );
+        assert_eq!(
+            quiet_for(&m, 10_000),
+            Some(Duration::from_millis(1)),
+            "the answer changes 1 ms later by the clock alone"
+        );
         free.unchanged_ms = Some(20_000);
         let m = model(
             vec![inst("a", true, false, false), inst("b", true, false, false)],
             vec![free],
         );
+        assert_eq!(quiet_for(&m, 10_000), Some(Duration::ZERO));
         assert_eq!(
             desires(&decide(&m, 10, &HashSet::new())),
             [("t1".into(), "b".into(), Cause::Failover)]

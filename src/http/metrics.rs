@@ -19,7 +19,7 @@ pub async fn scrape(State(state): State<AppState>) -> Response {
     let engine = &state.engine;
     let m = engine.metrics();
     for c in &engine.config().clusters {
-        if let Ok(view) = engine.view(&c.name) {
+        if let Ok(view) = engine.view(&c.name).await {
             m.observe_model(&view.model);
         }
     }

@@ -102,7 +102,14 @@ async fn app_configured(tls: bool, acting: bool) -> App {
     // Wait for the first synced model.
     let synced = super::eventually(Duration::from_secs(20), || {
         let engine = engine.clone();
-        async move { engine.view("c").ok().filter(|v| v.model.synced).map(|_| ()) }
+        async move {
+            engine
+                .view("c")
+                .await
+                .ok()
+                .filter(|v| v.model.synced)
+                .map(|_| ())
+        }
     })
     .await;
     assert!(synced.is_some(), "the model never synced");

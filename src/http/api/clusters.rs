@@ -165,8 +165,8 @@ pub struct Uncordoned {
 const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 1000;
 
-pub(crate) fn snapshot(state: &AppState, cluster: &str) -> Result<Arc<View>, ApiError> {
-    Ok(state.engine.view(cluster)?)
+pub(crate) async fn snapshot(state: &AppState, cluster: &str) -> Result<Arc<View>, ApiError> {
+    Ok(state.engine.view(cluster).await?)
 }
 
 pub(crate) async fn summary(state: &AppState, snap: &View) -> Result<ClusterSummary, ApiError> {
@@ -211,7 +211,7 @@ async fn list_clusters(
     caller.require(&state, Action::Read, None).await?;
     let mut out = Vec::new();
     for c in &state.engine.config().clusters {
-        let snap = snapshot(&state, &c.name)?;
+        let snap = snapshot(&state, &c.name).await?;
         out.push(summary(&state, &snap).await?);
     }
     Ok(Json(out))
@@ -228,7 +228,7 @@ async fn get_cluster(
     ApiPath(cluster): ApiPath<String>,
 ) -> Result<Json<ClusterDetail>, ApiError> {
     caller.require(&state, Action::Read, Some(&cluster)).await?;
-    let snap = snapshot(&state, &cluster)?;
+    let snap = snapshot(&state, &cluster).await?;
     Ok(Json(ClusterDetail {
         summary: summary(&state, &snap).await?,
         instances: snap.model.instances.clone(),
@@ -247,7 +247,9 @@ async fn list_instances(
     ApiPath(cluster): ApiPath<String>,
 ) -> Result<Json<Vec<Instance>>, ApiError> {
     caller.require(&state, Action::Read, Some(&cluster)).await?;
-    Ok(Json(snapshot(&state, &cluster)?.model.instances.clone()))
+    Ok(Json(
+        snapshot(&state, &cluster).await?.model.instances.clone(),
+    ))
 }
 
 fn find_instance(snap: &View, cluster: &str, name: &str) -> Result<Instance, ApiError> {
@@ -269,7 +271,7 @@ async fn get_instance(
     ApiPath((cluster, instance)): ApiPath<(String, String)>,
 ) -> Result<Json<InstanceDetail>, ApiError> {
     caller.require(&state, Action::Read, Some(&cluster)).await?;
-    let snap = snapshot(&state, &cluster)?;
+    let snap = snapshot(&state, &cluster).await?;
     let i = find_instance(&snap, &cluster, &instance)?;
     let targets = snap
         .model
@@ -342,7 +344,7 @@ async fn list_targets(
     ApiQuery(f): ApiQuery<TargetFilter>,
 ) -> Result<Json<TargetPage>, ApiError> {
     caller.require(&state, Action::Read, Some(&cluster)).await?;
-    let snap = snapshot(&state, &cluster)?;
+    let snap = snapshot(&state, &cluster).await?;
     Ok(Json(page(&snap.model, &f)?))
 }
 
@@ -424,7 +426,7 @@ async fn get_target(
     ApiPath((cluster, target)): ApiPath<(String, String)>,
 ) -> Result<Json<TargetDetail>, ApiError> {
     caller.require(&state, Action::Read, Some(&cluster)).await?;
-    let snap = snapshot(&state, &cluster)?;
+    let snap = snapshot(&state, &cluster).await?;
     let t = snap.model.target(&target).cloned().ok_or_else(|| {
         ApiError::NotFound(format!("cluster {cluster:?} has no target {target:?}"))
     })?;

@@ -29,10 +29,10 @@ pub async fn overview(State(state): State<AppState>, viewer: Viewer) -> Result<R
     viewer.caller.require(&state, Action::Read, None).await?;
     let mut clusters = Vec::new();
     for c in &state.engine.config().clusters {
-        let view = snapshot(&state, &c.name)?;
+        let view = snapshot(&state, &c.name).await?;
         clusters.push(summary(&state, &view).await?);
     }
-    let mut base = Base::new(&state, &viewer, "Overview");
+    let mut base = Base::new(&state, &viewer, "Overview").await;
     base.nav = "overview";
     render(&Overview { base, clusters })
 }
@@ -57,7 +57,7 @@ pub async fn cluster(
         .caller
         .require(&state, Action::Read, Some(&cluster))
         .await?;
-    let view = snapshot(&state, &cluster)?;
+    let view = snapshot(&state, &cluster).await?;
     let c = ClusterDetail {
         summary: summary(&state, &view).await?,
         instances: view.model.instances.clone(),
@@ -80,7 +80,9 @@ pub async fn cluster(
         .max()
         .unwrap_or(0)
         .max(1);
-    let base = Base::new(&state, &viewer, format!("Cluster {cluster}")).for_cluster(&cluster);
+    let base = Base::new(&state, &viewer, format!("Cluster {cluster}"))
+        .await
+        .for_cluster(&cluster);
     render(&ClusterPage {
         base,
         c,
@@ -118,8 +120,10 @@ pub async fn instances(
         .caller
         .require(&state, Action::Read, Some(&cluster))
         .await?;
-    let view = snapshot(&state, &cluster)?;
-    let base = Base::new(&state, &viewer, format!("Instances of {cluster}")).for_cluster(&cluster);
+    let view = snapshot(&state, &cluster).await?;
+    let base = Base::new(&state, &viewer, format!("Instances of {cluster}"))
+        .await
+        .for_cluster(&cluster);
     render(&InstancesPage {
         base,
         instances: view.model.instances.clone(),
@@ -143,7 +147,9 @@ pub async fn remove_preview(
     Path((cluster, instance)): Path<(String, String)>,
 ) -> Result<Response, UiError> {
     let plan = actions::plan_remove(&state, &viewer.caller, &cluster, &instance).await?;
-    let base = Base::new(&state, &viewer, format!("Remove {instance}")).for_cluster(&cluster);
+    let base = Base::new(&state, &viewer, format!("Remove {instance}"))
+        .await
+        .for_cluster(&cluster);
     render(&RemovePage {
         base,
         cluster,

@@ -65,7 +65,9 @@ pub async fn rebalance_preview(
     Query(f): Query<RebalanceForm>,
 ) -> Result<Response, UiError> {
     let plan = actions::plan_rebalance(&state, &viewer.caller, &cluster, f.budget()?).await?;
-    let base = Base::new(&state, &viewer, format!("Rebalance {cluster}")).for_cluster(&cluster);
+    let base = Base::new(&state, &viewer, format!("Rebalance {cluster}"))
+        .await
+        .for_cluster(&cluster);
     render(&RebalancePage {
         base,
         cluster,
@@ -151,7 +153,7 @@ pub async fn list(
             limit: PAGE,
         })
         .await?;
-    let mut base = Base::new(&state, &viewer, "Operations");
+    let mut base = Base::new(&state, &viewer, "Operations").await;
     let base_clusters = base.clusters.clone();
     base.nav = "operations";
     base.cluster = q.cluster.clone();
@@ -186,7 +188,7 @@ pub async fn one(
     let op = state.engine.operation(&id).await.map_err(ApiError::from)?;
     let count = |s: &str| op.moves.iter().filter(|m| m.state.as_str() == s).count();
     let (done, failed) = (count("done"), count("failed"));
-    let mut base = Base::new(&state, &viewer, format!("Operation {}", op.kind));
+    let mut base = Base::new(&state, &viewer, format!("Operation {}", op.kind)).await;
     base.nav = "operations";
     base.operation = op.id.clone();
     render(&OperationPage {
@@ -290,7 +292,7 @@ pub async fn history(
             ..Default::default()
         })
         .await?;
-    let mut base = Base::new(&state, &viewer, "History");
+    let mut base = Base::new(&state, &viewer, "History").await;
     base.nav = "history";
     base.cluster = f.cluster.clone();
     render(&HistoryPage {

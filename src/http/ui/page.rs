@@ -79,7 +79,7 @@ pub struct Base {
 
 impl Base {
     /// The layout data for a page titled `title`.
-    pub fn new(state: &AppState, viewer: &Viewer, title: impl Into<String>) -> Base {
+    pub async fn new(state: &AppState, viewer: &Viewer, title: impl Into<String>) -> Base {
         let clusters: Vec<String> = state
             .engine
             .config()
@@ -89,7 +89,7 @@ impl Base {
             .collect();
         let mut banners = Vec::new();
         for c in &clusters {
-            match state.engine.view(c) {
+            match state.engine.view(c).await {
                 Ok(v) if v.model.stale => banners.push(format!(
                     "Cluster {c}: a Kubernetes watch is down — showing the last known state; \
                      nothing is changed until it is back."

@@ -93,7 +93,7 @@ pub async fn list(
         .caller
         .require(&state, Action::Read, Some(&cluster))
         .await?;
-    let view = snapshot(&state, &cluster)?;
+    let view = snapshot(&state, &cluster).await?;
     let target_state = match lq.state.as_str() {
         "" => None,
         s => Some(
@@ -113,7 +113,9 @@ pub async fn list(
     let result = page(&view.model, &filter)?;
     let owners = choices(view.model.instances.iter().map(|i| &i.name), &lq.owner);
     let states = choices(TargetState::ALL.iter().map(|s| s.as_str()), &lq.state);
-    let base = Base::new(&state, &viewer, format!("Targets of {cluster}")).for_cluster(&cluster);
+    let base = Base::new(&state, &viewer, format!("Targets of {cluster}"))
+        .await
+        .for_cluster(&cluster);
     render(&TargetsPage {
         base,
         filtered: filter.owner.is_some() || filter.state.is_some() || filter.q.is_some(),
@@ -150,7 +152,7 @@ pub async fn one(
         .caller
         .require(&state, Action::Read, Some(&cluster))
         .await?;
-    let view = snapshot(&state, &cluster)?;
+    let view = snapshot(&state, &cluster).await?;
     let t = view.model.target(&target).cloned().ok_or_else(|| {
         ApiError::NotFound(format!("cluster {cluster:?} has no target {target:?}"))
     })?;
@@ -165,7 +167,9 @@ pub async fn one(
         })
         .await?
         .items;
-    let base = Base::new(&state, &viewer, format!("Target {target}")).for_cluster(&cluster);
+    let base = Base::new(&state, &viewer, format!("Target {target}"))
+        .await
+        .for_cluster(&cluster);
     render(&TargetView {
         base,
         state: t.state.as_str(),
