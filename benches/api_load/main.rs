@@ -4,7 +4,8 @@
 //!
 //! Run: `cargo bench --bench api_load` (options after `--`: `--targets N --pods N --rate N
 //! --seconds N --warmup N --clients N --changes N --change-rate N --pages PATH,…
-//! --page-requests N --parts` any of l (list load), s (SSE fan-out), p (pages) `--report-only`).
+//! --page-requests N --parts` any of l (list load), s (SSE fan-out), p (pages) `--renew N
+//! --report-only`). `--renew N`: N Lease renewals a second in the background (`renew.rs`).
 //! Under `cargo test --all-targets` it does a small smoke run and checks no target.
 //!
 //! Three processes: the simulator (the release `leasehold sim --fake-kubelet`), the server
@@ -29,6 +30,7 @@
 mod common;
 mod list;
 mod procs;
+mod renew;
 mod sse;
 
 use std::collections::BTreeMap;
@@ -63,6 +65,7 @@ struct Args {
     parts: String,
     report_only: bool,
     samples: Option<String>,
+    renew: u64,
 }
 
 fn args() -> Args {
@@ -90,6 +93,7 @@ fn args() -> Args {
             parts: "lsp".into(),
             report_only: false,
             samples: None,
+            renew: 0,
         }
     } else {
         Args {
@@ -108,6 +112,7 @@ fn args() -> Args {
             parts: "lsp".into(),
             report_only: true,
             samples: None,
+            renew: 20,
         }
     };
     let argv: Vec<String> = std::env::args().collect();
@@ -129,6 +134,7 @@ fn args() -> Args {
             "--cp-namespace" => a.cp_namespace = text(),
             "--report-only" => a.report_only = true,
             "--samples" => a.samples = Some(text()),
+            "--renew" => a.renew = val().unwrap_or(a.renew),
             _ => {}
         }
     }
@@ -261,6 +267,7 @@ async fn main() -> anyhow::Result<()> {
             t.elapsed().as_secs_f64()
         ),
     );
+    let renewals = renew::start(&sim, &a);
     let mut result = Ok(());
     if a.parts.contains('l') {
         result = list::list_part(&a, &serve, &mut r).await;
@@ -270,6 +277,10 @@ async fn main() -> anyhow::Result<()> {
     }
     if result.is_ok() && a.parts.contains('s') {
         result = sse::sse_part(&a, &sim, &serve, &mut r).await;
+    }
+    if let Some(renewals) = renewals {
+        let done = renewals.finish(&mut r).await;
+        result = result.and(done);
     }
     println!(
         "| measure ({}) | value |",

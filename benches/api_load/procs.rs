@@ -123,6 +123,24 @@ impl Sim {
     }
 }
 
+/// Merge-patches the Lease of target `key` on the simulator.
+pub(crate) async fn patch_lease(
+    client: &kube::Client,
+    key: &str,
+    patch: Value,
+) -> anyhow::Result<()> {
+    let path = format!(
+        "/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{}",
+        protocol::names::target_lease("leasehold", CLUSTER, key)
+    );
+    let req = http::Request::patch(path)
+        .header("content-type", "application/merge-patch+json")
+        .body(kube::client::Body::from(serde_json::to_vec(&patch)?))?;
+    let resp = client.send(req).await?;
+    anyhow::ensure!(resp.status() == 200, "lease patch: {}", resp.status());
+    Ok(())
+}
+
 pub(crate) fn member(i: usize) -> String {
     format!("{CLUSTER}-{i}")
 }

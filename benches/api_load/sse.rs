@@ -11,8 +11,8 @@ use leasehold::protocol;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::procs::{Http, Serve, Sim, http_client, member, target};
-use super::{Args, CLUSTER, NS, Report, SSE_P99, percentile, spread};
+use super::procs::{Http, Serve, Sim, http_client, member, patch_lease, target};
+use super::{Args, Report, SSE_P99, percentile, spread};
 
 /// How long after the last write every client must have every event.
 const SSE_GRACE: Duration = Duration::from_secs(10);
@@ -147,19 +147,11 @@ pub(crate) async fn sse_part(
             "metadata": {"annotations": {protocol::ANN_DESIRED_OWNER: to}},
             "spec": {"holderIdentity": to, "acquireTime": now, "renewTime": now, "leaseTransitions": 1},
         });
-        let path = format!(
-            "/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{}",
-            protocol::names::target_lease("leasehold", CLUSTER, &key)
-        );
         let sim = sim.client.clone();
         let t = Instant::now();
-        sent.insert((key, to), t);
+        sent.insert((key.clone(), to), t);
         writes.spawn(async move {
-            let req = http::Request::patch(path)
-                .header("content-type", "application/merge-patch+json")
-                .body(kube::client::Body::from(serde_json::to_vec(&patch)?))?;
-            let resp = sim.send(req).await?;
-            anyhow::ensure!(resp.status() == 200, "lease patch: {}", resp.status());
+            patch_lease(&sim, &key, patch).await?;
             anyhow::Ok(t.elapsed())
         });
     }
