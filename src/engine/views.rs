@@ -28,8 +28,10 @@ pub const MAX_READ_AGE: Duration = Duration::from_millis(250);
 pub const MAX_AGE_UNCHANGED: Duration = Duration::from_secs(2);
 /// Builds that took longer than this are not waited for while a stale view is at hand.
 pub const SLOW_BUILD: Duration = Duration::from_millis(10);
-/// The oldest view a reader is given without waiting for a rebuild.
-pub const MAX_STALE: Duration = Duration::from_secs(2);
+/// The oldest view a reader is given without waiting for a rebuild. Longer than
+/// [`MAX_AGE_UNCHANGED`], so a view that ages out while nothing changes is rebuilt in the
+/// background, not waited for.
+pub const MAX_STALE: Duration = Duration::from_secs(5);
 
 /// One built model and what readers derive from it once.
 #[derive(Debug)]
@@ -91,6 +93,10 @@ pub fn judge(exact: bool, age: Duration, cost: Duration) -> Freshness {
 #[derive(Debug, Default)]
 struct Slot {
     latest: Mutex<Option<Arc<View>>>,
+    /// Views replaced while readers may still hold them. Freeing a large model takes
+    /// milliseconds, so it happens here, on a builder's blocking thread, once no reader holds
+    /// it — never at the end of a request on an async worker.
+    retired: Mutex<Vec<Arc<View>>>,
     /// Held while a model is built: one build at a time.
     building: Arc<tokio::sync::Mutex<()>>,
 }
@@ -126,15 +132,20 @@ impl Views {
         let Some(slot) = self.slots.get(&view.model.name) else {
             return view;
         };
-        let mut latest = slot.latest.lock().unwrap_or_else(|e| e.into_inner());
-        // A slower builder must not replace a view built from a newer index.
-        match &*latest {
-            Some(cur) if cur.revision > view.revision => cur.clone(),
-            _ => {
-                *latest = Some(view.clone());
-                view
+        let (kept, unused) = {
+            let mut latest = slot.latest.lock().unwrap_or_else(|e| e.into_inner());
+            match &*latest {
+                // A slower builder must not replace a view built from a newer index.
+                Some(cur) if cur.revision > view.revision => (cur.clone(), Some(view)),
+                _ => (view.clone(), latest.replace(view)),
             }
-        }
+        };
+        // Freed outside the lock readers take.
+        let mut retired = slot.retired.lock().unwrap_or_else(|e| e.into_inner());
+        retired.extend(unused);
+        // Only the retired list holds these now: free them here.
+        retired.retain(|v| Arc::strong_count(v) > 1);
+        kept
     }
 
     /// The latest view of `cluster` and how a reader at index `revision` may use it.
@@ -179,8 +190,10 @@ mod tests {
         assert_eq!(judge(false, 300 * MS, SLOW_BUILD), Freshness::Outdated);
         // An expensive one is not, up to MAX_STALE.
         assert_eq!(judge(false, 300 * MS, 120 * MS), Freshness::Stale);
-        assert_eq!(judge(false, 1999 * MS, 120 * MS), Freshness::Stale);
-        assert_eq!(judge(true, 2000 * MS, 120 * MS), Freshness::Outdated);
+        assert_eq!(judge(false, 4999 * MS, 120 * MS), Freshness::Stale);
+        assert_eq!(judge(false, 5000 * MS, 120 * MS), Freshness::Outdated);
+        // An exact view whose ages are too old is rebuilt in the background, not waited for.
+        assert_eq!(judge(true, MAX_AGE_UNCHANGED, 120 * MS), Freshness::Stale);
     }
 
     fn view(revision: u64, exact_for: Option<Duration>) -> View {
@@ -190,20 +203,57 @@ mod tests {
             exact_until: exact_for.map(|d| Instant::now() + d),
             cost: MS,
             imbalance: OnceLock::new(),
-            model: ClusterModel {
-                name: "c".into(),
-                namespace: "ns".into(),
-                protocol: crate::protocol::Protocol::Native,
-                synced: true,
-                stale: false,
-                leader: None,
-                instances: Vec::new(),
-                targets: Vec::new(),
-                services: Vec::new(),
-                counts: Default::default(),
-                targets_error: None,
-            },
+            model: model(),
         }
+    }
+
+    fn model() -> ClusterModel {
+        ClusterModel {
+            name: "c".into(),
+            namespace: "ns".into(),
+            protocol: crate::protocol::Protocol::Native,
+            synced: true,
+            stale: false,
+            leader: None,
+            instances: Vec::new(),
+            targets: Vec::new(),
+            services: Vec::new(),
+            counts: Default::default(),
+            targets_error: None,
+        }
+    }
+
+    fn snapshot(revision: u64) -> Snapshot {
+        Snapshot {
+            model: model(),
+            revision,
+            exact_for: None,
+        }
+    }
+
+    #[test]
+    fn a_replaced_view_is_freed_by_a_later_build_once_no_reader_holds_it() {
+        let views = Views::new(["c"]);
+        let held = views.keep(snapshot(1), Instant::now(), MS);
+        let weak = Arc::downgrade(&held);
+        views.keep(snapshot(2), Instant::now(), MS);
+        assert!(weak.upgrade().is_some(), "retired, not freed, while held");
+        drop(held);
+        assert!(
+            weak.upgrade().is_some(),
+            "a reader letting go does not free it"
+        );
+        views.keep(snapshot(3), Instant::now(), MS);
+        assert!(weak.upgrade().is_none(), "the next build frees it");
+    }
+
+    #[test]
+    fn an_older_build_does_not_replace_a_newer_view() {
+        let views = Views::new(["c"]);
+        views.keep(snapshot(5), Instant::now(), MS);
+        let kept = views.keep(snapshot(4), Instant::now(), MS);
+        assert_eq!(kept.revision, 5);
+        assert_eq!(views.pick("c", 5).unwrap().0.revision, 5);
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! Builds a cluster's model from the index state at a given moment: target states, per-
 //! instance load, ghosts, DNS names, counts. O(pods + targets); called on demand, not per event.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::{ClusterState, Kind, LeaseEntry, PodInfo};
+use crate::config::TargetSpec;
 use crate::k8s::model::{ClusterModel, Instance, Target, TargetCounts, TargetState};
 use crate::protocol::Protocol;
 
@@ -21,11 +22,11 @@ struct Load {
 impl ClusterState {
     /// The model at `now_ms`, and when (ms) the next unexpired hold expires — until then, and
     /// while the index revision stays the same, the model is exact but for its ages.
-    pub(super) fn model(&self, now_ms: i64) -> (ClusterModel, Option<i64>) {
+    pub(super) fn model<'s>(&'s self, now_ms: i64) -> (ClusterModel, Option<i64>) {
         let spec = &self.spec;
         // gnmic clusters without a configured list: every target seen on a Lease counts.
         let all_configured = self.configured.is_empty() && spec.protocol == Protocol::Gnmic;
-        let mut loads: HashMap<&str, Load> = HashMap::new();
+        let mut loads: HashMap<&'s str, Load> = HashMap::new();
         let mut targets = Vec::with_capacity(self.configured.len().max(self.targets.len()));
         let mut counts = TargetCounts::default();
         let mut next_expiry: Option<i64> = None;
@@ -35,30 +36,9 @@ impl ClusterState {
             }
         };
 
-        // Key order: the configured list (already sorted) merged with the Leases of keys not
-        // in it (few, except for a gnmic cluster without a list), without a set of all keys.
-        let mut extra: Vec<(&Arc<str>, &LeaseEntry)> = self
-            .targets
-            .iter()
-            .filter(|(k, _)| !self.configured.contains_key(&***k))
-            .collect();
-        extra.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let mut extra = extra.into_iter().peekable();
-        let mut conf = self.configured.iter().peekable();
-        loop {
-            let take_conf = match (conf.peek(), extra.peek()) {
-                (Some(c), Some(e)) => **c.0 < **e.0,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (None, None) => break,
-            };
-            let (key, conf, entry) = if take_conf {
-                let Some((key, c)) = conf.next() else { break };
-                (key, Some(c), self.targets.get(&**key))
-            } else {
-                let Some((key, e)) = extra.next() else { break };
-                (key, None, Some(e))
-            };
+        // Holders are looked up per target: in a hash set of the pod names, not the sorted map.
+        let pods: HashSet<&str> = self.pods.keys().map(String::as_str).collect();
+        let mut add = |key: &Arc<str>, conf: Option<&TargetSpec>, entry: Option<&'s LeaseEntry>| {
             let configured = all_configured || conf.is_some();
             let holder = entry.and_then(|e| e.holder.as_ref());
             let expired = entry.is_some_and(|e| e.is_expired(now_ms));
@@ -69,7 +49,7 @@ impl ClusterState {
                 None => TargetState::Orphaned,
                 Some(_) if !configured => TargetState::Orphaned,
                 Some(_) if expired => TargetState::Expired,
-                Some(h) if !self.pods.contains_key(&**h) => TargetState::Orphaned,
+                Some(h) if !pods.contains(&**h) => TargetState::Orphaned,
                 Some(h) if desired.as_ref().is_some_and(|d| d != h) => TargetState::Moving,
                 Some(_) => TargetState::Owned,
             };
@@ -102,6 +82,23 @@ impl ClusterState {
                 operation: entry.and_then(|e| e.operation.clone()),
                 unchanged_ms: entry.map(|e| now_ms - e.since_ms),
             });
+        };
+        // The configured list (sorted), then the Leases of keys not in it: none when every
+        // Lease was met on the way, which saves a sorted-map lookup per Lease (these are few,
+        // except for a gnmic cluster without a list); if there are any, the rows are re-sorted.
+        let mut found = 0;
+        for (key, conf) in &self.configured {
+            let entry = self.targets.get(&**key);
+            found += usize::from(entry.is_some());
+            add(key, Some(conf), entry);
+        }
+        if found < self.targets.len() {
+            for (key, entry) in &self.targets {
+                if !self.configured.contains_key(&**key) {
+                    add(key, None, Some(entry));
+                }
+            }
+            targets.sort_unstable_by(|a, b| a.key.cmp(&b.key));
         }
 
         expiring(self.leader.as_ref().and_then(LeaseEntry::expires_at_ms));
