@@ -8,7 +8,7 @@ use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
 
-use super::procs::{Http, Serve, get, get_json, http_client, member};
+use super::procs::{Http, Serve, Sim, get, get_json, http_client, member};
 use super::{Args, CLUSTER, LIMIT, LIST_P99, Report, cpu_s, percentile, spread};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -151,7 +151,12 @@ async fn open_loop(client: &Http, mix: &mut Mix, rate: u64, seconds: u64) -> Vec
     tasks.join_all().await
 }
 
-pub(crate) async fn list_part(a: &Args, serve: &Serve, r: &mut Report) -> anyhow::Result<()> {
+pub(crate) async fn list_part(
+    a: &Args,
+    sim: &Sim,
+    serve: &Serve,
+    r: &mut Report,
+) -> anyhow::Result<()> {
     let client = http_client();
     let t = Instant::now();
     let cursors = walk(&client, &serve.base, a.targets).await?;
@@ -172,13 +177,19 @@ pub(crate) async fn list_part(a: &Args, serve: &Serve, r: &mut Report) -> anyhow
         base: serve.base.clone(),
     };
     open_loop(&client, &mut mix, a.rate, a.warmup).await;
-    let cpu0 = cpu_s(serve.pid);
+    let pids = [serve.pid, sim.pid, std::process::id()];
+    let cpu0 = pids.map(cpu_s);
     let t = Instant::now();
     // Wall-clock start, to line the samples up with the server's log (the first request is due
     // 10 ms later).
     let wall = jiff::Timestamp::now();
     let samples = open_loop(&client, &mut mix, a.rate, a.seconds).await;
-    let cpu = (cpu_s(serve.pid) - cpu0) / t.elapsed().as_secs_f64();
+    let secs = t.elapsed().as_secs_f64();
+    let cpu: Vec<f64> = pids
+        .iter()
+        .zip(cpu0)
+        .map(|(pid, c0)| (cpu_s(*pid) - c0) / secs)
+        .collect();
     if let Some(path) = &a.samples {
         // One line per request, for a plot or a look at when the slow ones happen.
         let mut csv = format!("# started {wall}\ndue_ms,latency_ms,kind\n");
@@ -227,8 +238,13 @@ pub(crate) async fn list_part(a: &Args, serve: &Serve, r: &mut Report) -> anyhow
         },
     );
     r.row(
-        "… CPU of `leasehold serve` during the run",
-        format!("{:.0}% of a core", cpu * 100.0),
+        "… CPU during the run, in % of a core: `leasehold serve`; the simulator; this harness",
+        format!(
+            "{:.0}%; {:.0}%; {:.0}%",
+            cpu[0] * 100.0,
+            cpu[1] * 100.0,
+            cpu[2] * 100.0
+        ),
     );
     anyhow::ensure!(errors.is_empty(), "{} requests failed", errors.len());
     Ok(())

@@ -270,7 +270,7 @@ async fn main() -> anyhow::Result<()> {
     let renewals = renew::start(&sim, &a);
     let mut result = Ok(());
     if a.parts.contains('l') {
-        result = list::list_part(&a, &serve, &mut r).await;
+        result = list::list_part(&a, &sim, &serve, &mut r).await;
     }
     if result.is_ok() && a.parts.contains('p') {
         result = pages_part(&a, &serve, &mut r).await;

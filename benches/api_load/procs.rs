@@ -59,6 +59,7 @@ fn bin() -> String {
 pub(crate) struct Sim {
     // Killed on drop.
     _child: tokio::process::Child,
+    pub(crate) pid: u32,
     pub(crate) client: kube::Client,
     kubeconfig: PathBuf,
 }
@@ -68,6 +69,7 @@ pub(crate) async fn start_sim(dir: &Path) -> anyhow::Result<Sim> {
     let kubeconfig = dir.join("sim.kubeconfig");
     let (child, client) = crate::common::start_sim_process(&bin(), &kubeconfig).await?;
     let sim = Sim {
+        pid: child.id().expect("sim pid"),
         _child: child,
         client,
         kubeconfig,
