@@ -8,6 +8,7 @@ use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
 
+use super::common::MachineCpu;
 use super::procs::{Http, Serve, Sim, get, get_json, http_client, member};
 use super::{Args, CLUSTER, LIMIT, LIST_P99, Report, cpu_s, percentile, spread};
 
@@ -179,12 +180,16 @@ pub(crate) async fn list_part(
     open_loop(&client, &mut mix, a.rate, a.warmup).await;
     let pids = [serve.pid, sim.pid, std::process::id()];
     let cpu0 = pids.map(cpu_s);
+    let machine0 = MachineCpu::now();
+    let served0 = served_within(&client, &serve.base).await?;
     let t = Instant::now();
     // Wall-clock start, to line the samples up with the server's log (the first request is due
     // 10 ms later).
     let wall = jiff::Timestamp::now();
     let samples = open_loop(&client, &mut mix, a.rate, a.seconds).await;
     let secs = t.elapsed().as_secs_f64();
+    let (busy, steal) = MachineCpu::now().since(&machine0);
+    let served = served_within(&client, &serve.base).await?;
     let cpu: Vec<f64> = pids
         .iter()
         .zip(cpu0)
@@ -246,6 +251,58 @@ pub(crate) async fn list_part(
             cpu[2] * 100.0
         ),
     );
+    r.row(
+        "… the machine during the run: busy; stolen by the hypervisor",
+        format!("{busy:.0}%; {steal:.1}%"),
+    );
+    // The server's own view (`/metrics`), to tell its time from waiting for a core.
+    let within: Vec<String> = served
+        .iter()
+        .zip(&served0)
+        .map(|((le, n), (_, n0))| (le, n - n0))
+        .filter(|(le, _)| **le <= 0.016)
+        .map(|(le, n)| {
+            let total = served
+                .last()
+                .map_or(1, |l| l.1 - served0.last().map_or(0, |l0| l0.1));
+            format!(
+                "≤ {:.0} ms {:.2}%",
+                le * 1e3,
+                100.0 * n as f64 / total.max(1) as f64
+            )
+        })
+        .collect();
+    r.row(
+        "… answered by `serve` within (its `http_request_duration_seconds` buckets)",
+        within.join(", "),
+    );
     anyhow::ensure!(errors.is_empty(), "{} requests failed", errors.len());
     Ok(())
+}
+
+/// The target list's cumulative latency buckets from the server's `/metrics`: `(le, count)`,
+/// ascending, the last one `+Inf`.
+async fn served_within(client: &Http, base: &str) -> anyhow::Result<Vec<(f64, u64)>> {
+    let (status, body) = get(client, &format!("{base}/metrics")).await?;
+    anyhow::ensure!(status == 200, "GET /metrics: {status}");
+    let text = String::from_utf8_lossy(&body);
+    let mut out: Vec<(f64, u64)> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("leasehold_http_request_duration_seconds_bucket{")
+                && l.contains("route=\"/api/v1/clusters/{cluster}/targets\"")
+                && l.contains("status=\"2xx\"")
+        })
+        .filter_map(|l| {
+            let le = l.split("le=\"").nth(1)?.split('"').next()?;
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            Some((le, l.rsplit(' ').next()?.parse().ok()?))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(out)
 }

@@ -1,5 +1,6 @@
 //! What the load harnesses share (`benches/engine_load.rs`, `benches/api_load/`): starting the
-//! simulator as its own process, percentiles, and a process's CPU time from `/proc`.
+//! simulator as its own process, percentiles, and a process's and the machine's CPU time from
+//! `/proc`.
 #![allow(dead_code)] // each harness uses a different subset
 
 use std::path::Path;
@@ -59,4 +60,42 @@ pub fn cpu_s(pid: u32) -> f64 {
         .filter_map(|v| v.parse().ok())
         .collect();
     f.iter().sum::<u64>() as f64 / 100.0
+}
+
+/// The machine's CPU time so far, from the first line of `/proc/stat` (clock ticks): busy
+/// (user, nice, system, irq, softirq), idle (idle, iowait) and stolen by the hypervisor.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MachineCpu {
+    pub busy: u64,
+    pub idle: u64,
+    pub steal: u64,
+}
+
+impl MachineCpu {
+    pub fn now() -> MachineCpu {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let f: Vec<u64> = stat
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        let at = |i: usize| f.get(i).copied().unwrap_or(0);
+        MachineCpu {
+            busy: at(0) + at(1) + at(2) + at(5) + at(6),
+            idle: at(3) + at(4),
+            steal: at(7),
+        }
+    }
+
+    /// Busy and stolen shares of the machine's CPU time since `earlier`, in percent.
+    pub fn since(&self, earlier: &MachineCpu) -> (f64, f64) {
+        let busy = self.busy.saturating_sub(earlier.busy) as f64;
+        let idle = self.idle.saturating_sub(earlier.idle) as f64;
+        let steal = self.steal.saturating_sub(earlier.steal) as f64;
+        let total = (busy + idle + steal).max(1.0);
+        (100.0 * busy / total, 100.0 * steal / total)
+    }
 }

@@ -284,10 +284,9 @@ impl Engine {
         &self.inner.client
     }
 
-    /// The latest model of a cluster for readers, as fresh as `views` rules: current (at most
-    /// [`views::MAX_READ_AGE`] behind the index, or [`views::MAX_AGE_UNCHANGED`] behind the
-    /// clock), or — for a cluster whose model is slow to build — at most [`views::MAX_STALE`]
-    /// old while a rebuild runs in the background.
+    /// The latest model of a cluster for readers, as fresh as the [`views`] module rules:
+    /// current, or — for a cluster whose model is slow to build — a little stale while one
+    /// rebuild runs in the background (a change shows about a second late at worst).
     pub async fn view(&self, cluster: &str) -> Result<Arc<View>, EngineError> {
         self.inner.cluster(cluster)?;
         self.inner

@@ -9,9 +9,11 @@
 //!   [`MAX_AGE_UNCHANGED`] old — exact then but for its ages (how long ago things were
 //!   renewed): taken as it is;
 //! - **stale** — none of that, but it took longer than [`SLOW_BUILD`] to build and is at most
-//!   [`MAX_STALE`] old: taken at once, while one rebuild runs in the background
-//!   (stale-while-revalidate). A request never waits for a large cluster's build, and requests
-//!   arriving together start one rebuild, not one each;
+//!   [`MAX_STALE`] old ([`MAX_STALE_EXACT`] if exact but for its ages): taken at once, while one
+//!   rebuild runs in the background (stale-while-revalidate). A request never waits for a large
+//!   cluster's build, and requests arriving together start one rebuild, not one each. A change
+//!   reaches readers about a second late at worst (on the acting replica the control loop
+//!   rebuilds within half a second of any change anyway);
 //! - otherwise (a small cluster, whose build costs less than waiting for it is worth; or a very
 //!   old view) the reader waits for a fresh build, shared with whoever waits beside it.
 
@@ -28,10 +30,11 @@ pub const MAX_READ_AGE: Duration = Duration::from_millis(250);
 pub const MAX_AGE_UNCHANGED: Duration = Duration::from_secs(2);
 /// Builds that took longer than this are not waited for while a stale view is at hand.
 pub const SLOW_BUILD: Duration = Duration::from_millis(10);
-/// The oldest view a reader is given without waiting for a rebuild. Longer than
-/// [`MAX_AGE_UNCHANGED`], so a view that ages out while nothing changes is rebuilt in the
-/// background, not waited for.
-pub const MAX_STALE: Duration = Duration::from_secs(5);
+/// The oldest view a reader is given without waiting for a rebuild.
+pub const MAX_STALE: Duration = Duration::from_secs(1);
+/// The same for a view exact but for its ages: longer than [`MAX_AGE_UNCHANGED`], so a view
+/// that ages out while nothing changes is rebuilt in the background, not waited for.
+pub const MAX_STALE_EXACT: Duration = Duration::from_secs(10);
 
 /// One built model and what readers derive from it once.
 #[derive(Debug)]
@@ -82,7 +85,7 @@ pub fn exact(view: &View, revision: u64) -> bool {
 pub fn judge(exact: bool, age: Duration, cost: Duration) -> Freshness {
     if age < MAX_READ_AGE || (exact && age < MAX_AGE_UNCHANGED) {
         Freshness::Current
-    } else if cost > SLOW_BUILD && age < MAX_STALE {
+    } else if cost > SLOW_BUILD && age < if exact { MAX_STALE_EXACT } else { MAX_STALE } {
         Freshness::Stale
     } else {
         Freshness::Outdated
@@ -190,10 +193,12 @@ mod tests {
         assert_eq!(judge(false, 300 * MS, SLOW_BUILD), Freshness::Outdated);
         // An expensive one is not, up to MAX_STALE.
         assert_eq!(judge(false, 300 * MS, 120 * MS), Freshness::Stale);
-        assert_eq!(judge(false, 4999 * MS, 120 * MS), Freshness::Stale);
-        assert_eq!(judge(false, 5000 * MS, 120 * MS), Freshness::Outdated);
+        assert_eq!(judge(false, 999 * MS, 120 * MS), Freshness::Stale);
+        assert_eq!(judge(false, 1000 * MS, 120 * MS), Freshness::Outdated);
         // An exact view whose ages are too old is rebuilt in the background, not waited for.
         assert_eq!(judge(true, MAX_AGE_UNCHANGED, 120 * MS), Freshness::Stale);
+        assert_eq!(judge(true, 9999 * MS, 120 * MS), Freshness::Stale);
+        assert_eq!(judge(true, 10_000 * MS, 120 * MS), Freshness::Outdated);
     }
 
     fn view(revision: u64, exact_for: Option<Duration>) -> View {
