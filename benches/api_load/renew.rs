@@ -58,7 +58,11 @@ async fn renew(
     let began = Instant::now();
     // A prime stride (coprime with the target count unless it divides it) spreads consecutive
     // renewals over the list and still visits every target.
-    let stride = if targets % 7919 == 0 { 1 } else { 7919 };
+    let stride = if targets.is_multiple_of(7919) {
+        1
+    } else {
+        7919
+    };
     let mut i: u64 = 0;
     while !*stop.borrow() {
         let due = start + Duration::from_secs_f64(i as f64 / rate as f64);

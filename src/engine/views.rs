@@ -175,7 +175,7 @@ mod tests {
     #[test]
     fn a_young_view_is_current_whatever_changed() {
         for (exact, cost) in [(false, MS), (false, 100 * MS), (true, MS)] {
-            assert_eq!(judge(exact, 0 * MS, cost), Freshness::Current);
+            assert_eq!(judge(exact, Duration::ZERO, cost), Freshness::Current);
             assert_eq!(judge(exact, 249 * MS, cost), Freshness::Current);
         }
     }
