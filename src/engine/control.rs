@@ -44,7 +44,9 @@ const FULL_PASS_EVERY: Duration = Duration::from_secs(10);
 /// model is not rebuilt meanwhile (at 50,000 targets a build is ~0.1 s of CPU, and members
 /// renew all the time without changing it).
 struct Settled {
-    view: Arc<View>,
+    /// Of the model it decided on (not the model itself: holding it would keep a second
+    /// 50,000-row model alive once readers rebuild theirs).
+    exactness: views::Exactness,
     busy: HashSet<String>,
     until: std::time::Instant,
     since: Instant,
@@ -53,7 +55,7 @@ struct Settled {
 impl Settled {
     fn holds(&self, inner: &Inner, busy: &HashSet<String>) -> bool {
         *busy == self.busy
-            && views::exact(&self.view, inner.shared.version())
+            && self.exactness.holds(inner.shared.version())
             && std::time::Instant::now() < self.until
             && self.since.elapsed() < FULL_PASS_EVERY
     }
@@ -91,9 +93,11 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
             if let Some(s) = settled.get(&spec.name)
                 && s.holds(&inner, &busy)
             {
-                // Membership is as the settled model shows it.
-                let joins = joins.entry(spec.name.clone()).or_default();
-                join_policy(&inner, spec, &s.view.model, joins).await;
+                // Membership is as the settled model (or any later one) shows it.
+                if let Some(latest) = inner.views.latest(&spec.name) {
+                    let joins = joins.entry(spec.name.clone()).or_default();
+                    join_policy(&inner, spec, &latest.model, joins).await;
+                }
                 continue;
             }
             let built = Instant::now();
@@ -112,7 +116,7 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
                 settled.insert(
                     spec.name.clone(),
                     Settled {
-                        view: view.clone(),
+                        exactness: view.exactness(),
                         busy,
                         until: view.built() + quiet,
                         since: built,
@@ -127,6 +131,11 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
             )
             .await;
             inner.metrics.reconciled(&spec.name, built.elapsed());
+        }
+        // Models replaced while readers held them: freed off the async workers.
+        let unheld = inner.views.take_unheld();
+        if !unheld.is_empty() {
+            tokio::task::spawn_blocking(move || drop(unheld));
         }
         // Large clusters make a pass expensive (the model of 50,000 targets takes ~0.1 s to
         // build): keep the loop's share of a core bounded. Only building counts, not the

@@ -57,6 +57,14 @@ impl View {
         self.built
     }
 
+    /// What it was built from (see [`exact`]).
+    pub fn exactness(&self) -> Exactness {
+        Exactness {
+            revision: self.revision,
+            until: self.exact_until,
+        }
+    }
+
     /// `f` computed on first use, then remembered for this model.
     pub(super) fn imbalance(&self, f: impl FnOnce(&ClusterModel) -> f64) -> f64 {
         *self.imbalance.get_or_init(|| f(&self.model))
@@ -74,10 +82,26 @@ pub enum Freshness {
     Outdated,
 }
 
+/// What a view was built from, to tell later whether it is still exact (without holding the
+/// model).
+#[derive(Debug, Clone, Copy)]
+pub struct Exactness {
+    revision: u64,
+    until: Option<Instant>,
+}
+
+impl Exactness {
+    /// Whether nothing but ages can differ between the view and a model built now at index
+    /// `revision`.
+    pub fn holds(&self, revision: u64) -> bool {
+        self.revision == revision && self.until.is_none_or(|t| Instant::now() < t)
+    }
+}
+
 /// Whether nothing but ages can differ between `view` and a model built now at index
 /// `revision`.
 pub fn exact(view: &View, revision: u64) -> bool {
-    view.revision == revision && view.exact_until.is_none_or(|t| Instant::now() < t)
+    view.exactness().holds(revision)
 }
 
 /// The rule of the module header, for a view `age` old that took `cost` to build and is
@@ -158,6 +182,29 @@ impl Views {
         let v = latest.as_ref()?;
         let freshness = judge(exact(v, revision), v.built.elapsed(), v.cost);
         Some((v.clone(), freshness))
+    }
+
+    /// The latest view of `cluster`, however old.
+    pub(super) fn latest(&self, cluster: &str) -> Option<Arc<View>> {
+        let slot = self.slots.get(cluster)?;
+        slot.latest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Removes the retired views no reader holds any more, for the caller to free off the
+    /// async workers (builds free them too, but a settled cluster may see no build for a
+    /// while).
+    pub(super) fn take_unheld(&self) -> Vec<Arc<View>> {
+        let mut out = Vec::new();
+        for slot in self.slots.values() {
+            let mut retired = slot.retired.lock().unwrap_or_else(|e| e.into_inner());
+            let (unheld, held) = retired.drain(..).partition(|v| Arc::strong_count(v) == 1);
+            *retired = held;
+            out.extend::<Vec<_>>(unheld);
+        }
+        out
     }
 
     /// The lock a builder of `cluster`'s model holds.
@@ -250,6 +297,20 @@ mod tests {
         );
         views.keep(snapshot(3), Instant::now(), MS);
         assert!(weak.upgrade().is_none(), "the next build frees it");
+    }
+
+    #[test]
+    fn unheld_retired_views_can_be_taken_to_free_elsewhere() {
+        let views = Views::new(["c"]);
+        let held = views.keep(snapshot(1), Instant::now(), MS);
+        views.keep(snapshot(2), Instant::now(), MS);
+        assert!(views.take_unheld().is_empty(), "a reader still holds it");
+        drop(held);
+        let unheld = views.take_unheld();
+        assert_eq!(unheld.len(), 1);
+        assert_eq!(unheld[0].revision, 1);
+        assert!(views.take_unheld().is_empty());
+        assert_eq!(views.latest("c").unwrap().revision, 2);
     }
 
     #[test]
