@@ -232,7 +232,6 @@ pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::k8s::model::TargetCounts;
 
     fn inst(name: &str, ready: bool, cordoned: bool, ghost: bool) -> Instance {
         Instance {
@@ -281,19 +280,7 @@ mod tests {
 
     fn model(instances: Vec<Instance>, mut targets: Vec<Target>) -> ClusterModel {
         targets.sort_by(|a, b| a.key.cmp(&b.key));
-        ClusterModel {
-            name: "c".into(),
-            namespace: "ns".into(),
-            protocol: Protocol::Native,
-            synced: true,
-            stale: false,
-            leader: None,
-            instances,
-            targets,
-            services: vec![],
-            counts: TargetCounts::default(),
-            targets_error: None,
-        }
+        ClusterModel::for_tests(instances, targets)
     }
 
     fn desires(actions: &[Action]) -> Vec<(String, String, Cause)> {

@@ -260,19 +260,7 @@ mod tests {
     }
 
     fn model() -> ClusterModel {
-        ClusterModel {
-            name: "c".into(),
-            namespace: "ns".into(),
-            protocol: crate::protocol::Protocol::Native,
-            synced: true,
-            stale: false,
-            leader: None,
-            instances: Vec::new(),
-            targets: Vec::new(),
-            services: Vec::new(),
-            counts: Default::default(),
-            targets_error: None,
-        }
+        ClusterModel::for_tests(Vec::new(), Vec::new())
     }
 
     fn snapshot(revision: u64) -> Snapshot {

@@ -201,6 +201,27 @@ pub struct TargetCounts {
     pub orphaned: usize,
 }
 
+#[cfg(test)]
+impl ClusterModel {
+    /// A synced, fresh native cluster `c` in namespace `ns` with these instances and targets
+    /// (kept in the order given), for tests.
+    pub(crate) fn for_tests(instances: Vec<Instance>, targets: Vec<Target>) -> ClusterModel {
+        ClusterModel {
+            name: "c".into(),
+            namespace: "ns".into(),
+            protocol: Protocol::Native,
+            synced: true,
+            stale: false,
+            leader: None,
+            instances,
+            targets,
+            services: Vec::new(),
+            counts: TargetCounts::default(),
+            targets_error: None,
+        }
+    }
+}
+
 impl ClusterModel {
     /// Finds an instance.
     pub fn instance(&self, name: &str) -> Option<&Instance> {

@@ -515,19 +515,7 @@ mod tests {
             .map(|i| mk_target(&format!("T-{i}"), if i % 2 == 0 { "a" } else { "b" }))
             .collect();
         targets.push(mk_target("ünï-1", "a"));
-        let m = ClusterModel {
-            name: "c".into(),
-            namespace: "ns".into(),
-            protocol: Protocol::Native,
-            synced: true,
-            stale: false,
-            leader: None,
-            instances: Vec::new(),
-            targets,
-            services: Vec::new(),
-            counts: TargetCounts::default(),
-            targets_error: None,
-        };
+        let m = ClusterModel::for_tests(Vec::new(), targets);
         let filter = |owner: Option<&str>, q: Option<&str>, cursor: Option<String>| TargetFilter {
             owner: owner.map(str::to_owned),
             state: None,
