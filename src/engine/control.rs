@@ -41,7 +41,7 @@ const FULL_PASS_EVERY: Duration = Duration::from_secs(10);
 /// A cluster whose last pass decided nothing, and until when deciding again would decide
 /// nothing too, unless the index changes or operations start or end: no hold it shows as live
 /// expires and no free target becomes neglected ([`placement::quiet_for`]) before then. Its
-/// model is not rebuilt meanwhile (at 50,000 targets a build is ~0.1 s of CPU, and members
+/// model is not rebuilt meanwhile (at 50,000 targets a build is ~30 ms of CPU, and members
 /// renew all the time without changing it).
 struct Settled {
     /// Of the model it decided on (not the model itself: holding it would keep a second
@@ -101,8 +101,8 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
                 continue;
             }
             let built = Instant::now();
-            // Building the model of a large cluster takes ~0.1 s of CPU (50,000 targets): on a
-            // blocking thread, so the async workers keep answering HTTP requests meanwhile.
+            // On a blocking thread (~30 ms of CPU at 50,000 targets), so the async workers keep
+            // answering HTTP requests meanwhile.
             let Some(view) = inner.build_view(&spec.name, false).await else {
                 continue;
             };
@@ -137,7 +137,7 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
         if !unheld.is_empty() {
             tokio::task::spawn_blocking(move || drop(unheld));
         }
-        // Large clusters make a pass expensive (the model of 50,000 targets takes ~0.1 s to
+        // Large clusters make a pass expensive (the model of 50,000 targets takes ~30 ms to
         // build): keep the loop's share of a core bounded. Only building counts, not the
         // Lease writes (waiting on the API server), so a big placement is not followed by a
         // long pause.

@@ -128,6 +128,16 @@ struct Slot {
     building: Arc<tokio::sync::Mutex<()>>,
 }
 
+impl Slot {
+    /// Removes the retired views only the retired list holds.
+    fn unheld(&self) -> Vec<Arc<View>> {
+        let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        let (unheld, held) = retired.drain(..).partition(|v| Arc::strong_count(v) == 1);
+        *retired = held;
+        unheld
+    }
+}
+
 /// The latest view per cluster.
 #[derive(Debug)]
 pub(super) struct Views {
@@ -167,11 +177,12 @@ impl Views {
                 _ => (view.clone(), latest.replace(view)),
             }
         };
-        // Freed outside the lock readers take.
-        let mut retired = slot.retired.lock().unwrap_or_else(|e| e.into_inner());
-        retired.extend(unused);
-        // Only the retired list holds these now: free them here.
-        retired.retain(|v| Arc::strong_count(v) > 1);
+        // Freed here (a builder's blocking thread), outside the lock readers take.
+        slot.retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(unused);
+        drop(slot.unheld());
         kept
     }
 
@@ -197,14 +208,7 @@ impl Views {
     /// async workers (builds free them too, but a settled cluster may see no build for a
     /// while).
     pub(super) fn take_unheld(&self) -> Vec<Arc<View>> {
-        let mut out = Vec::new();
-        for slot in self.slots.values() {
-            let mut retired = slot.retired.lock().unwrap_or_else(|e| e.into_inner());
-            let (unheld, held) = retired.drain(..).partition(|v| Arc::strong_count(v) == 1);
-            *retired = held;
-            out.extend::<Vec<_>>(unheld);
-        }
-        out
+        self.slots.values().flat_map(Slot::unheld).collect()
     }
 
     /// The lock a builder of `cluster`'s model holds.
