@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::broadcast::error::RecvError;
 use tracing::warn;
 
 use super::Inner;
@@ -18,18 +17,17 @@ use crate::store::{InstanceEvent, OwnershipChange, now_ms};
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
 pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
-    let mut changes = inner.shared.subscribe();
+    let mut journal = inner.shared.journal().await;
     loop {
-        let change = match changes.recv().await {
+        let change = match journal.next().await {
             Ok(c) => c,
-            Err(RecvError::Lagged(n)) => {
+            Err(missed) => {
                 warn!(
-                    missed = n,
+                    missed,
                     "history recorder fell behind; some changes were not recorded"
                 );
                 continue;
             }
-            Err(RecvError::Closed) => return Ok(()),
         };
         let result = match change {
             Change::Ownership {

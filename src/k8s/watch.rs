@@ -7,6 +7,7 @@
 //! counted in [`Metrics`].
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockWriteGuard, TryLockError};
 use std::time::Duration;
 
@@ -20,30 +21,45 @@ use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 use serde::de::DeserializeOwned;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{Mutex, MutexGuard, broadcast, mpsc, watch};
 use tokio::task::JoinSet;
 use tracing::{Instrument as _, info_span, warn};
 
 use super::index::{Change, Index, Indexed};
 use crate::metrics::{Metrics, WatchEvent};
 
-/// Changes kept for slow subscribers before they miss some (they then resync from the model).
-const CHANGE_BUFFER: usize = 65_536;
+/// Changes kept for slow [subscribers](Shared::subscribe) before they miss some (they then
+/// resync from the model). A broadcast ring is allocated whole (about 190 bytes a slot), so it
+/// stays small: at 65,536 it alone was 12.6 MB of the control plane's resident memory.
+const CHANGE_BUFFER: usize = 4_096;
+
+/// Changes the [journal](Shared::journal) holds while its consumer (the history recorder)
+/// writes them out: a burst such as the first list of 50,000 held Leases, or a failover. The
+/// queue is allocated as it fills and freed as it drains.
+const JOURNAL_CAPACITY: usize = 65_536;
 
 /// The index and its change feed, shared by the watchers (writers) and everyone else (readers).
 #[derive(Debug)]
 pub struct Shared {
     index: RwLock<Index>,
     changes: broadcast::Sender<Change>,
+    journal: mpsc::Sender<Change>,
+    journal_rx: Mutex<mpsc::Receiver<Change>>,
+    /// Changes the journal could not take since its consumer last heard.
+    journal_missed: AtomicU64,
     version: watch::Sender<u64>,
 }
 
 impl Shared {
     /// Wraps an index.
     pub fn new(index: Index) -> Arc<Shared> {
+        let (journal, journal_rx) = mpsc::channel(JOURNAL_CAPACITY);
         Arc::new(Shared {
             index: RwLock::new(index),
             changes: broadcast::channel(CHANGE_BUFFER).0,
+            journal,
+            journal_rx: Mutex::new(journal_rx),
+            journal_missed: AtomicU64::new(0),
             version: watch::channel(0).0,
         })
     }
@@ -88,8 +104,12 @@ impl Shared {
 
     fn publish(&self, changes: Vec<Change>, revision: u64) {
         for c in changes {
-            // No subscribers is fine.
-            let _ = self.changes.send(c);
+            if self.changes.receiver_count() > 0 {
+                let _ = self.changes.send(c.clone());
+            }
+            if self.journal.try_send(c).is_err() {
+                self.journal_missed.fetch_add(1, Ordering::Relaxed);
+            }
         }
         // Two writers may publish out of order: the version only moves forward.
         self.version.send_if_modified(|v| {
@@ -101,9 +121,20 @@ impl Shared {
         });
     }
 
-    /// Every change from now on.
+    /// Every change from now on, for readers that can resync from the model when they fall
+    /// more than a few thousand changes behind (`RecvError::Lagged`).
     pub fn subscribe(&self) -> broadcast::Receiver<Change> {
         self.changes.subscribe()
+    }
+
+    /// Every change since the index was created, in order, for the one consumer that must not
+    /// miss any (the history recorder). It holds the journal while it runs; a second caller
+    /// waits for the first to let go.
+    pub async fn journal(&self) -> Journal<'_> {
+        Journal {
+            rx: self.journal_rx.lock().await,
+            missed: &self.journal_missed,
+        }
     }
 
     /// The index's [revision](Index::revision) as each write leaves it: wake-ups for loops
@@ -120,6 +151,29 @@ impl Shared {
     /// Every watch has synced once.
     pub fn synced(&self) -> bool {
         self.read(Index::synced)
+    }
+}
+
+/// The consumer's end of [`Shared::journal`].
+#[derive(Debug)]
+pub struct Journal<'a> {
+    rx: MutexGuard<'a, mpsc::Receiver<Change>>,
+    missed: &'a AtomicU64,
+}
+
+impl Journal<'_> {
+    /// The next change. `Err(n)` first when `n` changes were dropped because the journal was
+    /// full ([`JOURNAL_CAPACITY`] behind).
+    pub async fn next(&mut self) -> Result<Change, u64> {
+        let missed = self.missed.swap(0, Ordering::Relaxed);
+        if missed > 0 {
+            return Err(missed);
+        }
+        match self.rx.recv().await {
+            Some(change) => Ok(change),
+            // The sender lives in `Shared`, as does this receiver's lock: never closed.
+            None => std::future::pending().await,
+        }
     }
 }
 
@@ -259,5 +313,63 @@ where
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::Config;
+
+    fn shared() -> Arc<Shared> {
+        let config = Config::parse(
+            "clusters: [{name: c, namespace: ns, selector: {app: c}, targets: {inline: [t]}}]",
+            Path::new("t.yaml"),
+        )
+        .unwrap();
+        Shared::new(Index::new(&config))
+    }
+
+    fn change(i: usize) -> Change {
+        Change::Targets {
+            cluster: format!("c{i}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_journal_keeps_every_change_in_order_where_subscribers_lag() {
+        let shared = shared();
+        let mut subscriber = shared.subscribe();
+        let n = 3 * CHANGE_BUFFER;
+        for i in 0..n {
+            shared.write(|_| ((), vec![change(i)]));
+        }
+        // A subscriber that fell this far behind is told so (and resyncs from the model).
+        assert!(matches!(
+            subscriber.recv().await,
+            Err(broadcast::error::RecvError::Lagged(_))
+        ));
+        // The journal, read only now, has all of them, including those from before any read.
+        let mut journal = shared.journal().await;
+        for i in 0..n {
+            assert_eq!(journal.next().await, Ok(change(i)));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_journal_counts_what_it_dropped_and_says_so_once() {
+        let shared = shared();
+        for i in 0..JOURNAL_CAPACITY + 5 {
+            shared.write(|_| ((), vec![change(i)]));
+        }
+        let mut journal = shared.journal().await;
+        assert_eq!(journal.next().await, Err(5));
+        for i in 0..JOURNAL_CAPACITY {
+            assert_eq!(journal.next().await, Ok(change(i)));
+        }
+        shared.write(|_| ((), vec![change(0)]));
+        assert_eq!(journal.next().await, Ok(change(0)));
     }
 }
