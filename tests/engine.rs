@@ -508,7 +508,7 @@ async fn removing_a_live_member_drains_cordons_and_calls_the_webhook_once() {
     )
     .await;
     let engine = h.engine().clone();
-    let plan = engine.plan_remove(CLUSTER, "c-2").unwrap();
+    let plan = engine.plan_remove(CLUSTER, "c-2").await.unwrap();
     assert_eq!(plan.moves.len(), 30);
     assert!(
         plan.moves
@@ -549,6 +549,7 @@ async fn removing_a_live_member_drains_cordons_and_calls_the_webhook_once() {
     // Cordoned: a rebalance does not give it anything back.
     let plan = engine
         .plan_rebalance(CLUSTER, &PlanRequest::default())
+        .await
         .unwrap();
     assert!(plan.moves.iter().all(|m| m.to != "c-2"));
     h.finish().await;
@@ -761,6 +762,7 @@ clusters:
     assert!(
         h.engine()
             .plan_rebalance("lab", &PlanRequest::default())
+            .await
             .is_err()
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -1034,7 +1036,9 @@ async fn an_unreachable_api_server_leaves_a_stale_model_and_no_decisions() {
     // The last known state stays visible; nothing is planned on it.
     assert_eq!(stale.counts.total, 20);
     assert!(matches!(
-        engine.plan_rebalance(CLUSTER, &PlanRequest::default()),
+        engine
+            .plan_rebalance(CLUSTER, &PlanRequest::default())
+            .await,
         Err(leasehold::engine::EngineError::Stale(_))
     ));
     // While the control plane is blind a member dies; once the API is back the model is fresh
@@ -1096,6 +1100,7 @@ async fn a_removal_and_an_uncordon_sent_to_the_standby_reach_the_acting_replica(
         .await;
     let plan = acting
         .plan_rebalance(CLUSTER, &PlanRequest::default())
+        .await
         .unwrap();
     assert!(plan.moves.iter().all(|m| m.to != "c-2"), "{plan:?}");
     assert!(standby.uncordon(CLUSTER, "c-2", "alice").await.unwrap());
@@ -1106,6 +1111,7 @@ async fn a_removal_and_an_uncordon_sent_to_the_standby_reach_the_acting_replica(
     .expect("the acting replica sees the standby's uncordon");
     let plan = acting
         .plan_rebalance(CLUSTER, &PlanRequest::default())
+        .await
         .unwrap();
     assert_eq!(plan.moves.iter().filter(|m| m.to == "c-2").count(), 30);
     h.finish().await;

@@ -279,6 +279,7 @@ async fn join_policy(
     };
     if engine
         .plan_rebalance(&spec.name, &PlanRequest::default())
+        .await
         .is_ok_and(|p| p.moves.is_empty())
     {
         // Already balanced (e.g. the newcomers got unplaced targets): nothing to propose.

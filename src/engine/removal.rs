@@ -4,6 +4,8 @@
 //! skips what already happened — the webhook is never called twice. Webhook credentials come
 //! from the environment or a Secret at call time and are never logged or stored.
 
+use std::sync::Arc;
+
 use anyhow::Context as _;
 use base64::Engine as _;
 use http::{HeaderMap, HeaderValue, Method, header};
@@ -48,7 +50,11 @@ fn done(op: &Operation, phase: &str) -> bool {
     }
 }
 
-pub(super) async fn finish(inner: &Inner, spec: &Cluster, op: &Operation) -> anyhow::Result<()> {
+pub(super) async fn finish(
+    inner: &Arc<Inner>,
+    spec: &Cluster,
+    op: &Operation,
+) -> anyhow::Result<()> {
     let instance = op
         .instance
         .as_deref()
@@ -59,11 +65,16 @@ pub(super) async fn finish(inner: &Inner, spec: &Cluster, op: &Operation) -> any
         .operation(&op.id)
         .await?
         .context("operation vanished")?;
-    let model = inner.model(&spec.name).context("unknown cluster")?;
+    // Fresh, built on a blocking thread like every view.
+    let view = inner
+        .build_view(&spec.name, false)
+        .await
+        .context("unknown cluster")?;
+    let model = &view.model;
     if let Some(hook) = &spec.policy.removal.webhook
         && !done(&op, PHASE_WEBHOOK)
     {
-        call_webhook(inner, spec, &model, hook, instance).await?;
+        call_webhook(inner, spec, model, hook, instance).await?;
         inner
             .store
             .set_operation_phase(&op.id, PHASE_WEBHOOK, now_ms())
@@ -82,7 +93,7 @@ pub(super) async fn finish(inner: &Inner, spec: &Cluster, op: &Operation) -> any
             .await?;
     }
     if !done(&op, PHASE_LEASES) {
-        clean_leases(inner, spec, &model, instance).await?;
+        clean_leases(inner, spec, model, instance).await?;
         inner
             .store
             .set_operation_phase(&op.id, PHASE_LEASES, now_ms())

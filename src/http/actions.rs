@@ -25,7 +25,8 @@ pub async fn plan_rebalance(
         .await?;
     Ok(state
         .engine
-        .plan_rebalance(cluster, &PlanRequest { budget: max_moves })?)
+        .plan_rebalance(cluster, &PlanRequest { budget: max_moves })
+        .await?)
 }
 
 /// Starts a rebalance of at most `max_moves` moves.
@@ -59,7 +60,7 @@ pub async fn plan_remove(
     caller
         .require(state, Action::RemoveInstance, Some(cluster))
         .await?;
-    Ok(state.engine.plan_remove(cluster, instance)?)
+    Ok(state.engine.plan_remove(cluster, instance).await?)
 }
 
 /// Starts removing `instance`: cordon, drain, webhook, optional pod deletion.
