@@ -1,8 +1,8 @@
 //! The latest model of each cluster, shared by the control loop and readers (the HTTP API, the
 //! dashboard, `/metrics`). Building a model walks every target (~30 ms of CPU at 50,000), so a
 //! model is built once and shared, always on a blocking thread, one build per cluster at a
-//! time. The control loop builds one on every pass that is not settled (see `control`) and
-//! leaves it here. A reader gets the latest as [`judge`] rules:
+//! time. The control loop builds one on every pass that is not settled (see `control`), and a
+//! plan or a removal's last step builds a fresh one; each leaves it here. A reader gets the latest as [`judge`] rules:
 //! - **current** — at most [`MAX_READ_AGE`] old whatever changed since; or built at the
 //!   index's current [revision](crate::k8s::index::Index::revision) (nothing but renewals
 //!   since), before the first hold it shows as live could expire, and at most
