@@ -643,8 +643,6 @@ impl Engine {
     }
 }
 
-/// Runs the acting replica's loops whenever this replica holds the control-plane Lease, and
-/// stops them the moment it does not.
 /// Runs CPU-bound work (a plan over every target) on a blocking thread; a panic there is the
 /// caller's panic.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -657,6 +655,8 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     }
 }
 
+/// Runs the acting replica's loops whenever this replica holds the control-plane Lease, and
+/// stops them the moment it does not.
 async fn supervise(inner: Arc<Inner>) -> anyhow::Result<()> {
     let mut acting = inner.acting.subscribe();
     loop {

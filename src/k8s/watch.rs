@@ -1,6 +1,7 @@
 //! The watchers that feed the index: one kube-rs `watcher` per (namespace, kind), each with
 //! the default backoff, applying events to the shared [`Index`] as they arrive and publishing
-//! what changed. A watch error marks the namespace's kind stale (the model is then shown as last
+//! what changed (a small broadcast for readers that resync when they lag, and a journal that
+//! the history recorder reads without gaps). A watch error marks the namespace's kind stale (the model is then shown as last
 //! known and never acted on) until the watch is back: an event arrives, or the API server
 //! answers a probe and the watch starts over with a fresh list. Readiness waits for every first
 //! sync. Events, lists, errors and what the index reports (ownership changes, handoff gaps) are
