@@ -234,27 +234,7 @@ mod tests {
     use super::*;
 
     fn inst(name: &str, ready: bool, cordoned: bool, ghost: bool) -> Instance {
-        Instance {
-            name: name.into(),
-            role: None,
-            phase: Some("Running".into()),
-            ready,
-            terminating: false,
-            ip: None,
-            node: None,
-            ordinal: None,
-            dns: None,
-            endpoint_ready: None,
-            restarts: 0,
-            created: None,
-            lease_renew_age_ms: None,
-            capacity: 1,
-            owned: 0,
-            owned_weight: 0,
-            cordoned,
-            ghost,
-            leader: false,
-        }
+        Instance::for_tests(name, ready, cordoned, ghost)
     }
 
     fn target(
@@ -264,18 +244,7 @@ mod tests {
         state: TargetState,
         configured: bool,
     ) -> Target {
-        Target {
-            key: key.into(),
-            lease: owner.or(desired).map(|_| format!("l-{key}").into()),
-            owner: owner.map(Into::into),
-            desired: desired.map(Into::into),
-            state,
-            weight: 1,
-            pin: None,
-            configured,
-            operation: None,
-            unchanged_ms: None,
-        }
+        Target::for_tests(key, owner, desired, state, configured)
     }
 
     fn model(instances: Vec<Instance>, mut targets: Vec<Target>) -> ClusterModel {

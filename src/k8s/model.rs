@@ -222,6 +222,60 @@ impl ClusterModel {
     }
 }
 
+impl Instance {
+    /// A running pod `name` of capacity 1 owning nothing, for tests.
+    #[cfg(test)]
+    pub(crate) fn for_tests(name: &str, ready: bool, cordoned: bool, ghost: bool) -> Instance {
+        Instance {
+            name: name.into(),
+            role: None,
+            phase: Some("Running".into()),
+            ready,
+            terminating: false,
+            ip: None,
+            node: None,
+            ordinal: None,
+            dns: None,
+            endpoint_ready: None,
+            restarts: 0,
+            created: None,
+            lease_renew_age_ms: None,
+            capacity: 1,
+            owned: 0,
+            owned_weight: 0,
+            cordoned,
+            ghost,
+            leader: false,
+        }
+    }
+}
+
+impl Target {
+    /// Target `key` of weight 1, unpinned, with a Lease when it has an owner or a desire, for
+    /// tests.
+    #[cfg(test)]
+    pub(crate) fn for_tests(
+        key: &str,
+        owner: Option<&str>,
+        desired: Option<&str>,
+        state: TargetState,
+        configured: bool,
+    ) -> Target {
+        Target {
+            key: key.into(),
+            lease: owner.or(desired).map(|_| format!("l-{key}").into()),
+            owner: owner.map(Into::into),
+            desired: desired.map(Into::into),
+            state,
+            weight: 1,
+            pin: None,
+            configured,
+            operation: None,
+            unchanged_ms: None,
+        }
+    }
+}
+
 impl ClusterModel {
     /// Finds an instance.
     pub fn instance(&self, name: &str) -> Option<&Instance> {
