@@ -255,6 +255,87 @@ async fn reads_paging_filters_and_problem_errors() {
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
 }
 
+/// `POST /operations/{id}/approve`: a proposal runs only while it still fits the cluster, only
+/// once, only when nothing else runs there, and only for someone who may rebalance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approving_a_proposal() {
+    let app = app().await;
+    let approve = |id: &str| format!("/api/v1/operations/{id}/approve");
+    // Cluster c has no members: a proposal sending t-0 to x no longer fits.
+    let stale = app.propose(&[("t-0", None, "x"), ("t-1", None, "x")]).await;
+    let (s, h, v) = call(&app, "POST", &approve(&stale), Some("operator-token"), None).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert_eq!(h[header::CONTENT_TYPE], "application/problem+json");
+    assert_eq!(v["type"], "urn:leasehold:problem:conflict");
+    let detail = v["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("2 of 2 moves are out of date") && detail.contains("destination x is gone"),
+        "{detail}"
+    );
+    let (_, _, v) = call(
+        &app,
+        "GET",
+        &format!("/api/v1/operations/{stale}"),
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        v["state"], "proposed",
+        "a refused approval leaves it proposed"
+    );
+
+    // A viewer may not approve; an operator may, once.
+    let fits = app.propose(&[]).await;
+    let (s, _, v) = call(&app, "POST", &approve(&fits), Some("viewer-token"), None).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+    let (s, h, v) = call(&app, "POST", &approve(&fits), Some("operator-token"), None).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(h[header::LOCATION], format!("/api/v1/operations/{fits}"));
+    assert_eq!(v["id"], fits.as_str());
+    assert_ne!(v["state"], "proposed", "{v}");
+    let (s, _, v) = call(&app, "POST", &approve(&fits), Some("operator-token"), None).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert!(v["detail"].as_str().unwrap().contains(&fits), "{v}");
+
+    // Unknown: 404. While the approved one is unfinished (this engine does not act, so it
+    // stays pending), no other proposal of the cluster may start.
+    let (s, _, v) = call(&app, "POST", &approve("nope"), Some("operator-token"), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
+    let other = app.propose(&[]).await;
+    let (s, _, v) = call(&app, "POST", &approve(&other), Some("operator-token"), None).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert!(
+        v["detail"].as_str().unwrap().contains("still unfinished"),
+        "{v}"
+    );
+
+    // Every attempt by an allowed caller is audited, refused or not.
+    let (_, _, v) = call(
+        &app,
+        "GET",
+        "/api/v1/history?kind=audit",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    let audited: Vec<String> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.to_string())
+        .filter(|e| e.contains("approve operation"))
+        .collect();
+    // The stale one, the approval, the second approval, the busy one; not the viewer's (refused
+    // before anything is looked at) nor the unknown id.
+    assert_eq!(audited.len(), 4, "{audited:?}");
+    assert_eq!(
+        audited.iter().filter(|e| e.contains("refused")).count(),
+        3,
+        "{audited:?}"
+    );
+}
+
 /// Every endpoint × anonymous / no role / viewer / operator / admin.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auth_matrix() {
@@ -273,6 +354,7 @@ async fn auth_matrix() {
         "/api/v1/clusters/c/rebalance",
         "/api/v1/clusters/c/instances/x/uncordon",
         "/api/v1/operations/none/cancel",
+        "/api/v1/operations/none/approve",
     ];
     for who in [
         None,

@@ -274,6 +274,45 @@ async fn login_sessions_csrf_and_logout() {
     assert!(res.body.contains("may not uncordon"), "{}", res.body);
 }
 
+/// A proposed rebalance shows an Approve form (CSRF-guarded like every form); approving runs
+/// it, and a proposal that no longer fits is refused with the reason on the error page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proposal_is_approved_from_its_page() {
+    let app = app().await;
+    let (cookie, csrf) = login(&app, "operator-token").await;
+    let fits = app.propose(&[]).await;
+    let page = format!("/operations/{fits}");
+    let shown = get(&app, &page, Auth::Cookie(&cookie)).await;
+    assert_eq!(shown.status, StatusCode::OK);
+    assert!(shown.body.contains(r#"id="approve""#), "{}", shown.body);
+    let approve = format!("{page}/approve");
+    let forged = post_form(&app, &approve, Auth::Cookie(&cookie), &[("csrf", "forged")]).await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    let ok = post_form(&app, &approve, Auth::Cookie(&cookie), &[("csrf", &csrf)]).await;
+    assert_eq!(ok.status, StatusCode::SEE_OTHER, "{}", ok.body);
+    let back = ok.headers[header::LOCATION].to_str().unwrap();
+    assert_eq!(
+        percent_encoding::percent_decode_str(back)
+            .decode_utf8()
+            .unwrap(),
+        page
+    );
+    let after = get(&app, back, Auth::Cookie(&cookie)).await;
+    assert!(!after.body.contains(r#"id="approve""#), "{}", after.body);
+
+    app.engine.cancel(&fits, "test").await.unwrap();
+    let stale = app.propose(&[("t-0", None, "x")]).await;
+    let res = post_form(
+        &app,
+        &format!("/operations/{stale}/approve"),
+        Auth::Cookie(&cookie),
+        &[("csrf", &csrf)],
+    )
+    .await;
+    assert_eq!(res.status, StatusCode::CONFLICT, "{}", res.body);
+    assert!(res.body.contains("destination x is gone"), "{}", res.body);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn static_assets_are_compiled_in_and_revalidate() {
     let app = app().await;

@@ -7,6 +7,7 @@ mod control;
 mod operations;
 pub mod placement;
 pub mod planner;
+mod proposals;
 mod recorder;
 mod removal;
 pub mod views;
@@ -71,6 +72,21 @@ pub enum EngineError {
         id: String,
         /// Its state.
         state: OperationState,
+    },
+    /// A proposed operation no longer fits the cluster: targets changed hands or destinations
+    /// cannot take them. It stays proposed; cancel it and plan again.
+    #[error(
+        "proposal {id} no longer fits the cluster: {stale} of {total} moves are out of date ({first}); cancel it and preview a new rebalance"
+    )]
+    Outdated {
+        /// Operation.
+        id: String,
+        /// How many moves no longer fit.
+        stale: usize,
+        /// How many moves it has.
+        total: usize,
+        /// The first few reasons, `; `-separated.
+        first: String,
     },
     /// Some targets cannot move (pinned to the instance being removed, …).
     #[error("the plan is blocked: {0}")]
@@ -500,9 +516,38 @@ impl Engine {
         Ok(op)
     }
 
-    /// Runs a proposed operation.
-    pub async fn approve(&self, id: &str, by: &str) -> Result<(), EngineError> {
+    /// Runs a proposed operation, if its moves still fit the cluster (see
+    /// [`proposals::drift`]) and no other operation is unfinished on it; the operation, now
+    /// pending.
+    pub async fn approve(&self, id: &str, by: &str) -> Result<Operation, EngineError> {
         let op = self.operation(id).await?;
+        let wrong_state = |state| EngineError::WrongState {
+            id: id.to_owned(),
+            state,
+        };
+        if op.state != OperationState::Proposed {
+            return Err(wrong_state(op.state));
+        }
+        self.idle(&op.cluster).await?;
+        let view = self.ready_view(&op.cluster).await?;
+        let duration_ms = i64::try_from(
+            self.inner
+                .cluster(&op.cluster)?
+                .policy
+                .lease_duration
+                .as_millis(),
+        )
+        .unwrap_or(i64::MAX);
+        let moves = op.moves.clone();
+        let stale = blocking(move || proposals::drift(&view.model, &moves, duration_ms)).await;
+        if !stale.is_empty() {
+            return Err(EngineError::Outdated {
+                id: id.to_owned(),
+                stale: stale.len(),
+                total: op.moves.len(),
+                first: stale.iter().take(3).cloned().collect::<Vec<_>>().join("; "),
+            });
+        }
         let moved = self
             .inner
             .store
@@ -515,14 +560,12 @@ impl Engine {
             )
             .await?;
         if !moved {
-            return Err(EngineError::WrongState {
-                id: id.to_owned(),
-                state: op.state,
-            });
+            // Cancelled (or approved) by someone else meanwhile.
+            return Err(wrong_state(self.operation(id).await?.state));
         }
         info!(operation = id, by, "proposed operation approved");
         self.inner.ops_wake.notify_one();
-        Ok(())
+        self.operation(id).await
     }
 
     /// Cancels an operation: no new move starts; moves in flight finish.

@@ -123,3 +123,19 @@ pub async fn cancel(state: &AppState, caller: &Caller, id: &str) -> Result<Opera
     result?;
     Ok(state.engine.operation(id).await?)
 }
+
+/// Approves proposed operation `id` (a rebalance the join policy planned): it runs if its
+/// moves still fit the cluster. Needs the right to rebalance the operation's cluster.
+pub async fn approve(state: &AppState, caller: &Caller, id: &str) -> Result<Operation, ApiError> {
+    let op = state.engine.operation(id).await;
+    let cluster = op.as_ref().ok().map(|o| o.cluster.clone());
+    caller
+        .require(state, Action::Rebalance, cluster.as_deref())
+        .await?;
+    let op = op?;
+    let result = state.engine.approve(id, caller.name()).await;
+    let what = format!("approve operation {id}");
+    let outcome = result.as_ref().map(|op| Some(op.id.as_str()));
+    audit(state, &op.cluster, caller, &what, outcome).await;
+    Ok(result?)
+}

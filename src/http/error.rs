@@ -156,9 +156,9 @@ impl From<EngineError> for ApiError {
                 ApiError::Unprocessable(e.to_string())
             }
             EngineError::Stale(_) => ApiError::Unavailable(e.to_string()),
-            EngineError::Busy(_) | EngineError::WrongState { .. } => {
-                ApiError::Conflict(e.to_string())
-            }
+            EngineError::Busy(_)
+            | EngineError::WrongState { .. }
+            | EngineError::Outdated { .. } => ApiError::Conflict(e.to_string()),
             EngineError::Store(s) => s.into(),
         }
     }

@@ -16,7 +16,8 @@ use leasehold::engine::Engine;
 use leasehold::http::auth::{Auth, AuthSettings};
 use leasehold::http::state::AppState;
 use leasehold::http::{self, events::Hub};
-use leasehold::store::Store;
+use leasehold::model::{OperationKind, OperationState};
+use leasehold::store::{NewMove, NewOperation, Store, now_ms};
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
@@ -127,6 +128,37 @@ async fn app_configured(tls: bool, acting: bool) -> App {
         ns,
         t,
         _dir: dir,
+    }
+}
+
+impl App {
+    /// Stores a proposed rebalance of cluster `c` (as the join policy would) with these moves
+    /// (target, from, to); its id.
+    pub async fn propose(&self, moves: &[(&str, Option<&str>, &str)]) -> String {
+        let op = self
+            .engine
+            .store()
+            .create_operation(&NewOperation {
+                cluster: "c".into(),
+                kind: OperationKind::Rebalance,
+                state: OperationState::Proposed,
+                requested_by: "policy".into(),
+                reason: "member joined: x".into(),
+                instance: None,
+                params: json!({}),
+                moves: moves
+                    .iter()
+                    .map(|(target, from, to)| NewMove {
+                        target: (*target).into(),
+                        from: from.map(Into::into),
+                        to: (*to).into(),
+                    })
+                    .collect(),
+                now_ms: now_ms(),
+            })
+            .await
+            .unwrap();
+        op.id
     }
 }
 

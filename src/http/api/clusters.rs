@@ -4,7 +4,6 @@
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -24,7 +23,7 @@ use super::super::auth::Action;
 use super::super::caller::Caller;
 use super::super::error::{ApiError, Problem};
 use super::super::state::AppState;
-use super::{ApiPath, ApiQuery, OptionalJson};
+use super::{ApiPath, ApiQuery, OptionalJson, accepted};
 use crate::store::{decode_cursor, encode_cursor};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
@@ -473,17 +472,6 @@ async fn rebalance(
     let reason = req.reason.as_deref().unwrap_or("requested over the API");
     let op = actions::rebalance(&state, &caller, &cluster, req.max_moves, reason).await?;
     Ok(accepted(op))
-}
-
-/// 202 with the operation and its `Location`.
-fn accepted(op: Operation) -> Response {
-    let location = format!("/api/v1/operations/{}", op.id);
-    (
-        StatusCode::ACCEPTED,
-        [(header::LOCATION, location)],
-        Json(op),
-    )
-        .into_response()
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use utoipa_axum::router::OpenApiRouter;
 use super::caller::Caller;
 use super::error::{ApiError, Problem};
 use super::state::AppState;
-use crate::store::now_ms;
+use crate::store::{Operation, now_ms};
 
 pub use clusters::{ClusterDetail, ClusterSummary, TargetPage};
 
@@ -152,4 +152,15 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
             }
         }
     }
+}
+
+/// 202 with the operation and its `Location`.
+pub(super) fn accepted(op: Operation) -> Response {
+    let location = format!("/api/v1/operations/{}", op.id);
+    (
+        StatusCode::ACCEPTED,
+        [(axum::http::header::LOCATION, location)],
+        Json(op),
+    )
+        .into_response()
 }

@@ -14,12 +14,13 @@
 //!   | Action            | verb     | resource                 | name                 |
 //!   |-------------------|----------|--------------------------|----------------------|
 //!   | `Read`            | `get`    | `clusters`               | cluster, or none     |
-//!   | `Rebalance`       | `create` | `clusters/rebalance`     | cluster              |
+//!   | `Rebalance`       | `create` | `clusters/rebalance`     | cluster, or none     |
 //!   | `RemoveInstance`  | `create` | `clusters/instances`     | cluster              |
 //!   | `Uncordon`        | `update` | `clusters/instances`     | cluster              |
 //!   | `CancelOperation` | `create` | `clusters/operations`    | cluster, or none     |
 //!
-//!   A request with no cluster (the operation list, history, cancelling by operation id) has
+//!   Approving a proposed operation is `Rebalance` on the operation's cluster. A request with
+//!   no cluster (the operation list, history, cancelling or approving an unknown id) has
 //!   no name, so it needs a rule without `resourceNames`. Leasehold's service account needs
 //!   `create` on `tokenreviews` and `subjectaccessreviews` (the `system:auth-delegator`
 //!   ClusterRole). Answers are cached for `cache_ttl` (10 s by default). User `extra` fields

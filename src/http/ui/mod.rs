@@ -46,6 +46,7 @@ pub fn router() -> Router<AppState> {
         )
         .route("/operations", get(operations::list))
         .route("/operations/{id}", get(operations::one))
+        .route("/operations/{id}/approve", post(operations::approve))
         .route("/operations/{id}/cancel", post(operations::cancel))
         .route("/history", get(operations::history))
         .route("/static/{file}", get(assets::serve))

@@ -1,5 +1,5 @@
 //! Rebalance (preview, then start), the operation list, one operation with its moves and live
-//! progress (and cancel), and the history.
+//! progress (approve a proposed one, cancel), and the history.
 
 use std::str::FromStr;
 
@@ -176,6 +176,7 @@ struct OperationPage {
     failed: usize,
     total: usize,
     cancellable: bool,
+    approvable: bool,
 }
 
 /// `/operations/{id}`: one operation, its moves, live.
@@ -197,8 +198,20 @@ pub async fn one(
         failed,
         total: op.moves.len(),
         cancellable: !op.state.is_final(),
+        approvable: op.state == OperationState::Proposed,
         op,
     })
+}
+
+/// Approves a proposed operation and shows it again (a proposal that no longer fits is an
+/// error page saying why).
+pub async fn approve(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+) -> Result<Response, UiError> {
+    let op = actions::approve(&state, &viewer.caller, &id).await?;
+    Ok(see_other(&super::operation_href(&op.id)))
 }
 
 /// Cancels an operation and shows it again.
