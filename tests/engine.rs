@@ -16,7 +16,7 @@ use kube::Api;
 use kube::api::{ListParams, PostParams};
 use leasehold::agent::{Agent, AgentConfig};
 use leasehold::config::Config;
-use leasehold::engine::{Engine, PlanRequest};
+use leasehold::engine::{Engine, EngineError, PlanRequest};
 use leasehold::k8s::model::{ClusterModel, TargetState};
 use leasehold::model::{Cause, MoveState, OperationState};
 use leasehold::protocol;
@@ -890,6 +890,72 @@ async fn a_proposed_rebalance_waits_for_approval_and_a_removal_can_be_cancelled(
         engine.cancel(&op.id, "dave").await.is_err(),
         "already final"
     );
+    h.finish().await;
+}
+
+/// A proposal planned for a member that has since died is refused as a whole: nothing moves,
+/// it stays proposed, and the error says why; the next join's proposal supersedes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_proposal_that_no_longer_fits_is_refused_and_nothing_moves() {
+    let mut h = Harness::new(&config_yaml(40, "on_join: propose")).await;
+    let engine = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
+    h.wait_balanced(&[("c-0", 20), ("c-1", 20)], Duration::from_secs(30))
+        .await;
+    h.add_member("c-2").await;
+    let store = h.store().await;
+    let proposed = eventually(Duration::from_secs(20), || async {
+        let ops = store.unfinished_operations().await.unwrap();
+        ops.into_iter()
+            .find(|o| o.state == OperationState::Proposed)
+    })
+    .await
+    .expect("a proposed rebalance");
+    assert!(proposed.moves.iter().all(|m| m.to == "c-2"), "{proposed:?}");
+    h.crash("c-2").await;
+    eventually(Duration::from_secs(20), || async {
+        (!h.model().instance("c-2").is_some_and(|i| i.eligible())).then_some(())
+    })
+    .await
+    .expect("c-2 seen gone");
+    match engine.approve(&proposed.id, "carol").await {
+        Err(EngineError::Outdated {
+            stale,
+            total,
+            first,
+            ..
+        }) => {
+            assert_eq!((stale, total), (proposed.moves.len(), proposed.moves.len()));
+            assert!(first.contains("destination c-2"), "{first}");
+        }
+        other => panic!("approving a stale proposal: {other:?}"),
+    }
+    assert_eq!(
+        engine.operation(&proposed.id).await.unwrap().state,
+        OperationState::Proposed
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    h.wait_balanced(&[("c-0", 20), ("c-1", 20)], Duration::from_secs(5))
+        .await;
+
+    // The next join's proposal supersedes it; that one fits and runs when approved.
+    h.add_member("c-3").await;
+    let newer = eventually(Duration::from_secs(20), || async {
+        let ops = store.unfinished_operations().await.unwrap();
+        ops.into_iter()
+            .find(|o| o.state == OperationState::Proposed && o.id != proposed.id)
+    })
+    .await
+    .expect("a second proposal");
+    let first = engine.operation(&proposed.id).await.unwrap();
+    assert_eq!(first.state, OperationState::Cancelled);
+    assert!(first.moves.iter().all(|m| m.state == MoveState::Cancelled));
+    assert!(newer.moves.iter().all(|m| m.to == "c-3"), "{newer:?}");
+    engine.approve(&newer.id, "carol").await.unwrap();
+    let done = wait_op(&engine, &newer.id, Duration::from_secs(60)).await;
+    assert_eq!(done.state, OperationState::Succeeded, "{done:?}");
+    let m = h.model();
+    assert_eq!(m.counts.owned, 40);
+    assert_eq!(m.instance("c-3").unwrap().owned, newer.moves.len());
     h.finish().await;
 }
 

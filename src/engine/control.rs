@@ -2,8 +2,8 @@
 //! [`MIN_INTERVAL`]) and at least every [`MAX_INTERVAL`], each synced, fresh native cluster
 //! gets its placement actions carried out (compare-and-swap writes, re-decided on conflict),
 //! and its join policy applied: when new members have joined and membership has been still for
-//! `join_settle`, a rebalance is proposed or started. Each pass's duration and every Lease
-//! write's outcome go to the engine's metrics.
+//! `join_settle`, a rebalance is proposed (superseding the cluster's older proposals) or
+//! started. Each pass's duration and every Lease write's outcome go to the engine's metrics.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -20,7 +20,9 @@ use super::{Engine, EngineError, Inner, PlanRequest, View, views};
 use crate::config::{Cluster, OnJoin};
 use crate::k8s::leases;
 use crate::k8s::model::ClusterModel;
+use crate::model::OperationState;
 use crate::protocol::{self, Protocol};
+use crate::store::now_ms;
 
 /// Reconciles are at least this far apart, so a burst of watch events costs one pass.
 const MIN_INTERVAL: Duration = Duration::from_millis(100);
@@ -223,6 +225,33 @@ impl Inner {
     }
 }
 
+/// A new proposal replaces the cluster's older ones: each was planned for a membership that
+/// has changed since, so it is cancelled (by `policy`) rather than left to be approved.
+async fn supersede(inner: &Inner, cluster: &str, newest: &str) {
+    let older = match inner.store.unfinished_operations().await {
+        Ok(ops) => ops
+            .into_iter()
+            .filter(|o| o.cluster == cluster && o.state == OperationState::Proposed)
+            .filter(|o| o.id != newest),
+        Err(error) => {
+            warn!(cluster, %error, "could not look for older proposals");
+            return;
+        }
+    };
+    for op in older {
+        match inner
+            .store
+            .cancel_operation(&op.id, "policy", now_ms())
+            .await
+        {
+            Ok(_) => info!(cluster, operation = %op.id, by = newest, "proposal superseded"),
+            Err(error) => {
+                warn!(cluster, operation = %op.id, %error, "could not cancel an older proposal")
+            }
+        }
+    }
+}
+
 async fn join_policy(
     inner: &Arc<Inner>,
     spec: &Cluster,
@@ -302,6 +331,9 @@ async fn join_policy(
             info!(cluster = %spec.name, operation = %op.id, moves = op.moves.len(), proposed, %reason, "join policy");
             watch.known = Some(eligible);
             watch.pending = None;
+            if proposed {
+                supersede(inner, &spec.name, &op.id).await;
+            }
         }
         // Wait for the running operation, or for the watches to be fresh again, then look again.
         Err(EngineError::Busy(_) | EngineError::Stale(_)) => {}
