@@ -821,6 +821,17 @@ async fn wait_op(engine: &Engine, id: &str, timeout: Duration) -> leasehold::sto
     .unwrap_or_else(|| panic!("operation {id} did not finish"))
 }
 
+/// The proposed operation (other than `except`) the join policy stores, once it has.
+async fn wait_proposal(store: &Store, except: Option<&str>) -> leasehold::store::Operation {
+    eventually(Duration::from_secs(20), || async {
+        let ops = store.unfinished_operations().await.unwrap();
+        ops.into_iter()
+            .find(|o| o.state == OperationState::Proposed && Some(o.id.as_str()) != except)
+    })
+    .await
+    .expect("a proposed rebalance")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_proposed_rebalance_waits_for_approval_and_a_removal_can_be_cancelled() {
     let mut h = Harness::new(&config_yaml(
@@ -833,13 +844,7 @@ async fn a_proposed_rebalance_waits_for_approval_and_a_removal_can_be_cancelled(
         .await;
     h.add_member("c-2").await;
     let store = h.store().await;
-    let proposed = eventually(Duration::from_secs(20), || async {
-        let ops = store.unfinished_operations().await.unwrap();
-        ops.into_iter()
-            .find(|o| o.state == OperationState::Proposed)
-    })
-    .await
-    .expect("a proposed rebalance");
+    let proposed = wait_proposal(&store, None).await;
     assert_eq!(proposed.moves.len(), 20);
     assert!(proposed.reason.contains("c-2"), "{}", proposed.reason);
     // Nothing moves until someone approves it.
@@ -903,13 +908,7 @@ async fn a_proposal_that_no_longer_fits_is_refused_and_nothing_moves() {
         .await;
     h.add_member("c-2").await;
     let store = h.store().await;
-    let proposed = eventually(Duration::from_secs(20), || async {
-        let ops = store.unfinished_operations().await.unwrap();
-        ops.into_iter()
-            .find(|o| o.state == OperationState::Proposed)
-    })
-    .await
-    .expect("a proposed rebalance");
+    let proposed = wait_proposal(&store, None).await;
     assert!(proposed.moves.iter().all(|m| m.to == "c-2"), "{proposed:?}");
     h.crash("c-2").await;
     eventually(Duration::from_secs(20), || async {
@@ -939,13 +938,7 @@ async fn a_proposal_that_no_longer_fits_is_refused_and_nothing_moves() {
 
     // The next join's proposal supersedes it; that one fits and runs when approved.
     h.add_member("c-3").await;
-    let newer = eventually(Duration::from_secs(20), || async {
-        let ops = store.unfinished_operations().await.unwrap();
-        ops.into_iter()
-            .find(|o| o.state == OperationState::Proposed && o.id != proposed.id)
-    })
-    .await
-    .expect("a second proposal");
+    let newer = wait_proposal(&store, Some(&proposed.id)).await;
     let first = engine.operation(&proposed.id).await.unwrap();
     assert_eq!(first.state, OperationState::Cancelled);
     assert!(first.moves.iter().all(|m| m.state == MoveState::Cancelled));

@@ -233,20 +233,6 @@ pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> 
 mod tests {
     use super::*;
 
-    fn inst(name: &str, ready: bool, cordoned: bool, ghost: bool) -> Instance {
-        Instance::for_tests(name, ready, cordoned, ghost)
-    }
-
-    fn target(
-        key: &str,
-        owner: Option<&str>,
-        desired: Option<&str>,
-        state: TargetState,
-        configured: bool,
-    ) -> Target {
-        Target::for_tests(key, owner, desired, state, configured)
-    }
-
     fn model(instances: Vec<Instance>, mut targets: Vec<Target>) -> ClusterModel {
         targets.sort_by(|a, b| a.key.cmp(&b.key));
         ClusterModel::for_tests(instances, targets)
@@ -270,14 +256,14 @@ mod tests {
     fn new_targets_go_to_the_least_loaded_and_failover_leaves_the_dead() {
         let m = model(
             vec![
-                inst("a", true, false, false),
-                inst("b", true, false, false),
-                inst("dead", false, false, false),
+                Instance::for_tests("a", true, false, false),
+                Instance::for_tests("b", true, false, false),
+                Instance::for_tests("dead", false, false, false),
             ],
             vec![
-                target("t1", Some("a"), Some("a"), TargetState::Owned, true),
-                target("t2", None, None, TargetState::Unassigned, true),
-                target("t3", Some("dead"), Some("dead"), TargetState::Owned, true),
+                Target::for_tests("t1", Some("a"), Some("a"), TargetState::Owned, true),
+                Target::for_tests("t2", None, None, TargetState::Unassigned, true),
+                Target::for_tests("t3", Some("dead"), Some("dead"), TargetState::Owned, true),
             ],
         );
         let got = desires(&decide(&m, 10, &HashSet::new()));
@@ -293,8 +279,11 @@ mod tests {
     #[test]
     fn an_expired_hold_by_a_ready_member_fails_over() {
         let m = model(
-            vec![inst("a", true, false, false), inst("b", true, false, false)],
-            vec![target(
+            vec![
+                Instance::for_tests("a", true, false, false),
+                Instance::for_tests("b", true, false, false),
+            ],
+            vec![Target::for_tests(
                 "t1",
                 Some("a"),
                 Some("a"),
@@ -310,10 +299,13 @@ mod tests {
 
     #[test]
     fn a_target_left_free_by_its_desired_owner_fails_over() {
-        let mut free = target("t1", None, Some("a"), TargetState::Unassigned, true);
+        let mut free = Target::for_tests("t1", None, Some("a"), TargetState::Unassigned, true);
         free.unchanged_ms = Some(19_999);
         let m = model(
-            vec![inst("a", true, false, false), inst("b", true, false, false)],
+            vec![
+                Instance::for_tests("a", true, false, false),
+                Instance::for_tests("b", true, false, false),
+            ],
             vec![free.clone()],
         );
         assert!(
@@ -327,7 +319,10 @@ mod tests {
         );
         free.unchanged_ms = Some(20_000);
         let m = model(
-            vec![inst("a", true, false, false), inst("b", true, false, false)],
+            vec![
+                Instance::for_tests("a", true, false, false),
+                Instance::for_tests("b", true, false, false),
+            ],
             vec![free],
         );
         assert_eq!(quiet_for(&m, 10_000), Some(Duration::ZERO));
@@ -339,10 +334,13 @@ mod tests {
 
     #[test]
     fn when_every_member_looks_hung_a_vanished_pods_targets_still_move() {
-        let mut stalled = target("t1", None, Some("a"), TargetState::Unassigned, true);
+        let mut stalled = Target::for_tests("t1", None, Some("a"), TargetState::Unassigned, true);
         stalled.unchanged_ms = Some(60_000);
-        let gone = target("t2", None, Some("gone"), TargetState::Unassigned, true);
-        let m = model(vec![inst("a", true, false, false)], vec![stalled, gone]);
+        let gone = Target::for_tests("t2", None, Some("gone"), TargetState::Unassigned, true);
+        let m = model(
+            vec![Instance::for_tests("a", true, false, false)],
+            vec![stalled, gone],
+        );
         assert_eq!(
             desires(&decide(&m, 10, &HashSet::new())),
             // t1 is already wanted on the only member there is: no write.
@@ -353,11 +351,14 @@ mod tests {
     #[test]
     fn cordoned_members_keep_targets_busy_ones_are_left_alone_and_holders_are_adopted() {
         let m = model(
-            vec![inst("a", true, true, false), inst("b", true, false, false)],
             vec![
-                target("t1", Some("a"), Some("a"), TargetState::Owned, true),
-                target("t2", Some("b"), None, TargetState::Owned, true),
-                target("t3", Some("b"), Some("gone"), TargetState::Moving, true),
+                Instance::for_tests("a", true, true, false),
+                Instance::for_tests("b", true, false, false),
+            ],
+            vec![
+                Target::for_tests("t1", Some("a"), Some("a"), TargetState::Owned, true),
+                Target::for_tests("t2", Some("b"), None, TargetState::Owned, true),
+                Target::for_tests("t3", Some("b"), Some("gone"), TargetState::Moving, true),
             ],
         );
         let busy = HashSet::from(["t3".to_owned()]);
@@ -370,8 +371,8 @@ mod tests {
     #[test]
     fn unconfigured_leases_are_deleted_unless_the_list_is_in_doubt() {
         let mut m = model(
-            vec![inst("a", true, false, false)],
-            vec![target(
+            vec![Instance::for_tests("a", true, false, false)],
+            vec![Target::for_tests(
                 "old",
                 Some("a"),
                 Some("a"),
@@ -389,8 +390,14 @@ mod tests {
     #[test]
     fn nothing_is_decided_on_stale_or_gnmic_clusters() {
         let mut m = model(
-            vec![inst("a", true, false, false)],
-            vec![target("t", None, None, TargetState::Unassigned, true)],
+            vec![Instance::for_tests("a", true, false, false)],
+            vec![Target::for_tests(
+                "t",
+                None,
+                None,
+                TargetState::Unassigned,
+                true,
+            )],
         );
         assert_eq!(decide(&m, 10, &HashSet::new()).len(), 1);
         m.stale = true;
