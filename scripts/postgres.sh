@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Throwaway PostgreSQL for tests: one server on 127.0.0.1 at a free port, trust auth for the
-# user `leasehold`, data in a temporary directory, fsync off. Never for real data.
+# user `leasehold`, data in a temporary directory, fsync off, and TLS offered with a throwaway
+# CA (when openssl is installed). Never for real data.
 #
 #   scripts/postgres.sh start DIR        start a server whose state lives under DIR; prints the
 #                                        URL and writes it to DIR/url
 #   scripts/postgres.sh stop DIR         stop it and delete its data (DIR/postgres.log is kept)
 #   scripts/postgres.sh run -- CMD...    start in a temp dir, run CMD with
-#                                        LEASEHOLD_TEST_POSTGRES_URL set, stop; exits with CMD's
+#                                        LEASEHOLD_TEST_POSTGRES_URL (and, with TLS,
+#                                        LEASEHOLD_TEST_POSTGRES_CA) set, stop; exits with CMD's
 #                                        status
 #
 # The URL is postgres://leasehold@127.0.0.1:PORT/postgres (no password). Tests create their own
-# uniquely named databases in it (see src/store/tests.rs).
+# uniquely named databases in it (see src/store/tests.rs). With openssl, the server also speaks
+# TLS (ssl=on, plain connections still allowed) with a certificate for 127.0.0.1 signed by a CA
+# made for this server alone; the CA certificate is DIR/ca.crt.
 #
 # PostgreSQL refuses to run as root: as root the server runs as an unprivileged user
 # (LEASEHOLD_PG_USER, default `nobody`) and its data directory is a temp dir that user owns.
@@ -28,7 +32,7 @@ die() {
 }
 
 usage() {
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -126,11 +130,33 @@ cmd_start() {
     die "initdb failed"
   }
 
+  # TLS: a CA of its own and a server certificate for 127.0.0.1 (verify-full checks the IP).
+  local tls=""
+  if command -v openssl >/dev/null 2>&1; then
+    (
+      cd "$dir"
+      openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=leasehold test CA" \
+        -keyout ca.key -out ca.crt
+      openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout server.key -out server.csr
+      printf 'subjectAltName=IP:127.0.0.1\n' >server.ext
+      openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+        -extfile server.ext -out server.crt
+    ) >"$dir/openssl.log" 2>&1 || {
+      cat "$dir/openssl.log" >&2
+      die "making the TLS certificates failed"
+    }
+    cp "$dir/server.crt" "$dir/server.key" "$base/"
+    rm -f "$dir/ca.key" "$dir/server.key" "$dir/server.csr" "$dir/server.ext" "$dir/ca.srl"
+    chmod 0600 "$base/server.key"
+    [ -z "$RUN_AS" ] || chown "$RUN_AS:" "$base/server.crt" "$base/server.key"
+    tls="-c ssl=on -c ssl_cert_file=$base/server.crt -c ssl_key_file=$base/server.key"
+  fi
+
   local port _
   for _ in 1 2 3 4 5; do
     port=$(free_port)
     if as_pg "$PG_CTL" -D "$base/data" -l "$base/postgres.log" -w -t 60 -o \
-      "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$base -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
+      "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$base -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 $tls" \
       start >/dev/null 2>&1; then
       local url="postgres://leasehold@127.0.0.1:$port/postgres"
       echo "$url" >"$dir/url"
@@ -157,7 +183,7 @@ cmd_stop() {
   fi
   cp "$base/postgres.log" "$dir/postgres.log" 2>/dev/null || true
   rm -rf "$base"
-  rm -f "$dir/pgdata" "$dir/url" "$dir/initdb.log"
+  rm -f "$dir/pgdata" "$dir/url" "$dir/initdb.log" "$dir/ca.crt" "$dir/server.crt" "$dir/openssl.log"
 }
 
 cmd_run() {
@@ -169,6 +195,10 @@ cmd_run() {
   LEASEHOLD_TEST_POSTGRES_URL=$(cmd_start "$dir")
   export LEASEHOLD_TEST_POSTGRES_URL
   echo "postgres.sh: LEASEHOLD_TEST_POSTGRES_URL=$LEASEHOLD_TEST_POSTGRES_URL" >&2
+  if [ -f "$dir/ca.crt" ]; then
+    export LEASEHOLD_TEST_POSTGRES_CA=$dir/ca.crt
+    echo "postgres.sh: LEASEHOLD_TEST_POSTGRES_CA=$LEASEHOLD_TEST_POSTGRES_CA (TLS on)" >&2
+  fi
   "$@" || status=$?
   return "$status"
 }

@@ -99,6 +99,46 @@ async fn each_backend(test: impl AsyncFn(&TestDb)) {
     }
 }
 
+/// With `LEASEHOLD_TEST_POSTGRES_CA` set (`scripts/postgres.sh` with openssl), the store reaches
+/// PostgreSQL over TLS with the server's certificate checked (`sslmode=verify-full`), and refuses
+/// a server whose certificate another CA signed.
+#[tokio::test]
+async fn postgres_over_verified_tls() {
+    let env = |k| std::env::var(k).ok().filter(|s: &String| !s.is_empty());
+    let Some(server) = env("LEASEHOLD_TEST_POSTGRES_URL") else {
+        return;
+    };
+    let Some(ca) = env("LEASEHOLD_TEST_POSTGRES_CA") else {
+        eprintln!("LEASEHOLD_TEST_POSTGRES_CA unset (no openssl?): TLS not tested");
+        return;
+    };
+    let db = TestDb::postgres(&server).await;
+    let with = |root: &str| {
+        let sep = if db.url.contains('?') { '&' } else { '?' };
+        format!("{}{sep}sslmode=verify-full&sslrootcert={root}", db.url)
+    };
+    let store = Store::connect(&with(&ca)).await.expect("connect over TLS");
+    let encrypted: bool =
+        sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+            .fetch_one(store.pool())
+            .await
+            .expect("pg_stat_ssl");
+    assert!(encrypted, "the connection is not encrypted");
+    store.pool().close().await;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let other = dir.path().join("other-ca.crt");
+    let stranger =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).expect("a CA of another");
+    std::fs::write(&other, stranger.cert.pem()).expect("write CA");
+    let refused = Store::connect(&with(&other.display().to_string())).await;
+    assert!(
+        refused.is_err(),
+        "a server certificate from an unknown CA was accepted"
+    );
+    db.cleanup().await;
+}
+
 fn change(target: &str, from: Option<&str>, to: Option<&str>, at_ms: i64) -> OwnershipChange {
     OwnershipChange {
         cluster: "c1".into(),
