@@ -675,16 +675,30 @@ async fn awkward_target_keys_work() {
     let m0 = spawn_agent(c, "m-0", checker.hooks("m-0", Duration::ZERO));
     let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO));
     wait_holders(c, &ks, Some("m-0"), Duration::from_secs(5)).await;
-    assert_eq!(m0.held(), ks.iter().cloned().collect());
+    // The Lease names its holder a moment before the member has read its write's answer.
+    let all: BTreeSet<String> = ks.iter().cloned().collect();
+    common::eventually(Duration::from_secs(5), || async {
+        (m0.held() == all).then_some(())
+    })
+    .await;
+    assert_eq!(m0.held(), all);
     for k in &ks {
         set_desired(c, k, "m-1").await;
     }
     wait_holders(c, &ks, Some("m-1"), Duration::from_secs(5)).await;
-    let mut w1 = checker.working_on("m-1");
-    w1.sort();
     let mut want = ks.clone();
     want.sort();
-    assert_eq!(w1, want, "hooks got the raw keys");
+    // A member starts work after it holds the Lease: its acquire hook may still be running.
+    let working = || {
+        let mut w = checker.working_on("m-1");
+        w.sort();
+        w
+    };
+    common::eventually(Duration::from_secs(5), || async {
+        (working() == want).then_some(())
+    })
+    .await;
+    assert_eq!(working(), want, "hooks got the raw keys");
     checker.assert_ok();
     m0.shutdown().await;
     m1.shutdown().await;
