@@ -30,7 +30,7 @@ if ! command -v jq >/dev/null 2>&1 && [ "${LEASEHOLD_SKIP_DOCS_CHECK:-}" != 1 ] 
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq curl >/dev/null) \
     || echo "could not install jq; scripts/docs-check.sh will fail (LEASEHOLD_SKIP_DOCS_CHECK=1 skips it)" >&2
 fi
-run=(cargo test --locked "$@")
+run=(cargo test --locked --no-fail-fast "$@")
 if [ -z "${LEASEHOLD_TEST_POSTGRES_URL:-}" ]; then
   if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     run=(./scripts/postgres.sh run -- "${run[@]}")
