@@ -939,7 +939,13 @@ async fn a_proposal_that_no_longer_fits_is_refused_and_nothing_moves() {
     // The next join's proposal supersedes it; that one fits and runs when approved.
     h.add_member("c-3").await;
     let newer = wait_proposal(&store, Some(&proposed.id)).await;
-    let first = engine.operation(&proposed.id).await.unwrap();
+    // Stored first, then the older ones are cancelled.
+    let first = eventually(Duration::from_secs(5), || async {
+        let op = engine.operation(&proposed.id).await.unwrap();
+        op.state.is_final().then_some(op)
+    })
+    .await
+    .expect("the first proposal superseded");
     assert_eq!(first.state, OperationState::Cancelled);
     assert!(first.moves.iter().all(|m| m.state == MoveState::Cancelled));
     assert!(newer.moves.iter().all(|m| m.to == "c-3"), "{newer:?}");
