@@ -530,14 +530,7 @@ impl Engine {
         }
         self.idle(&op.cluster).await?;
         let view = self.ready_view(&op.cluster).await?;
-        let duration_ms = i64::try_from(
-            self.inner
-                .cluster(&op.cluster)?
-                .policy
-                .lease_duration
-                .as_millis(),
-        )
-        .unwrap_or(i64::MAX);
+        let duration_ms = self.inner.duration_ms(&op.cluster)?;
         let moves = op.moves.clone();
         let stale = blocking(move || proposals::drift(&view.model, &moves, duration_ms)).await;
         if !stale.is_empty() {

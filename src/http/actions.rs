@@ -102,14 +102,24 @@ pub async fn uncordon(
     Ok(result?)
 }
 
-/// Cancels operation `id` (no new move starts); the operation as it is now.
-pub async fn cancel(state: &AppState, caller: &Caller, id: &str) -> Result<Operation, ApiError> {
+/// Operation `id`, once the caller may do `action` on its cluster. The operation is looked up
+/// first so that the permission is asked for its cluster; an unknown id is asked for no
+/// cluster, so the caller's rights are checked before it learns the id does not exist.
+async fn operation_for(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    action: Action,
+) -> Result<Operation, ApiError> {
     let op = state.engine.operation(id).await;
     let cluster = op.as_ref().ok().map(|o| o.cluster.clone());
-    caller
-        .require(state, Action::CancelOperation, cluster.as_deref())
-        .await?;
-    let op = op?;
+    caller.require(state, action, cluster.as_deref()).await?;
+    Ok(op?)
+}
+
+/// Cancels operation `id` (no new move starts); the operation as it is now.
+pub async fn cancel(state: &AppState, caller: &Caller, id: &str) -> Result<Operation, ApiError> {
+    let op = operation_for(state, caller, id, Action::CancelOperation).await?;
     let result = state.engine.cancel(id, caller.name()).await;
     let what = format!("cancel operation {id}");
     audit(
@@ -127,12 +137,7 @@ pub async fn cancel(state: &AppState, caller: &Caller, id: &str) -> Result<Opera
 /// Approves proposed operation `id` (a rebalance the join policy planned): it runs if its
 /// moves still fit the cluster. Needs the right to rebalance the operation's cluster.
 pub async fn approve(state: &AppState, caller: &Caller, id: &str) -> Result<Operation, ApiError> {
-    let op = state.engine.operation(id).await;
-    let cluster = op.as_ref().ok().map(|o| o.cluster.clone());
-    caller
-        .require(state, Action::Rebalance, cluster.as_deref())
-        .await?;
-    let op = op?;
+    let op = operation_for(state, caller, id, Action::Rebalance).await?;
     let result = state.engine.approve(id, caller.name()).await;
     let what = format!("approve operation {id}");
     let outcome = result.as_ref().map(|op| Some(op.id.as_str()));
