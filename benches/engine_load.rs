@@ -612,7 +612,7 @@ async fn engine_parts(a: &Args, rows: &mut Vec<(String, String)>) -> anyhow::Res
             .collect();
         let crashed = Instant::now();
         members.crash(&victim).await;
-        leasehold::sim::kubelet::crash(&sim.client, NS, &victim).await?;
+        kube_sim::kubelet::crash(&sim.client, NS, &victim).await?;
         let deadline = crashed + d + Duration::from_secs(30);
         let (first, last) = loop {
             let mut taken: HashMap<String, Instant> = HashMap::new();
@@ -826,7 +826,7 @@ async fn memory_part(a: &Args, seed: Seed, rows: &mut Vec<(String, String)>) -> 
     let gone = member(0);
     let t_gone = Instant::now();
     if seed == Seed::Held {
-        leasehold::sim::kubelet::crash(&sim.client, NS, &gone).await?;
+        kube_sim::kubelet::crash(&sim.client, NS, &gone).await?;
     }
     let replaced = loop {
         if seed == Seed::Placed {

@@ -27,8 +27,8 @@ done
 target_dir=${CARGO_TARGET_DIR:-target}
 mkdir -p "$target_dir"
 target_dir=$(cd "$target_dir" && pwd)
-# As scripts/schemathesis.sh: selecting a test target reuses the test suite's build.
-cargo build --locked --quiet --bin leasehold --test demo
+# As scripts/schemathesis.sh: selecting the integration-test target reuses the test suite's build.
+cargo build --locked --quiet --workspace --bin leasehold --test it
 bin="$target_dir/debug/leasehold"
 
 work=$(mktemp -d)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real-control-plane test tier: builds, caches, starts and stops a real etcd + kube-apiserver on
-# loopback, so tests can check that the simulator in src/sim/ tells the truth (like envtest for
+# loopback, so tests can check that the simulator (crates/kube-sim) tells the truth (like envtest for
 # controller-runtime). Everything is built from source through the Go module proxy.
 #
 #   scripts/envtest.sh build            build (or reuse cached) kube-apiserver and etcd

@@ -26,9 +26,10 @@ if ! "$venv/bin/schemathesis" --version 2>/dev/null | grep -qF "$SCHEMATHESIS_VE
   "$venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
 fi
 
-# With the demo test selected, dev-dependencies join feature resolution as under `cargo test`,
-# so this reuses the test suite's build instead of compiling the dependencies a second time.
-cargo build --locked --quiet --bin leasehold --test demo
+# With the integration-test target selected, dev-dependencies join feature resolution as under
+# `cargo test`, so this reuses the test suite's build instead of compiling the dependencies a
+# second time.
+cargo build --locked --quiet --workspace --bin leasehold --test it
 bin="$target_dir/debug/leasehold"
 
 work=$(mktemp -d)

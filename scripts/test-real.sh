@@ -4,36 +4,50 @@
 # request scripts to both and compare the answers (docs/real-apiserver.md, docs/fidelity.md).
 #
 #   scripts/test-real.sh            all of the tier
-#   scripts/test-real.sh engine     only these test targets (tests/<name>.rs)
+#   scripts/test-real.sh engine     only these: a simulator test target
+#                                   (crates/kube-sim/tests/<name>.rs) or an area of tests/it
 #
 # Builds the control plane first (scripts/envtest.sh build: Go, through the Go module proxy;
-# cached, about 20 minutes the first time). Each test target gets a fresh control plane
-# (`scripts/envtest.sh run`, a few seconds to start), so targets cannot see each other's objects;
-# inside a target every test has its own namespace (tests/common/mod.rs).
+# cached, about 20 minutes the first time). Each test target and area gets a fresh control plane
+# (`scripts/envtest.sh run`, a few seconds to start), so they cannot see each other's objects;
+# inside one every test has its own namespace (kube_sim::testkit).
 # Extra cargo test arguments: LEASEHOLD_REAL_TEST_ARGS (e.g. "-- --test-threads=1").
 # Ends with one total line, "N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The targets that talk to Kubernetes (the router tests watch it through a real engine too;
-# deploy server-dry-runs every overlay and example).
-# Not here: demo (runs its own simulator: the demo is the simulator), browser (the dashboard
-# in Chromium; its Kubernetes side is the same engine as ui.rs), tls (no Kubernetes).
-TARGETS=(sim_smoke fidelity_api fidelity_apply fidelity_watch kubectl differential
-  agent engine http ui idempotency metrics deploy)
-if (($# > 0)); then TARGETS=("$@"); fi
+# What talks to Kubernetes: the simulator crate's integration tests (sim_smoke, fidelity_*,
+# kubectl, differential) and the areas of the product's tests/it (agent, engine, the router
+# tests whose engine watches it, deploy, which server-dry-runs every overlay and example).
+# Not here: the it areas demo (runs its own simulator: the demo is the simulator), browser (the
+# dashboard in Chromium; its Kubernetes side is the same engine as ui), tls (no Kubernetes),
+# and the unit tests.
+SIM_TARGETS=(sim_smoke fidelity_api fidelity_apply fidelity_watch kubectl differential)
+IT_AREAS=(agent engine api ui idempotency metrics deploy)
+if (($# > 0)); then
+  SIM_TARGETS=() IT_AREAS=()
+  for t in "$@"; do
+    if [ -f "crates/kube-sim/tests/$t.rs" ]; then SIM_TARGETS+=("$t"); else IT_AREAS+=("$t"); fi
+  done
+fi
 
 scripts/envtest.sh build
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
 read -r -a extra <<<"${LEASEHOLD_REAL_TEST_ARGS:-}"
-for t in "${TARGETS[@]}"; do
-  echo "== real kube-apiserver: cargo test --test $t"
-  start=$SECONDS
-  scripts/envtest.sh run -- cargo test --locked --test "$t" "${extra[@]}" 2>&1 | tee -a "$log" ||
-    status=1
-  echo "== $t: $((SECONDS - start)) s"
+# Each test target, and each area of tests/it, gets a control plane of its own.
+run_one() {
+  local name=$1 start=$SECONDS
+  shift
+  echo "== real kube-apiserver: $name"
+  scripts/envtest.sh run -- cargo test --locked --workspace "$@" 2>&1 | tee -a "$log" || status=1
+  echo "== $name: $((SECONDS - start)) s"
+}
+for t in "${SIM_TARGETS[@]}"; do run_one "$t" --test "$t" "${extra[@]}"; done
+for a in "${IT_AREAS[@]}"; do
+  if ((${#extra[@]})); then run_one "it $a" --test it "${extra[@]}" "$a::"
+  else run_one "it $a" --test it -- "$a::"; fi
 done
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "%d passed, %d failed\n", p, f }' "$log"

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The whole test suite: unit and property tests, HTTP/router tests, and the integration tests
 # against the in-process Kubernetes simulator (kube-rs, kubectl and the engine with real agents
-# over real HTTP). The history store's tests run on SQLite and, when PostgreSQL's server
+# over real HTTP), run by scripts/cargo-test.sh (both crates of the workspace; the product's
+# integration binary area by area). The history store's tests run on SQLite and, when PostgreSQL's server
 # binaries are installed (initdb, pg_ctl), also on a throwaway PostgreSQL (scripts/postgres.sh).
 # Without arguments it then runs Schemathesis against a running demo (scripts/schemathesis.sh;
 # needs python3 with venv, and PyPI), counted as one more test; LEASEHOLD_SKIP_SCHEMATHESIS=1
 # leaves it out. Then scripts/docs-check.sh runs the user docs' commands against a demo (each
 # block counted as a test; needs curl and jq, installed with apt-get when missing;
-# LEASEHOLD_SKIP_DOCS_CHECK=1 leaves it out). The browser tests (tests/browser.rs) need chromium and chromedriver: installed
+# LEASEHOLD_SKIP_DOCS_CHECK=1 leaves it out). The browser tests (tests/it/browser.rs) need chromium and chromedriver: installed
 # here with apt-get when missing (LEASEHOLD_SKIP_BROWSER=1 skips them instead).
+# Arguments go to `cargo test` instead of the default run (e.g. `-p leasehold --test it engine::`).
 # Ends with one total line, "N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,9 +21,9 @@ if ! command -v chromedriver >/dev/null 2>&1 && [ "${LEASEHOLD_SKIP_BROWSER:-}" 
   echo "== installing chromium and chromedriver for the browser tests"
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
-      || echo "could not install chromium; tests/browser.rs will fail (LEASEHOLD_SKIP_BROWSER=1 skips it)" >&2
+      || echo "could not install chromium; the browser tests (tests/it/browser.rs) will fail (LEASEHOLD_SKIP_BROWSER=1 skips them)" >&2
   else
-    echo "chromedriver missing and cannot apt-get install it; tests/browser.rs will fail" >&2
+    echo "chromedriver missing and cannot apt-get install it; the browser tests (tests/it/browser.rs) will fail" >&2
   fi
 fi
 if ! command -v jq >/dev/null 2>&1 && [ "${LEASEHOLD_SKIP_DOCS_CHECK:-}" != 1 ] \
@@ -30,7 +32,7 @@ if ! command -v jq >/dev/null 2>&1 && [ "${LEASEHOLD_SKIP_DOCS_CHECK:-}" != 1 ] 
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq curl >/dev/null) \
     || echo "could not install jq; scripts/docs-check.sh will fail (LEASEHOLD_SKIP_DOCS_CHECK=1 skips it)" >&2
 fi
-run=(cargo test --locked --no-fail-fast "$@")
+run=(./scripts/cargo-test.sh "$@")
 if [ -z "${LEASEHOLD_TEST_POSTGRES_URL:-}" ]; then
   if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     run=(./scripts/postgres.sh run -- "${run[@]}")

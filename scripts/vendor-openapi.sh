@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Vendors a trimmed copy of the real Kubernetes OpenAPI v3 documents into src/sim/openapi/.
+# Vendors a trimmed copy of the real Kubernetes OpenAPI v3 documents into crates/kube-sim/src/openapi/.
 #
 # Usage: scripts/vendor-openapi.sh [VERSION]      (default v1.33.5; or set VERSION=...)
 #
@@ -30,7 +30,7 @@ SERVED=(
 )
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-OUT="$ROOT/src/sim/openapi"
+OUT="$ROOT/crates/kube-sim/src/openapi"
 
 command -v go >/dev/null || { echo "vendor-openapi: go is required" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "vendor-openapi: python3 is required" >&2; exit 1; }

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Vendors the Kubernetes protobuf definitions that src/sim/protobuf.rs decodes request bodies with.
+# Vendors the Kubernetes protobuf definitions that crates/kube-sim/src/protobuf.rs decodes request bodies with.
 #
 # Usage: scripts/vendor-proto.sh [VERSION]      (default v0.33.5; or set VERSION=...)
 #
 # Fetches k8s.io/api@$VERSION and k8s.io/apimachinery@$VERSION through the Go module proxy
-# (`go mod download`), copies the generated.proto files listed below into src/sim/proto/ with
-# comments and blank lines stripped, and writes src/sim/proto/go-json.txt: what the .proto files
+# (`go mod download`), copies the generated.proto files listed below into crates/kube-sim/src/proto/ with
+# comments and blank lines stripped, and writes crates/kube-sim/src/proto/go-json.txt: what the .proto files
 # cannot say about the JSON form (which Go fields are pointers, lack `omitempty`, are inlined or
 # renamed; which messages are top-level kinds or Go slice types), read from the Go struct tags
 # of the same modules with go/ast (a stdlib-only Go program below; nothing is compiled from k8s).
@@ -33,7 +33,7 @@ FILES=(
 )
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-OUT="$ROOT/src/sim/proto"
+OUT="$ROOT/crates/kube-sim/src/proto"
 
 command -v go >/dev/null || { echo "vendor-proto: go is required" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "vendor-proto: python3 is required" >&2; exit 1; }
@@ -302,7 +302,7 @@ EOF
 printf '%-26s %7d bytes\n' go-json.txt "$(wc -c <"$OUT/go-json.txt")"
 
 cat >"$OUT/README.md" <<EOF
-Comment-stripped copies of the \`generated.proto\` files of \`k8s.io/api@$VERSION\` and \`k8s.io/apimachinery@$VERSION\` (Apache-2.0, © The Kubernetes Authors), loaded by \`src/sim/protobuf.rs\`.
+Comment-stripped copies of the \`generated.proto\` files of \`k8s.io/api@$VERSION\` and \`k8s.io/apimachinery@$VERSION\` (Apache-2.0, © The Kubernetes Authors), loaded by \`crates/kube-sim/src/protobuf.rs\`.
 \`go-json.txt\` holds the Go JSON facts the .proto files lack (pointers, omitempty, inlining), read from the same modules' Go struct tags; \`test-vectors.json\` (kept by the script, used by the tests) holds bodies made by the Go protobuf serializer or sent by kubectl v1.32, each with the JSON Go decodes it to.
-Regenerate with \`scripts/vendor-proto.sh [VERSION]\` (needs go and python3); a new file must also be listed in \`src/sim/protobuf.rs\`.
+Regenerate with \`scripts/vendor-proto.sh [VERSION]\` (needs go and python3); a new file must also be listed in \`crates/kube-sim/src/protobuf.rs\`.
 EOF

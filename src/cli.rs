@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 
-use crate::sim::{self, SimOptions, Simulator};
+use kube_sim::{self as sim, SimOptions, Simulator};
 
 /// Leasehold: see and steer who owns what in Lease-coordinated Kubernetes clusters.
 #[derive(Debug, Parser)]
@@ -130,7 +130,7 @@ pub struct SimArgs {
     #[arg(long)]
     pub fake_kubelet: bool,
     /// Events kept for watch resumption and paginated lists.
-    #[arg(long, default_value_t = sim::store::DEFAULT_HISTORY)]
+    #[arg(long, default_value_t = sim::DEFAULT_HISTORY)]
     pub history: usize,
     /// Seconds between watch bookmarks.
     #[arg(long, default_value_t = 60)]

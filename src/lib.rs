@@ -18,6 +18,5 @@ pub mod metrics;
 pub mod model;
 pub mod net;
 pub mod protocol;
-pub mod sim;
 pub mod store;
 pub mod telemetry;

@@ -14,7 +14,6 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::config::Config;
-use crate::sim;
 
 /// The demo's namespace.
 pub const NAMESPACE: &str = "demo";
@@ -109,7 +108,7 @@ pub fn pod(cluster: &str, ordinal: u32) -> anyhow::Result<Pod> {
     Ok(serde_json::from_value(json!({
         "metadata": { "name": name, "labels": labels },
         "spec": {
-            "hostname": name, "subdomain": cluster, "nodeName": sim::kubelet::NODE_NAME,
+            "hostname": name, "subdomain": cluster, "nodeName": kube_sim::kubelet::NODE_NAME,
             "containers": [{ "name": container, "image": image, "ports": [{ "containerPort": port, "name": "api" }] }]
         }
     }))?)

@@ -19,7 +19,7 @@ use tokio::task::{AbortHandle, JoinError, JoinSet};
 use super::layout::{self, CLUSTERS, NAMESPACE};
 use crate::agent::{Agent, AgentConfig, NoHooks};
 use crate::http::demo::DemoAction;
-use crate::sim::kubelet;
+use kube_sim::kubelet;
 
 /// How long a stopping agent may take to release what it holds before it is aborted (a
 /// release is one compare-and-swap per Lease, a few hundred at most in the demo).

@@ -31,8 +31,8 @@ use crate::engine::Engine;
 use crate::http::HttpSettings;
 use crate::http::auth::{AuthSettings, Mode};
 use crate::http::demo::{DemoControls, DemoRequest};
-use crate::sim::{SimOptions, Simulator};
 use crate::store::Store;
+use kube_sim::{SimOptions, Simulator};
 
 /// Settings of the demo.
 #[derive(Debug, Clone)]

@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::*;
-use crate::sim::auth::{AuthTable, Rule, User};
-use crate::sim::{SimOptions, Simulator};
+use kube_sim::auth::{AuthTable, Rule, User};
+use kube_sim::{SimOptions, Simulator};
 
 fn settings(mode: Mode) -> AuthSettings {
     AuthSettings {

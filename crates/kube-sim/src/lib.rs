@@ -1,0 +1,258 @@
+//! `leasehold sim`: an in-memory Kubernetes API server that speaks the real REST and watch
+//! protocol over HTTP, so unchanged kube-rs and kubectl work against it.
+//!
+//! The tree follows kube-apiserver's own split: `request` (RequestInfo), `server` (authn,
+//! authz, routing), `handlers` (the verbs), `store` (etcd + watch cache), `watch`,
+//! `strategy`/`services`/`names` (per-kind registry rules), `smp`/`apply` (patches and
+//! managed fields), `schema`/`openapi` (the vendored real OpenAPI documents), `protobuf` (request
+//! bodies in Kubernetes protobuf, from the vendored `.proto` files), `selector`,
+//! `table`, `discovery`, `auth` (tokens, reviews), `controllers` (the namespace lifecycle that
+//! runs inside the API server) and `kubelet` (a fake kubelet and cloud loop that, like a real
+//! one, is only a client).
+//!
+//! The simulator never talks to the network except on its own listen address.
+
+mod apply;
+pub mod auth;
+mod controllers;
+mod convert;
+mod discovery;
+mod handlers;
+mod kinds;
+pub mod kubelet;
+mod names;
+mod openapi;
+mod protobuf;
+mod registry;
+mod request;
+mod schema;
+mod selector;
+mod server;
+mod services;
+mod smp;
+mod status;
+mod store;
+mod strategy;
+mod table;
+#[cfg(feature = "testkit")]
+pub mod testkit;
+mod watch;
+
+pub use store::DEFAULT_HISTORY;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde_json::json;
+use tokio::task::JoinSet;
+
+use self::auth::AuthTable;
+use self::store::Store;
+
+/// How often a watch with `allowWatchBookmarks` gets a BOOKMARK (kube-apiserver: about once a
+/// minute).
+pub const DEFAULT_BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Settings of a simulator instance.
+#[derive(Debug, Clone)]
+pub struct SimOptions {
+    /// Events kept for watch resumption and paginated lists.
+    pub history: usize,
+    pub bookmark_interval: Duration,
+    /// Users and rules; the admin token is added to it.
+    pub auth: AuthTable,
+    /// The bearer token written into the simulator's kubeconfig.
+    pub admin_token: String,
+    /// Requests without credentials act as an admin (`system:anonymous`); see `server.rs`.
+    pub anonymous: bool,
+    /// The WatchList feature gate: `sendInitialEvents` watches (kube-rs `streaming_lists`).
+    /// Off by default, as in kube-apiserver 1.33 (it was on in 1.32); off, such a watch is a 422.
+    pub watch_list: bool,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        Self {
+            history: store::DEFAULT_HISTORY,
+            bookmark_interval: DEFAULT_BOOKMARK_INTERVAL,
+            auth: AuthTable::default(),
+            admin_token: auth::DEFAULT_ADMIN_TOKEN.into(),
+            anonymous: true,
+            watch_list: false,
+        }
+    }
+}
+
+/// Per-request settings the handlers read.
+#[derive(Debug, Clone)]
+pub struct RuntimeOptions {
+    pub bookmark_interval: Duration,
+    /// `host:port` clients use, for `/api`'s serverAddressByClientCIDRs.
+    pub server_address: String,
+    /// See [`SimOptions::anonymous`].
+    pub anonymous: bool,
+    /// See [`SimOptions::watch_list`].
+    pub watch_list: bool,
+}
+
+/// State shared by every request.
+pub struct Shared {
+    pub store: Arc<Store>,
+    /// The Kubernetes schema, shared by every simulator in the process.
+    pub schema: &'static schema::Schema,
+    pub auth: AuthTable,
+    pub options: RuntimeOptions,
+}
+
+/// Now, as `metav1.Time` serialises it: RFC 3339, whole seconds, UTC.
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// A running simulator. Dropping it stops the server and its controllers.
+pub struct Simulator {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    admin_token: String,
+    tasks: JoinSet<anyhow::Result<()>>,
+}
+
+impl Simulator {
+    /// Binds `listen` (port 0 for an ephemeral port), seeds the built-in namespaces and
+    /// Services, and starts serving.
+    pub async fn start(listen: SocketAddr, opts: SimOptions) -> anyhow::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("binding {listen}"))?;
+        let addr = listener.local_addr()?;
+        let mut auth = opts.auth.clone();
+        auth.users
+            .extend(AuthTable::with_admin(&opts.admin_token).users);
+        let shared = Arc::new(Shared {
+            store: Arc::new(Store::new(opts.history)),
+            schema: openapi::schema(),
+            auth,
+            options: RuntimeOptions {
+                bookmark_interval: opts.bookmark_interval,
+                server_address: addr.to_string(),
+                anonymous: opts.anonymous,
+                watch_list: opts.watch_list,
+            },
+        });
+        seed(&shared)?;
+        let mut tasks = JoinSet::new();
+        let app = server::router(shared.clone());
+        tasks.spawn(async move {
+            axum::serve(listener, app)
+                .await
+                .context("simulator HTTP server")
+        });
+        let ctl = shared.clone();
+        tasks.spawn(async move { controllers::namespaces(ctl).await });
+        tracing::info!(%addr, "kubernetes simulator listening");
+        Ok(Self {
+            addr,
+            shared,
+            admin_token: opts.admin_token,
+            tasks,
+        })
+    }
+
+    /// The listen address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://host:port`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The newest resourceVersion the store has handed out, for in-process observers (tests).
+    pub fn rv(&self) -> u64 {
+        self.shared.store.rv()
+    }
+
+    /// A kubeconfig (JSON, which every YAML reader accepts) for the admin user.
+    pub fn kubeconfig(&self) -> String {
+        self.kubeconfig_for(&self.admin_token)
+    }
+
+    /// A kubeconfig for any token of the auth table.
+    pub fn kubeconfig_for(&self, token: &str) -> String {
+        let cfg = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{ "name": "leasehold-sim", "cluster": { "server": self.url() } }],
+            "users": [{ "name": "leasehold-sim-user", "user": { "token": token } }],
+            "contexts": [{ "name": "leasehold-sim", "context": { "cluster": "leasehold-sim", "user": "leasehold-sim-user", "namespace": "default" } }],
+            "current-context": "leasehold-sim",
+            "preferences": {}
+        });
+        serde_json::to_string_pretty(&cfg).unwrap_or_default()
+    }
+
+    /// A kube-rs client for the admin user.
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        self.client_for(&self.admin_token).await
+    }
+
+    /// A kube-rs client for any token.
+    pub async fn client_for(&self, token: &str) -> anyhow::Result<kube::Client> {
+        let kc: kube::config::Kubeconfig = serde_json::from_str(&self.kubeconfig_for(token))?;
+        let cfg =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await?;
+        Ok(kube::Client::try_from(cfg)?)
+    }
+
+    /// Runs the fake kubelet (`kubelet.rs`) as one of the simulator's own tasks, so that its
+    /// failure ends [`Simulator::run_until`] like any other.
+    pub async fn spawn_kubelet(&mut self, opts: kubelet::KubeletOptions) -> anyhow::Result<()> {
+        let client = self.client().await?;
+        self.tasks
+            .spawn(async move { kubelet::run(client, opts).await.context("fake kubelet") });
+        Ok(())
+    }
+
+    /// Runs until a task fails (an error) or `shutdown` completes (Ok).
+    pub async fn run_until(
+        mut self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> anyhow::Result<()> {
+        tokio::select! {
+            res = self.tasks.join_next() => match res {
+                Some(Ok(Ok(()))) | None => anyhow::bail!("simulator task ended unexpectedly"),
+                Some(Ok(Err(e))) => Err(e),
+                Some(Err(e)) => Err(e.into()),
+            },
+            () = shutdown => Ok(()),
+        }
+    }
+}
+
+/// What a fresh kube-apiserver has: the four system namespaces and `default/kubernetes`.
+fn seed(shared: &Shared) -> anyhow::Result<()> {
+    let ns = registry::id_of("", "namespaces");
+    for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        handlers::internal::create(
+            shared,
+            ns,
+            "",
+            json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name } }),
+        )
+        .map_err(|e| anyhow::anyhow!("seeding namespace {name}: {e}"))?;
+    }
+    let svc = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": { "name": "kubernetes", "labels": { "component": "apiserver", "provider": "kubernetes" } },
+        "spec": { "clusterIP": "10.96.0.1", "ports": [{ "name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443 }] }
+    });
+    handlers::internal::create(shared, registry::id_of("", "services"), "default", svc)
+        .map_err(|e| anyhow::anyhow!("seeding the kubernetes Service: {e}"))?;
+    Ok(())
+}

@@ -1,0 +1,500 @@
+//! Browser tests: the dashboard in headless Chromium (through chromedriver, driven by
+//! fantoccini), served over real HTTP by `leasehold::http::run` beside a real engine, real
+//! agents and the simulator with its fake kubelet. They log in through the form, load every
+//! page and fail on any console error (CSP violations and failed loads included), check the
+//! skip link is the first stop for the keyboard, run a rebalance and an instance removal from
+//! the UI and watch them complete live (no reload), and save screenshots at 1280 px and at
+//! phone width under `<target>/browser-screenshots/` for review. No two members ever work on
+//! one target at once (the invariant checker records the agents' hooks).
+//!
+//! Needs `chromium` and `chromedriver` (Debian: `apt-get install chromium chromium-driver`;
+//! `scripts/test.sh` installs them). Without them the test fails, unless
+//! `LEASEHOLD_SKIP_BROWSER=1` says to skip.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use http_body_util::BodyExt as _;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, PostParams};
+use leasehold::agent::{Agent, AgentConfig};
+use leasehold::config::Config;
+use leasehold::engine::Engine;
+use leasehold::http::HttpSettings;
+use leasehold::store::Store;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use common::invariant::InvariantChecker;
+
+const NS: &str = "browser";
+const CLUSTER: &str = "c";
+const TOKEN: &str = "browser-operator-token";
+const LEASE_S: u64 = 4;
+
+/// Where the screenshots go.
+fn shots() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("browser-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+struct Env {
+    t: common::TestSim,
+    base: String,
+    checker: InvariantChecker,
+    stop: watch::Sender<bool>,
+    agents: Vec<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Env {
+    async fn start(members: usize, targets: usize) -> Env {
+        let mut t = common::start().await;
+        t.spawn_kubelet();
+        Api::<Namespace>::all(t.client.clone())
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
+            )
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = dir.path().join("tokens.csv");
+        std::fs::write(
+            &tokens,
+            format!("{TOKEN},olga,u1,\"leasehold:operators\"\n"),
+        )
+        .unwrap();
+        let list: Vec<String> = (0..targets).map(|i| format!("dev-{i:03}")).collect();
+        let yaml = format!(
+            "database: sqlite:{db}
+control_plane: {{namespace: {NS}, lease_duration: 2s}}
+http: {{auth: {{mode: token, token_file: {tokens}}}}}
+clusters:
+- name: {CLUSTER}
+  namespace: {NS}
+  selector: {{app: c}}
+  targets: {{inline: [{list}]}}
+  policy: {{lease_duration: {LEASE_S}s, on_join: off, move_timeout: {LEASE_S}s}}
+",
+            db = dir.path().join("h.db").display(),
+            tokens = tokens.display(),
+            list = list.join(", "),
+        );
+        let config = Config::parse(&yaml, Path::new("browser.yaml")).unwrap();
+        let store = Store::connect(&config.database).await.unwrap();
+        let http: HttpSettings = config.http.clone();
+        let engine = Engine::new(config, t.client.clone(), store, "cp".into());
+        let (stop, stopped) = watch::channel(false);
+        let e = engine.clone();
+        let mut rx = stopped.clone();
+        tokio::spawn(async move {
+            e.run(async move {
+                let _ = rx.wait_for(|s| *s).await;
+            })
+            .await
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let mut rx = stopped.clone();
+        tokio::spawn(async move {
+            leasehold::http::run(engine, &http, listener, None, async move {
+                let _ = rx.wait_for(|s| *s).await;
+            })
+            .await
+        });
+        let mut env = Env {
+            t,
+            base,
+            checker: InvariantChecker::new(),
+            stop,
+            agents: Vec::new(),
+            _dir: dir,
+        };
+        for i in 0..members {
+            env.add_member(&format!("c-{i}")).await;
+        }
+        env
+    }
+
+    /// A StatefulSet-style member pod and its agent.
+    async fn add_member(&mut self, name: &str) {
+        let pod = json!({
+            "metadata": {"name": name, "labels": {"app": "c"}},
+            "spec": {"containers": [{"name": "app", "image": "collector"}]}
+        });
+        Api::<Pod>::namespaced(self.t.client.clone(), NS)
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(pod).unwrap(),
+            )
+            .await
+            .unwrap();
+        let mut cfg = AgentConfig::new(CLUSTER, NS, name);
+        cfg.default_lease_duration = Duration::from_secs(LEASE_S);
+        let agent = Agent::new(cfg, self.checker.hooks(name, Duration::from_millis(5)));
+        let client = self.t.client.clone();
+        let mut rx = self.stop.subscribe();
+        self.agents.push(tokio::spawn(async move {
+            agent
+                .run(client, async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                })
+                .await
+        }));
+    }
+
+    /// The API's view of the cluster (the session is the browser's; this uses the token).
+    async fn api(&self, path: &str) -> Value {
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<http_body_util::Full<bytes::Bytes>>();
+        let req = http::Request::get(format!("{}/api/v1{path}", self.base))
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .body(Default::default())
+            .unwrap();
+        let res = client.request(req).await.unwrap();
+        let body = res.into_body().collect().await.unwrap().to_bytes();
+        serde_json::from_slice(&body).unwrap()
+    }
+}
+
+/// chromedriver on a free port, and a headless Chromium session through it.
+struct Browser {
+    client: Client,
+    driver: tokio::process::Child,
+    url: String,
+}
+
+impl Browser {
+    async fn start() -> Option<Browser> {
+        let exe = ["chromedriver", "/usr/bin/chromedriver"]
+            .into_iter()
+            .find(|c| {
+                std::process::Command::new(c)
+                    .arg("--version")
+                    .output()
+                    .is_ok()
+            });
+        let Some(exe) = exe else {
+            if std::env::var("LEASEHOLD_SKIP_BROWSER").as_deref() == Ok("1") {
+                eprintln!("skipped: no chromedriver and LEASEHOLD_SKIP_BROWSER=1");
+                return None;
+            }
+            panic!(
+                "chromedriver not found: apt-get install chromium chromium-driver \
+                 (scripts/test.sh does), or set LEASEHOLD_SKIP_BROWSER=1 to skip"
+            );
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let driver = tokio::process::Command::new(exe)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let url = format!("http://127.0.0.1:{port}");
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({"args": ["--headless", "--no-sandbox", "--disable-gpu",
+                "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--disable-dev-shm-usage", "--window-size=1280,1000"]}),
+        );
+        caps.insert("goog:loggingPrefs".into(), json!({"browser": "ALL"}));
+        let mut last = None;
+        for _ in 0..50 {
+            let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+            match ClientBuilder::new(connector)
+                .capabilities(caps.clone())
+                .connect(&url)
+                .await
+            {
+                Ok(client) => {
+                    return Some(Browser {
+                        client,
+                        driver,
+                        url,
+                    });
+                }
+                Err(e) => last = Some(e),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        panic!("could not start a Chromium session: {last:?}");
+    }
+
+    /// Console messages at level SEVERE since the last call (chromedriver's log endpoint).
+    async fn console_errors(&self) -> Vec<String> {
+        let id = self.client.session_id().await.unwrap().unwrap();
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<http_body_util::Full<bytes::Bytes>>();
+        let req = http::Request::post(format!("{}/session/{id}/se/log", self.url))
+            .header("content-type", "application/json")
+            .body(http_body_util::Full::new(bytes::Bytes::from(
+                json!({"type": "browser"}).to_string(),
+            )))
+            .unwrap();
+        let res = client.request(req).await.unwrap();
+        let body = res.into_body().collect().await.unwrap().to_bytes();
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        v["value"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no browser log: {v}"))
+            .iter()
+            .filter(|e| e["level"] == "SEVERE")
+            .map(|e| e["message"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    async fn text(&self, css: &str) -> String {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("{css}: {e}"))
+            .text()
+            .await
+            .unwrap()
+    }
+
+    /// Waits until the element `css` shows `want`, without reloading the page.
+    async fn wait_text(&self, css: &str, want: &str, timeout: Duration) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Ok(el) = self.client.find(Locator::Css(css)).await
+                && el.text().await.is_ok_and(|t| t.contains(want))
+            {
+                return;
+            }
+            if tokio::time::Instant::now() > deadline {
+                let url = self.client.current_url().await.map(|u| u.to_string());
+                let page = self.client.source().await.unwrap_or_default();
+                panic!("{css} never showed {want:?} at {url:?}; the page:\n{page}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn shot(&self, name: &str) {
+        for (w, h, tag) in [(1280, 1000, "wide"), (390, 844, "phone")] {
+            self.client.set_window_size(w, h).await.unwrap();
+            let png = self.client.screenshot().await.unwrap();
+            std::fs::write(shots().join(format!("{name}-{tag}.png")), png).unwrap();
+        }
+        self.client.set_window_size(1280, 1000).await.unwrap();
+    }
+
+    /// Marks the page; [`Browser::same_page`] tells whether it was reloaded since.
+    async fn mark(&self) {
+        self.client
+            .execute("window.__leaseholdMark = 1;", vec![])
+            .await
+            .unwrap();
+    }
+
+    async fn same_page(&self) -> bool {
+        self.client
+            .execute("return window.__leaseholdMark === 1;", vec![])
+            .await
+            .unwrap()
+            == json!(true)
+    }
+}
+
+/// Who holds how many targets, by the API.
+async fn loads(env: &Env) -> Vec<(String, u64)> {
+    let v = env.api(&format!("/clusters/{CLUSTER}/instances")).await;
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["name"].as_str().unwrap().to_owned(),
+                i["owned"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_dashboard_in_chromium() {
+    let Some(mut b) = Browser::start().await else {
+        return;
+    };
+    let mut env = Env::start(2, 40).await;
+    let placed = common::eventually(Duration::from_secs(30), || async {
+        let l = loads(&env).await;
+        (l.iter().map(|(_, n)| n).sum::<u64>() == 40).then_some(l)
+    })
+    .await;
+    assert!(
+        placed.is_some(),
+        "targets never placed: {:?}",
+        loads(&env).await
+    );
+
+    // Log in through the form; the page asked for comes back.
+    let c = &b.client;
+    c.goto(&format!("{}/clusters/{CLUSTER}", env.base))
+        .await
+        .unwrap();
+    assert!(c.current_url().await.unwrap().path() == "/login");
+    b.shot("login").await;
+    c.find(Locator::Css("#token"))
+        .await
+        .unwrap()
+        .send_keys(TOKEN)
+        .await
+        .unwrap();
+    c.find(Locator::Css("button[type=submit]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.wait_text("h1", "Cluster c", Duration::from_secs(10))
+        .await;
+
+    // The keyboard's first stop is the skip link.
+    c.execute("document.activeElement.blur();", vec![])
+        .await
+        .unwrap();
+    c.find(Locator::Css("body"))
+        .await
+        .unwrap()
+        .send_keys("\u{E004}")
+        .await
+        .unwrap();
+    let first = c
+        .execute("return document.activeElement.className;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(first, json!("skip"), "Tab should reach the skip link first");
+
+    // Every page loads with no console error (CSP violations included).
+    let pages = [
+        ("overview", "/".to_owned()),
+        ("cluster", format!("/clusters/{CLUSTER}")),
+        ("instances", format!("/clusters/{CLUSTER}/instances")),
+        ("targets", format!("/clusters/{CLUSTER}/targets?q=dev-00")),
+        ("target", format!("/clusters/{CLUSTER}/targets/dev-001")),
+        ("rebalance", format!("/clusters/{CLUSTER}/rebalance")),
+        ("operations", "/operations".to_owned()),
+        ("history", "/history".to_owned()),
+        ("api-docs", "/docs/".to_owned()),
+    ];
+    for (name, path) in &pages {
+        c.goto(&format!("{}{path}", env.base)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        b.shot(name).await;
+        let errors = b.console_errors().await;
+        assert!(errors.is_empty(), "{path}: console errors {errors:#?}");
+    }
+
+    // A third member joins (on_join: off), and the cluster page shows it live.
+    c.goto(&format!("{}/clusters/{CLUSTER}", env.base))
+        .await
+        .unwrap();
+    b.mark().await;
+    env.add_member("c-2").await;
+    b.wait_text("#cluster-instances", "c-2", Duration::from_secs(20))
+        .await;
+    assert!(
+        b.same_page().await,
+        "the page reloaded instead of updating live"
+    );
+
+    // Rebalance from the UI: preview, start, and watch it finish live.
+    c.goto(&format!("{}/clusters/{CLUSTER}/rebalance", env.base))
+        .await
+        .unwrap();
+    let plan = b.text("#plan").await;
+    assert!(plan.contains("c-2"), "{plan}");
+    b.shot("rebalance-preview").await;
+    c.find(Locator::Css("#confirm"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.wait_text("h1", "rebalance", Duration::from_secs(10))
+        .await;
+    b.mark().await;
+    b.wait_text("#op-state", "succeeded", Duration::from_secs(60))
+        .await;
+    assert!(
+        b.same_page().await,
+        "the operation page reloaded instead of updating live"
+    );
+    b.shot("rebalance-done").await;
+    let balanced = common::eventually(Duration::from_secs(20), || async {
+        let l = loads(&env).await;
+        l.iter().all(|(_, n)| (13..=14).contains(n)).then_some(l)
+    })
+    .await;
+    assert!(balanced.is_some(), "not balanced: {:?}", loads(&env).await);
+
+    // Remove c-0 from the UI: the drain plan first, then the operation, live.
+    c.goto(&format!("{}/clusters/{CLUSTER}/instances", env.base))
+        .await
+        .unwrap();
+    c.find(Locator::Css("#instance-c-0 a[href$='/remove']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.wait_text("h1", "Remove c-0", Duration::from_secs(10))
+        .await;
+    b.shot("remove-preview").await;
+    c.find(Locator::Css("#confirm"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.wait_text("h1", "remove_instance c-0", Duration::from_secs(10))
+        .await;
+    b.mark().await;
+    b.wait_text("#op-state", "succeeded", Duration::from_secs(60))
+        .await;
+    assert!(b.same_page().await);
+    b.shot("remove-done").await;
+    let drained = loads(&env).await;
+    assert!(
+        drained.iter().any(|(n, l)| n == "c-0" && *l == 0),
+        "c-0 still holds targets: {drained:?}"
+    );
+    c.goto(&format!("{}/clusters/{CLUSTER}/instances", env.base))
+        .await
+        .unwrap();
+    let row = b.text("#instance-c-0").await;
+    assert!(row.contains("cordoned"), "{row}");
+    let errors = b.console_errors().await;
+    assert!(errors.is_empty(), "console errors {errors:#?}");
+
+    // No two members ever worked on one target at once.
+    env.checker.assert_ok();
+    let _ = env.stop.send(true);
+    for a in env.agents.drain(..) {
+        let _ = tokio::time::timeout(Duration::from_secs(5), a).await;
+    }
+    let _ = b.client.clone().close().await;
+    let _ = b.driver.kill().await;
+    let _ = Arc::new(());
+}

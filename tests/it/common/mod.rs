@@ -1,0 +1,8 @@
+//! What the product's integration tests share: the test kit of the simulator crate (a
+//! simulator or a real kube-apiserver to test against, kubectl, raw requests, object builders),
+//! the HTTP app under test ([`app`]) and the work-level invariant checker ([`invariant`]).
+
+pub mod app;
+pub mod invariant;
+
+pub use kube_sim::testkit::*;

@@ -1,0 +1,1183 @@
+//! The engine's acceptance tests: the control plane, real `leasehold agent` members and the
+//! simulator, over real HTTP. Every test runs the invariant checker (no two members ever work on
+//! one target at once).
+
+use crate::common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use leasehold::agent::{Agent, AgentConfig};
+use leasehold::config::Config;
+use leasehold::engine::{Engine, EngineError, PlanRequest};
+use leasehold::k8s::model::{ClusterModel, TargetState};
+use leasehold::model::{Cause, MoveState, OperationState};
+use leasehold::protocol;
+use leasehold::store::{HistoryKind, HistoryQuery, Store};
+use serde_json::json;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use common::eventually;
+use common::invariant::InvariantChecker;
+
+const NS: &str = "apps";
+const CLUSTER: &str = "c";
+/// Target lease duration in the failover tests (the shortest the config allows).
+const LEASE_S: u64 = 2;
+/// Target lease duration elsewhere: long enough that renewals of hundreds of leases keep up on
+/// a busy 2-core machine running the suite in parallel.
+const CALM_LEASE_S: u64 = 10;
+
+struct Member {
+    task: JoinHandle<anyhow::Result<()>>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+/// The tests here each run a simulator, a control plane and several agents renewing hundreds
+/// of Leases; run side by side on a 2-core machine they starve each other's renewals. One at a
+/// time keeps the timings they assert meaningful.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+struct Harness {
+    _serial: tokio::sync::MutexGuard<'static, ()>,
+    t: common::TestSim,
+    /// The namespace of the cluster under test.
+    ns: String,
+    config: Config,
+    db: tempfile::TempDir,
+    checker: InvariantChecker,
+    members: BTreeMap<String, Member>,
+    engines: BTreeMap<String, (Engine, JoinHandle<anyhow::Result<()>>)>,
+}
+
+fn config_yaml(targets: usize, policy: &str) -> String {
+    config_yaml_with(targets, CALM_LEASE_S, policy)
+}
+
+fn config_yaml_with(targets: usize, lease_s: u64, policy: &str) -> String {
+    let list: Vec<String> = (0..targets).map(|i| format!("t-{i:03}")).collect();
+    format!(
+        "control_plane: {{namespace: {NS}, lease_duration: 2s}}
+clusters:
+- name: {CLUSTER}
+  namespace: {NS}
+  selector: {{app: c}}
+  headless_service: c
+  targets: {{inline: [{}]}}
+  policy: {{lease_duration: {lease_s}s, join_settle: 1s, move_timeout: {lease_s}s, {policy}}}
+",
+        list.join(", ")
+    )
+}
+
+impl Harness {
+    async fn new(yaml: &str) -> Harness {
+        let serial = SERIAL.lock().await;
+        // RUST_LOG=leasehold=debug shows what the engine and agents do.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        let mut t = common::start().await;
+        t.spawn_kubelet();
+        // On the simulator the cluster lives in NS; a real apiserver gives the test a
+        // namespace of its own, which the configuration then names.
+        let ns = if t.is_real() {
+            t.ns.clone()
+        } else {
+            let nss: Api<Namespace> = Api::all(t.client.clone());
+            nss.create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
+            )
+            .await
+            .unwrap();
+            NS.to_owned()
+        };
+        let yaml = yaml.replace(&format!("namespace: {NS}"), &format!("namespace: {ns}"));
+        Harness {
+            _serial: serial,
+            ns,
+            t,
+            config: Config::parse(&yaml, Path::new("test.yaml")).unwrap(),
+            db: tempfile::tempdir().unwrap(),
+            checker: InvariantChecker::new(),
+            members: BTreeMap::new(),
+            engines: BTreeMap::new(),
+        }
+    }
+
+    fn db_url(&self) -> String {
+        format!("sqlite:{}", self.db.path().join("history.db").display())
+    }
+
+    async fn store(&self) -> Store {
+        Store::connect(&self.db_url()).await.unwrap()
+    }
+
+    async fn start_engine(&mut self, identity: &str) -> Engine {
+        let client = self.t.client.clone();
+        self.start_engine_with(identity, client).await
+    }
+
+    async fn start_engine_with(&mut self, identity: &str, client: kube::Client) -> Engine {
+        let engine = Engine::new(
+            self.config.clone(),
+            client,
+            self.store().await,
+            identity.into(),
+        );
+        let e = engine.clone();
+        let task = tokio::spawn(async move { e.run(std::future::pending()).await });
+        self.engines.insert(identity.into(), (engine.clone(), task));
+        engine
+    }
+
+    fn engine(&self) -> &Engine {
+        let acting: Vec<_> = self
+            .engines
+            .values()
+            .filter(|(e, _)| *e.acting().borrow())
+            .collect();
+        acting
+            .first()
+            .map(|(e, _)| e)
+            .unwrap_or_else(|| &self.engines.values().next().unwrap().0)
+    }
+
+    /// Creates a member pod (StatefulSet style) and its agent.
+    async fn add_member(&mut self, name: &str) {
+        self.add_pod(name).await;
+        self.start_agent(name);
+    }
+
+    async fn add_pod(&self, name: &str) {
+        let pods: Api<Pod> = Api::namespaced(self.t.client.clone(), &self.ns);
+        let pod = json!({
+            "metadata": {"name": name, "labels": {"app": "c"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "c", "uid": "u-1"}]},
+            "spec": {"containers": [{"name": "app", "image": "collector"}]}
+        });
+        pods.create(
+            &PostParams::default(),
+            &serde_json::from_value(pod).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+
+    fn start_agent(&mut self, name: &str) {
+        let mut cfg = AgentConfig::new(CLUSTER, &self.ns, name);
+        cfg.default_lease_duration = Duration::from_secs(LEASE_S);
+        let agent = Agent::new(cfg, self.checker.hooks(name, Duration::from_millis(5)));
+        let (stop, rx) = oneshot::channel();
+        let client = self.t.client.clone();
+        let task = tokio::spawn(async move {
+            agent
+                .run(client, async {
+                    let _ = rx.await;
+                })
+                .await
+        });
+        self.members.insert(
+            name.into(),
+            Member {
+                task,
+                stop: Some(stop),
+            },
+        );
+    }
+
+    /// The member dies: no release, and its pod goes away at once.
+    async fn crash(&mut self, name: &str) {
+        let m = self.members.remove(name).unwrap();
+        m.task.abort();
+        let _ = m.task.await;
+        self.checker.crashed(name);
+        kube_sim::kubelet::crash(&self.t.client, &self.ns, name)
+            .await
+            .unwrap();
+    }
+
+    async fn wait_pods_ready(&self, n: usize) {
+        let pods: Api<Pod> = Api::namespaced(self.t.client.clone(), &self.ns);
+        eventually(Duration::from_secs(10), || async {
+            let list = pods.list(&ListParams::default()).await.ok()?;
+            let ready = list
+                .items
+                .iter()
+                .filter(|p| {
+                    p.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|cs| {
+                            cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                        })
+                })
+                .count();
+            (ready >= n).then_some(())
+        })
+        .await
+        .expect("pods ready");
+    }
+
+    fn model(&self) -> ClusterModel {
+        self.engine().model(CLUSTER).unwrap()
+    }
+
+    /// Waits until every target is owned and per-member counts are `want`.
+    async fn wait_balanced(&self, want: &[(&str, usize)], timeout: Duration) -> ClusterModel {
+        let want: BTreeMap<String, usize> =
+            want.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect();
+        let got = eventually(timeout, || async {
+            let m = self.model();
+            let counts: BTreeMap<String, usize> = m
+                .instances
+                .iter()
+                .filter(|i| i.owned > 0)
+                .map(|i| (i.name.clone(), i.owned))
+                .collect();
+            (m.counts.owned == m.counts.total && counts == want).then_some(m)
+        })
+        .await;
+        match got {
+            Some(m) => m,
+            None => {
+                let m = self.model();
+                let counts: Vec<_> = m
+                    .instances
+                    .iter()
+                    .map(|i| (i.name.clone(), i.owned))
+                    .collect();
+                panic!(
+                    "not balanced as {want:?}: counts {:?}, loads {counts:?}",
+                    m.counts
+                );
+            }
+        }
+    }
+
+    async fn history(&self, kind: HistoryKind) -> Vec<leasehold::store::HistoryEntry> {
+        let store = self.store().await;
+        let mut out = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = store
+                .history(&HistoryQuery {
+                    cluster: Some(CLUSTER.into()),
+                    kind: Some(kind),
+                    cursor: cursor.take(),
+                    limit: 1000,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            out.extend(page.items);
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => return out,
+            }
+        }
+    }
+
+    async fn finish(mut self) {
+        for (_, m) in self.members.iter_mut() {
+            if let Some(stop) = m.stop.take() {
+                let _ = stop.send(());
+            }
+        }
+        for (_, m) in std::mem::take(&mut self.members) {
+            let _ = tokio::time::timeout(Duration::from_secs(10), m.task).await;
+        }
+        for (_, (_, task)) in std::mem::take(&mut self.engines) {
+            task.abort();
+        }
+        self.checker.assert_ok();
+    }
+}
+
+async fn three_members(targets: usize, policy: &str) -> Harness {
+    three_members_with(config_yaml(targets, policy)).await
+}
+
+impl Harness {
+    /// Members (pods and agents) running before the control plane starts, so the first
+    /// placement sees all of them; returns the engine.
+    async fn members_then_engine(&mut self, members: &[&str], identity: &str) -> Engine {
+        for m in members {
+            self.add_member(m).await;
+        }
+        self.wait_pods_ready(members.len()).await;
+        self.start_engine(identity).await
+    }
+}
+
+/// Three members whose pods are running before the control plane starts, so the first
+/// placement sees all of them.
+async fn three_members_with(yaml: String) -> Harness {
+    let mut h = Harness::new(&yaml).await;
+    h.members_then_engine(&["c-0", "c-1", "c-2"], "cp-a").await;
+    h
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_members_share_300_targets_evenly() {
+    let h = three_members(300, "on_join: off").await;
+    let m = h
+        .wait_balanced(
+            &[("c-0", 100), ("c-1", 100), ("c-2", 100)],
+            Duration::from_secs(30),
+        )
+        .await;
+    assert!(m.targets.iter().all(|t| t.state == TargetState::Owned));
+    // Every target's first owner is recorded, as initial.
+    let owned = eventually(Duration::from_secs(5), || async {
+        let rows = h.history(HistoryKind::Ownership).await;
+        (rows.len() == 300).then_some(rows)
+    })
+    .await;
+    let owned = match owned {
+        Some(o) => o,
+        None => panic!(
+            "300 ownership rows, not {}",
+            h.history(HistoryKind::Ownership).await.len()
+        ),
+    };
+    assert!(
+        owned
+            .iter()
+            .all(|r| r.cause == Some(Cause::Initial) && r.from.is_none())
+    );
+    h.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn scaling_to_five_rebalances_with_the_fewest_moves() {
+    let mut h = three_members(300, "on_join: auto").await;
+    h.wait_balanced(
+        &[("c-0", 100), ("c-1", 100), ("c-2", 100)],
+        Duration::from_secs(30),
+    )
+    .await;
+    eventually(Duration::from_secs(10), || async {
+        (h.history(HistoryKind::Ownership).await.len() == 300).then_some(())
+    })
+    .await
+    .expect("initial placements recorded");
+    h.add_member("c-3").await;
+    h.add_member("c-4").await;
+    h.wait_balanced(
+        &[
+            ("c-0", 60),
+            ("c-1", 60),
+            ("c-2", 60),
+            ("c-3", 60),
+            ("c-4", 60),
+        ],
+        Duration::from_secs(40),
+    )
+    .await;
+    let store = h.store().await;
+    let ops = eventually(Duration::from_secs(10), || async {
+        let ops = store.unfinished_operations().await.unwrap();
+        let all = store.operations(&Default::default()).await.unwrap().items;
+        (ops.is_empty() && !all.is_empty()).then_some(all)
+    })
+    .await
+    .expect("the join rebalance finished");
+    assert_eq!(ops.len(), 1, "one rebalance for both joins: {ops:?}");
+    let op = store.operation(&ops[0].id).await.unwrap().unwrap();
+    assert_eq!(op.state, OperationState::Succeeded);
+    assert_eq!(op.requested_by, "policy");
+    assert_eq!(op.moves.len(), 120, "exactly the lower bound");
+    // The recorder writes asynchronously: wait for it.
+    let rows = eventually(Duration::from_secs(10), || async {
+        let rows = h.history(HistoryKind::Ownership).await;
+        (rows.len() >= 420).then_some(rows)
+    })
+    .await
+    .unwrap_or_default();
+    let moved: Vec<_> = rows
+        .iter()
+        .filter(|r| r.cause == Some(Cause::Rebalance))
+        .collect();
+    assert_eq!(moved.len(), 120);
+    assert_eq!(rows.len(), 300 + 120, "nothing else moved");
+    assert!(
+        moved
+            .iter()
+            .all(|r| r.operation.as_deref() == Some(op.id.as_str()))
+    );
+    h.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crashed_member_fails_over_within_the_lease_duration() {
+    let mut h = three_members_with(config_yaml_with(90, LEASE_S, "on_join: off")).await;
+    h.wait_balanced(
+        &[("c-0", 30), ("c-1", 30), ("c-2", 30)],
+        Duration::from_secs(30),
+    )
+    .await;
+    let crashed = Instant::now();
+    h.crash("c-1").await;
+    h.wait_balanced(
+        &[("c-0", 45), ("c-2", 45)],
+        Duration::from_secs(LEASE_S + 2),
+    )
+    .await;
+    let took = crashed.elapsed();
+    eprintln!("failover of 30 targets took {took:?}");
+    assert!(took < Duration::from_secs(LEASE_S + 2));
+    // Nobody took a target before the crashed member's lease could have expired.
+    assert!(
+        took >= Duration::from_millis(LEASE_S * 1000 * 9 / 10),
+        "took over too early: {took:?}"
+    );
+    let rows = eventually(Duration::from_secs(5), || async {
+        let rows: Vec<_> = h
+            .history(HistoryKind::Ownership)
+            .await
+            .into_iter()
+            .filter(|r| r.cause == Some(Cause::Failover))
+            .collect();
+        (rows.len() == 30).then_some(rows)
+    })
+    .await
+    .expect("30 failover rows");
+    assert!(rows.iter().all(|r| r.from.as_deref() == Some("c-1")));
+    h.finish().await;
+}
+
+/// A tiny HTTP server counting removal webhook calls.
+async fn webhook_server() -> (String, Arc<AtomicUsize>, Arc<std::sync::Mutex<Vec<String>>>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (c, s) = (calls.clone(), seen.clone());
+    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let (c, s) = (c.clone(), s.clone());
+        async move {
+            c.fetch_add(1, Ordering::SeqCst);
+            let auth = req
+                .headers()
+                .get("authorization")
+                .map(|v| v.to_str().unwrap().to_owned());
+            s.lock().unwrap().push(format!(
+                "{} {} {}",
+                req.method(),
+                req.uri(),
+                auth.unwrap_or_default()
+            ));
+            "ok"
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{addr}"), calls, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn removing_a_live_member_drains_cordons_and_calls_the_webhook_once() {
+    let (url, calls, seen) = webhook_server().await;
+    let policy = format!(
+        "on_join: off, removal: {{webhook: {{url: \"{url}/repl/remove?instanceName={{instance}}\", method: PUT, auth: {{bearer: {{token: {{secret: {{name: hook, key: token}}}}}}}}}}}}"
+    );
+    let h = three_members(90, &policy).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(h.t.client.clone(), &h.ns);
+    let secret = json!({"metadata": {"name": "hook"}, "stringData": {"token": "s3cret"}});
+    secrets
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(secret).unwrap(),
+        )
+        .await
+        .unwrap();
+    h.wait_balanced(
+        &[("c-0", 30), ("c-1", 30), ("c-2", 30)],
+        Duration::from_secs(30),
+    )
+    .await;
+    let engine = h.engine().clone();
+    let plan = engine.plan_remove(CLUSTER, "c-2").await.unwrap();
+    assert_eq!(plan.moves.len(), 30);
+    assert!(
+        plan.moves
+            .iter()
+            .all(|m| m.from.as_deref() == Some("c-2") && m.to != "c-2")
+    );
+    let op = engine.start_remove(CLUSTER, "c-2", "alice").await.unwrap();
+    let done = eventually(Duration::from_secs(30), || async {
+        let op = engine.operation(&op.id).await.unwrap();
+        op.state.is_final().then_some(op)
+    })
+    .await
+    .expect("removal finished");
+    assert_eq!(done.state, OperationState::Succeeded, "{done:?}");
+    let m = h.model();
+    let c2 = m.instance("c-2").unwrap();
+    assert_eq!(c2.owned, 0);
+    assert!(c2.cordoned && !c2.eligible());
+    h.wait_balanced(&[("c-0", 45), ("c-1", 45)], Duration::from_secs(5))
+        .await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        seen.lock().unwrap()[0],
+        "PUT /repl/remove?instanceName=c%2D2 Bearer s3cret"
+    );
+    // No target Lease is held or wanted by the removed member. (The members' own leader Lease
+    // is theirs: the control plane never writes it, and a removed member whose agent still runs
+    // may stay leader — seen in CI when c-2 happened to lead. Open question: should an agent
+    // whose instance was removed step down?)
+    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
+    for l in leases.list(&ListParams::default()).await.unwrap() {
+        let v = protocol::parse_native(&l, CLUSTER);
+        if let Some(v) = v.filter(|v| matches!(v.role, protocol::LeaseRole::Target(_))) {
+            assert_ne!(v.holding.holder.as_deref(), Some("c-2"), "{}", v.name);
+            assert_ne!(v.desired.as_deref(), Some("c-2"), "{}", v.name);
+        }
+    }
+    // Cordoned: a rebalance does not give it anything back.
+    let plan = engine
+        .plan_rebalance(CLUSTER, &PlanRequest::default())
+        .await
+        .unwrap();
+    assert!(plan.moves.iter().all(|m| m.to != "c-2"));
+    h.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn leases_held_by_a_deleted_pod_without_agent_are_cleaned_up() {
+    let mut h = Harness::new(&config_yaml_with(20, LEASE_S, "on_join: off")).await;
+    // Before Leasehold runs: a member that no longer exists holds half the targets, and a
+    // target that is no longer configured.
+    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
+    let now = jiff::Timestamp::now();
+    for key in (0..10)
+        .map(|i| format!("t-{i:03}"))
+        .chain(["retired".to_owned()])
+    {
+        let d = protocol::Desire {
+            owner: "c-9".into(),
+            cause: Cause::Initial,
+            operation: None,
+            duration_s: 2,
+        };
+        let lease = protocol::held_by(
+            &protocol::new_target_lease("leasehold", CLUSTER, &key, &d),
+            "c-9",
+            now,
+            2,
+        );
+        leases.create(&PostParams::default(), &lease).await.unwrap();
+    }
+    h.add_member("c-0").await;
+    h.add_member("c-1").await;
+    // Both ready before the control plane's first placement (on_join is off).
+    h.wait_pods_ready(2).await;
+    h.start_engine("cp-a").await;
+    h.wait_balanced(
+        &[("c-0", 10), ("c-1", 10)],
+        Duration::from_secs(LEASE_S + 10),
+    )
+    .await;
+    let m = h.model();
+    assert!(
+        m.instance("c-9").is_none(),
+        "the ghost is gone once nothing names it"
+    );
+    assert!(m.target("retired").is_none());
+    assert!(
+        leases
+            .get_opt(&protocol::names::target_lease(
+                "leasehold",
+                CLUSTER,
+                "retired"
+            ))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    h.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_control_planes_exactly_one_acts_and_the_next_finishes_a_rebalance() {
+    let mut h = Harness::new(&config_yaml(120, "on_join: off, max_concurrent_moves: 2")).await;
+    let a = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
+    let b = h.start_engine("cp-b").await;
+    h.wait_balanced(&[("c-0", 60), ("c-1", 60)], Duration::from_secs(30))
+        .await;
+    // Exactly one acts, all the time.
+    for _ in 0..20 {
+        let acting = [*a.acting().borrow(), *b.acting().borrow()];
+        assert_eq!(acting.iter().filter(|x| **x).count(), 1, "{acting:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    h.add_member("c-2").await;
+    let (first, second) = if *a.acting().borrow() {
+        ("cp-a", b)
+    } else {
+        ("cp-b", a)
+    };
+    let engine = h.engines[first].0.clone();
+    eventually(Duration::from_secs(10), || async {
+        engine
+            .model(CLUSTER)
+            .unwrap()
+            .instance("c-2")
+            .is_some_and(|i| i.ready)
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    let op = engine
+        .start_rebalance(CLUSTER, &PlanRequest::default(), "bob", "test", false)
+        .await
+        .unwrap();
+    assert_eq!(op.moves.len(), 40);
+    // Kill the acting replica mid-way (no release).
+    eventually(Duration::from_secs(20), || async {
+        let op = engine.operation(&op.id).await.unwrap();
+        (op.moves
+            .iter()
+            .filter(|m| m.state == MoveState::Done)
+            .count()
+            >= 4)
+            .then_some(())
+    })
+    .await
+    .expect("some moves done");
+    let (_, task) = h.engines.remove(first).unwrap();
+    task.abort();
+    let done = eventually(Duration::from_secs(40), || async {
+        let op = second.operation(&op.id).await.unwrap();
+        op.state.is_final().then_some(op)
+    })
+    .await
+    .expect("the next replica finished it");
+    assert!(*second.acting().borrow());
+    assert_eq!(done.state, OperationState::Succeeded, "{done:?}");
+    h.wait_balanced(
+        &[("c-0", 40), ("c-1", 40), ("c-2", 40)],
+        Duration::from_secs(10),
+    )
+    .await;
+    // No move lost or applied twice: each target of the plan changed hands once.
+    let rows = eventually(Duration::from_secs(10), || async {
+        let rows: Vec<_> = h
+            .history(HistoryKind::Ownership)
+            .await
+            .into_iter()
+            .filter(|r| r.operation.as_deref() == Some(op.id.as_str()))
+            .collect();
+        (rows.len() >= 40).then_some(rows)
+    })
+    .await
+    .unwrap_or_default();
+    let mut per_target: HashMap<String, usize> = HashMap::new();
+    for r in &rows {
+        *per_target.entry(r.target.clone().unwrap()).or_default() += 1;
+    }
+    assert_eq!(per_target.len(), 40);
+    assert!(per_target.values().all(|n| *n == 1), "{per_target:?}");
+    h.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gnmic_layout_leases_are_read_as_gnmic_writes_them() {
+    let yaml = "control_plane: {namespace: apps, lease_duration: 2s}
+clusters:
+- name: lab
+  namespace: apps
+  selector: {app: gnmic}
+  protocol: gnmic
+";
+    let mut h = Harness::new(yaml).await;
+    let pods: Api<Pod> = Api::namespaced(h.t.client.clone(), &h.ns);
+    for p in ["gnmic-0", "gnmic-1"] {
+        let pod = json!({"metadata": {"name": p, "labels": {"app": "gnmic"}}, "spec": {"containers": [{"name": "gnmic", "image": "gnmic"}]}});
+        pods.create(
+            &PostParams::default(),
+            &serde_json::from_value(pod).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
+    let now = jiff::Timestamp::now().to_string();
+    // Exactly as gnmic's k8s locker writes them: name = key with / -> -, or gnmic-<sha256>
+    // when that is not a valid name; the raw key and the instance in annotations; the holder a
+    // per-session UUID; labels app=gnmic and <name>=<instance> when both are valid.
+    for (target, instance) in [
+        ("router-1", "gnmic-0"),
+        ("Router-2", "gnmic-1"),
+        ("spine_3", "gnmic-1"),
+    ] {
+        let key = format!("gnmic/lab/targets/{target}");
+        let name = protocol::names::gnmic_lease(&key);
+        let mut labels = json!({"app": "gnmic"});
+        if name == key.replace('/', "-") {
+            labels[&name] = json!(instance);
+        }
+        let lease = json!({"metadata": {"name": name, "labels": labels,
+                "annotations": {"original-key": key, "original-value": instance}},
+            "spec": {"holderIdentity": uuid::Uuid::new_v4().to_string(), "leaseDurationSeconds": 10,
+                "acquireTime": now, "renewTime": now, "leaseTransitions": 0}});
+        leases
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(lease).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+    let before: Vec<_> = leases.list(&ListParams::default()).await.unwrap().items;
+    h.start_engine("cp-a").await;
+    let m = eventually(Duration::from_secs(10), || async {
+        let m = h.engine().model("lab").unwrap();
+        (m.synced && m.counts.owned == 3).then_some(m)
+    })
+    .await
+    .expect("three owned gnmic targets");
+    assert_eq!(
+        m.target("Router-2").unwrap().owner.as_deref(),
+        Some("gnmic-1")
+    );
+    assert_eq!(
+        m.target("router-1").unwrap().owner.as_deref(),
+        Some("gnmic-0")
+    );
+    assert_eq!(m.instance("gnmic-1").unwrap().owned, 2);
+    // Read-only: no plan, and nothing was written.
+    assert!(
+        h.engine()
+            .plan_rebalance("lab", &PlanRequest::default())
+            .await
+            .is_err()
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for l in before {
+        let now = leases
+            .get(l.metadata.name.as_deref().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            now.metadata.resource_version, l.metadata.resource_version,
+            "gnmic leases are never written"
+        );
+    }
+    h.members.clear();
+    h.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn targets_released_by_a_stopped_agent_whose_pod_stays_ready_are_not_lost() {
+    let mut h = three_members_with(config_yaml_with(30, LEASE_S, "on_join: off")).await;
+    h.wait_balanced(
+        &[("c-0", 10), ("c-1", 10), ("c-2", 10)],
+        Duration::from_secs(30),
+    )
+    .await;
+    // The agent stops gracefully (releases everything) but the pod stays Ready.
+    let mut m = h.members.remove("c-1").unwrap();
+    m.stop.take().unwrap().send(()).unwrap();
+    m.task.await.unwrap().unwrap();
+    let stopped = Instant::now();
+    // Failover of stalled targets starts after STALLED_AFTER_DURATIONS (2) lease durations;
+    // placed again in 4.1–4.4 s on a quiet machine. The deadline leaves room for a loaded one
+    // (the timing itself is measured by benches/engine_load.rs, not here).
+    h.wait_balanced(
+        &[("c-0", 15), ("c-2", 15)],
+        Duration::from_secs(6 * LEASE_S + 5),
+    )
+    .await;
+    eprintln!(
+        "released targets placed again after {:?}",
+        stopped.elapsed()
+    );
+    assert!(
+        h.model().instance("c-1").unwrap().ready,
+        "the pod stayed ready"
+    );
+    h.finish().await;
+}
+
+async fn wait_op(engine: &Engine, id: &str, timeout: Duration) -> leasehold::store::Operation {
+    eventually(timeout, || async {
+        let op = engine.operation(id).await.unwrap();
+        op.state.is_final().then_some(op)
+    })
+    .await
+    .unwrap_or_else(|| panic!("operation {id} did not finish"))
+}
+
+/// The proposed operation (other than `except`) the join policy stores, once it has.
+async fn wait_proposal(store: &Store, except: Option<&str>) -> leasehold::store::Operation {
+    eventually(Duration::from_secs(20), || async {
+        let ops = store.unfinished_operations().await.unwrap();
+        ops.into_iter()
+            .find(|o| o.state == OperationState::Proposed && Some(o.id.as_str()) != except)
+    })
+    .await
+    .expect("a proposed rebalance")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_proposed_rebalance_waits_for_approval_and_a_removal_can_be_cancelled() {
+    let mut h = Harness::new(&config_yaml(
+        60,
+        "on_join: propose, max_concurrent_moves: 1",
+    ))
+    .await;
+    let engine = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
+    h.wait_balanced(&[("c-0", 30), ("c-1", 30)], Duration::from_secs(30))
+        .await;
+    h.add_member("c-2").await;
+    let store = h.store().await;
+    let proposed = wait_proposal(&store, None).await;
+    assert_eq!(proposed.moves.len(), 20);
+    assert!(proposed.reason.contains("c-2"), "{}", proposed.reason);
+    // Nothing moves until someone approves it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.model().instance("c-2").unwrap().owned, 0);
+    engine.approve(&proposed.id, "carol").await.unwrap();
+    let done = wait_op(&engine, &proposed.id, Duration::from_secs(60)).await;
+    assert_eq!(done.state, OperationState::Succeeded);
+    h.wait_balanced(
+        &[("c-0", 20), ("c-1", 20), ("c-2", 20)],
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(
+        engine.approve(&proposed.id, "carol").await.is_err(),
+        "only a proposed operation can be approved"
+    );
+
+    // Removing c-2 one move at a time, cancelled early: no new move starts after the cancel,
+    // moves in flight finish, and nothing is lost.
+    let op = engine.start_remove(CLUSTER, "c-2", "dave").await.unwrap();
+    eventually(Duration::from_secs(20), || async {
+        let op = engine.operation(&op.id).await.unwrap();
+        op.moves
+            .iter()
+            .any(|m| m.state == MoveState::Done)
+            .then_some(())
+    })
+    .await
+    .expect("a first move");
+    engine.cancel(&op.id, "dave").await.unwrap();
+    let cancelled = eventually(Duration::from_secs(20), || async {
+        let op = engine.operation(&op.id).await.unwrap();
+        op.moves.iter().all(|m| m.state.is_final()).then_some(op)
+    })
+    .await
+    .expect("moves settle");
+    assert_eq!(cancelled.state, OperationState::Cancelled);
+    let count = |s: MoveState| cancelled.moves.iter().filter(|m| m.state == s).count();
+    assert!(count(MoveState::Cancelled) >= 10, "{:?}", cancelled.moves);
+    assert_eq!(count(MoveState::Done) + count(MoveState::Cancelled), 20);
+    // The instance stays cordoned; every target stays owned.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let m = h.model();
+    assert!(m.instance("c-2").unwrap().cordoned);
+    assert_eq!(m.counts.owned, 60);
+    assert!(
+        engine.cancel(&op.id, "dave").await.is_err(),
+        "already final"
+    );
+    h.finish().await;
+}
+
+/// A proposal planned for a member that has since died is refused as a whole: nothing moves,
+/// it stays proposed, and the error says why; the next join's proposal supersedes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_proposal_that_no_longer_fits_is_refused_and_nothing_moves() {
+    let mut h = Harness::new(&config_yaml(40, "on_join: propose")).await;
+    let engine = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
+    h.wait_balanced(&[("c-0", 20), ("c-1", 20)], Duration::from_secs(30))
+        .await;
+    h.add_member("c-2").await;
+    let store = h.store().await;
+    let proposed = wait_proposal(&store, None).await;
+    assert!(proposed.moves.iter().all(|m| m.to == "c-2"), "{proposed:?}");
+    h.crash("c-2").await;
+    eventually(Duration::from_secs(20), || async {
+        (!h.model().instance("c-2").is_some_and(|i| i.eligible())).then_some(())
+    })
+    .await
+    .expect("c-2 seen gone");
+    match engine.approve(&proposed.id, "carol").await {
+        Err(EngineError::Outdated {
+            stale,
+            total,
+            first,
+            ..
+        }) => {
+            assert_eq!((stale, total), (proposed.moves.len(), proposed.moves.len()));
+            assert!(first.contains("destination c-2"), "{first}");
+        }
+        other => panic!("approving a stale proposal: {other:?}"),
+    }
+    assert_eq!(
+        engine.operation(&proposed.id).await.unwrap().state,
+        OperationState::Proposed
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    h.wait_balanced(&[("c-0", 20), ("c-1", 20)], Duration::from_secs(5))
+        .await;
+
+    // The next join's proposal supersedes it; that one fits and runs when approved.
+    h.add_member("c-3").await;
+    let newer = wait_proposal(&store, Some(&proposed.id)).await;
+    // Stored first, then the older ones are cancelled.
+    let first = eventually(Duration::from_secs(5), || async {
+        let op = engine.operation(&proposed.id).await.unwrap();
+        op.state.is_final().then_some(op)
+    })
+    .await
+    .expect("the first proposal superseded");
+    assert_eq!(first.state, OperationState::Cancelled);
+    assert!(first.moves.iter().all(|m| m.state == MoveState::Cancelled));
+    assert!(newer.moves.iter().all(|m| m.to == "c-3"), "{newer:?}");
+    engine.approve(&newer.id, "carol").await.unwrap();
+    let done = wait_op(&engine, &newer.id, Duration::from_secs(60)).await;
+    assert_eq!(done.state, OperationState::Succeeded, "{done:?}");
+    let m = h.model();
+    assert_eq!(m.counts.owned, 40);
+    assert_eq!(m.instance("c-3").unwrap().owned, newer.moves.len());
+    h.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_move_whose_new_owner_never_takes_the_lease_fails_and_nothing_is_lost() {
+    let mut h = Harness::new(&config_yaml_with(
+        40,
+        LEASE_S,
+        "on_join: off, move_retries: 1",
+    ))
+    .await;
+    let engine = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
+    h.wait_balanced(&[("c-0", 20), ("c-1", 20)], Duration::from_secs(30))
+        .await;
+    // A ready pod whose agent never runs.
+    h.add_pod("c-2").await;
+    eventually(Duration::from_secs(10), || async {
+        h.model()
+            .instance("c-2")
+            .is_some_and(|i| i.ready)
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    let op = engine
+        .start_rebalance(CLUSTER, &PlanRequest::default(), "erin", "test", false)
+        .await
+        .unwrap();
+    assert_eq!(op.moves.len(), 13);
+    let done = wait_op(&engine, &op.id, Duration::from_secs(60)).await;
+    assert_eq!(done.state, OperationState::Failed);
+    assert_eq!(done.error.as_deref(), Some("13 of 13 moves failed"));
+    for m in &done.moves {
+        assert_eq!((m.state, m.attempts), (MoveState::Failed, 2), "{m:?}");
+        assert!(
+            m.error
+                .as_deref()
+                .unwrap()
+                .contains("c-2 did not take the lease"),
+            "{m:?}"
+        );
+    }
+    // The targets c-2 never took fail over back to members that work. How they split between
+    // c-0 and c-1 depends on when each failed move ends (20/20 usually; 17/23 was seen on the
+    // real apiserver): a later rebalance evens it out, nothing here is lost.
+    let m = eventually(Duration::from_secs(4 * LEASE_S + 5), || async {
+        let m = h.model();
+        let on = |name: &str| m.instance(name).map_or(0, |i| i.owned);
+        (m.counts.owned == 40 && on("c-0") + on("c-1") == 40).then_some(m)
+    })
+    .await;
+    assert!(m.is_some(), "targets lost: {:?}", h.model().counts);
+    h.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn targets_from_a_config_map_are_reloaded_live() {
+    let yaml = format!(
+        "control_plane: {{namespace: {NS}, lease_duration: 2s}}
+clusters:
+- name: {CLUSTER}
+  namespace: {NS}
+  selector: {{app: c}}
+  targets: {{config_map: {{name: targets, key: list.yaml}}}}
+  policy: {{lease_duration: {CALM_LEASE_S}s, on_join: off}}
+"
+    );
+    let mut h = Harness::new(&yaml).await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(h.t.client.clone(), &h.ns);
+    let cm = |list: &str| -> k8s_openapi::api::core::v1::ConfigMap {
+        serde_json::from_value(
+            json!({"metadata": {"name": "targets"}, "data": {"list.yaml": list}}),
+        )
+        .unwrap()
+    };
+    cms.create(&PostParams::default(), &cm("[a, b, c, \"Router/1\"]"))
+        .await
+        .unwrap();
+    h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
+    h.wait_balanced(&[("c-0", 2), ("c-1", 2)], Duration::from_secs(30))
+        .await;
+    // Drop b and Router/1, add d and e: their leases go, the new ones are placed.
+    let mut current = cms.get("targets").await.unwrap();
+    current.data = cm("[a, c, d, e]").data;
+    cms.replace("targets", &PostParams::default(), &current)
+        .await
+        .unwrap();
+    let m = eventually(Duration::from_secs(20), || async {
+        let m = h.model();
+        let keys: Vec<String> = m.targets.iter().map(|t| t.key.to_string()).collect();
+        (keys == ["a", "c", "d", "e"] && m.counts.owned == 4).then_some(m)
+    })
+    .await;
+    assert!(m.is_some(), "reloaded: {:?}", h.model().targets);
+    h.wait_balanced(&[("c-0", 2), ("c-1", 2)], Duration::from_secs(10))
+        .await;
+    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
+    for gone in ["b", "Router/1"] {
+        let name = protocol::names::target_lease("leasehold", CLUSTER, gone);
+        eventually(Duration::from_secs(10), || async {
+            leases.get_opt(&name).await.unwrap().is_none().then_some(())
+        })
+        .await
+        .unwrap_or_else(|| panic!("lease of {gone} deleted"));
+    }
+    // A broken list is reported and changes nothing.
+    let mut current = cms.get("targets").await.unwrap();
+    current.data = cm("[a, c, {key: ").data;
+    cms.replace("targets", &PostParams::default(), &current)
+        .await
+        .unwrap();
+    let m = eventually(Duration::from_secs(10), || async {
+        let m = h.model();
+        m.targets_error.is_some().then_some(m)
+    })
+    .await
+    .expect("the error is shown");
+    assert_eq!(m.counts.owned, 4);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(h.model().counts.owned, 4);
+    h.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_unreachable_api_server_leaves_a_stale_model_and_no_decisions() {
+    let mut h = Harness::new(&config_yaml_with(20, LEASE_S, "on_join: off")).await;
+    for m in ["c-0", "c-1"] {
+        h.add_member(m).await;
+    }
+    h.wait_pods_ready(2).await;
+    // The control plane reaches the API through a proxy that can be cut; the members do not.
+    let (client, cut) = common::cuttable_client(&h.t).await;
+    let engine = h.start_engine_with("cp-a", client).await;
+    h.wait_balanced(&[("c-0", 10), ("c-1", 10)], Duration::from_secs(30))
+        .await;
+    cut.send_replace(true);
+    let stale = eventually(Duration::from_secs(20), || async {
+        let m = engine.model(CLUSTER).unwrap();
+        m.stale.then_some(m)
+    })
+    .await
+    .expect("the model turns stale");
+    // The last known state stays visible; nothing is planned on it.
+    assert_eq!(stale.counts.total, 20);
+    assert!(matches!(
+        engine
+            .plan_rebalance(CLUSTER, &PlanRequest::default())
+            .await,
+        Err(leasehold::engine::EngineError::Stale(_))
+    ));
+    // While the control plane is blind a member dies; once the API is back the model is fresh
+    // again and the targets fail over.
+    h.crash("c-1").await;
+    cut.send_replace(false);
+    eventually(Duration::from_secs(15), || async {
+        (!engine.model(CLUSTER).unwrap().stale).then_some(())
+    })
+    .await
+    .expect("fresh again");
+    h.wait_balanced(&[("c-0", 20)], Duration::from_secs(4 * LEASE_S + 5))
+        .await;
+    h.finish().await;
+}
+
+/// Behind a LoadBalancer, a request lands on any replica: a removal and an uncordon answered by
+/// the standby must reach the acting replica (through the shared store), or its control loop
+/// and planner would keep giving the removed instance targets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_removal_and_an_uncordon_sent_to_the_standby_reach_the_acting_replica() {
+    let mut h = Harness::new(&config_yaml(90, "on_join: off")).await;
+    let a = h.members_then_engine(&["c-0", "c-1", "c-2"], "cp-a").await;
+    let b = h.start_engine("cp-b").await;
+    h.wait_balanced(
+        &[("c-0", 30), ("c-1", 30), ("c-2", 30)],
+        Duration::from_secs(30),
+    )
+    .await;
+    let (acting, standby) = if *a.acting().borrow() { (a, b) } else { (b, a) };
+    assert!(!*standby.acting().borrow());
+    eventually(Duration::from_secs(10), || async {
+        standby
+            .model(CLUSTER)
+            .is_ok_and(|m| m.synced && m.instances.len() == 3)
+            .then_some(())
+    })
+    .await
+    .expect("the standby watches too");
+    let op = standby.start_remove(CLUSTER, "c-2", "alice").await.unwrap();
+    let cordoned = |e: &Engine| {
+        e.model(CLUSTER)
+            .ok()
+            .and_then(|m| m.instance("c-2").map(|i| i.cordoned))
+    };
+    eventually(Duration::from_secs(5), || async {
+        (cordoned(&acting) == Some(true)).then_some(())
+    })
+    .await
+    .expect("the acting replica sees the standby's cordon");
+    let done = eventually(Duration::from_secs(30), || async {
+        let op = acting.operation(&op.id).await.unwrap();
+        op.state.is_final().then_some(op)
+    })
+    .await
+    .expect("the acting replica ran the removal");
+    assert_eq!(done.state, OperationState::Succeeded, "{done:?}");
+    h.wait_balanced(&[("c-0", 45), ("c-1", 45)], Duration::from_secs(10))
+        .await;
+    let plan = acting
+        .plan_rebalance(CLUSTER, &PlanRequest::default())
+        .await
+        .unwrap();
+    assert!(plan.moves.iter().all(|m| m.to != "c-2"), "{plan:?}");
+    assert!(standby.uncordon(CLUSTER, "c-2", "alice").await.unwrap());
+    eventually(Duration::from_secs(5), || async {
+        (cordoned(&acting) == Some(false)).then_some(())
+    })
+    .await
+    .expect("the acting replica sees the standby's uncordon");
+    let plan = acting
+        .plan_rebalance(CLUSTER, &PlanRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(plan.moves.iter().filter(|m| m.to == "c-2").count(), 30);
+    h.finish().await;
+}

@@ -1,0 +1,363 @@
+//! Router tests of the dashboard with `tower::ServiceExt::oneshot` (the browser tests in
+//! `tests/browser.rs` drive the same pages in Chromium): every page renders for a viewer and
+//! sends a stranger to the login page; login starts a session with a safe cookie; forms
+//! without the session's CSRF token, or from another site, are refused; logout ends the
+//! session; a viewer cannot change anything; static assets revalidate with an ETag.
+
+use crate::common;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode, header};
+use http_body_util::BodyExt as _;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use tower::ServiceExt as _;
+
+use common::app::{App, app, app_with_tls};
+
+/// What a request came back with.
+struct Res {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+async fn send(app: &App, req: Request<Body>) -> Res {
+    let res = app.router.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    Res {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}
+
+async fn get(app: &App, uri: &str, auth: Auth<'_>) -> Res {
+    send(
+        app,
+        auth.apply(Request::get(uri)).body(Body::empty()).unwrap(),
+    )
+    .await
+}
+
+async fn post_form(app: &App, uri: &str, auth: Auth<'_>, form: &[(&str, &str)]) -> Res {
+    let body = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(form)
+        .finish();
+    let req = auth
+        .apply(Request::post(uri))
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .body(Body::from(body))
+        .unwrap();
+    send(app, req).await
+}
+
+/// How a request proves who it is.
+#[derive(Clone, Copy)]
+enum Auth<'a> {
+    None,
+    Bearer(&'a str),
+    Cookie(&'a str),
+    /// A session cookie on a request another site's page made.
+    CrossSite(&'a str),
+}
+
+impl Auth<'_> {
+    fn apply(self, b: axum::http::request::Builder) -> axum::http::request::Builder {
+        match self {
+            Auth::None => b,
+            Auth::Bearer(t) => b.header(header::AUTHORIZATION, format!("Bearer {t}")),
+            Auth::Cookie(c) => b.header(header::COOKIE, c),
+            Auth::CrossSite(c) => b
+                .header(header::COOKIE, c)
+                .header("sec-fetch-site", "cross-site")
+                .header(header::ORIGIN, "https://evil.example"),
+        }
+    }
+}
+
+/// Logs in with `token`: the session cookie (`name=value`) and the page's CSRF token.
+async fn login(app: &App, token: &str) -> (String, String) {
+    let res = post_form(
+        app,
+        "/login",
+        Auth::None,
+        &[("token", token), ("next", "/")],
+    )
+    .await;
+    assert_eq!(res.status, StatusCode::SEE_OTHER, "{}", res.body);
+    let set = res.headers[header::SET_COOKIE].to_str().unwrap().to_owned();
+    for attr in ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age="] {
+        assert!(set.contains(attr), "cookie without {attr}: {set}");
+    }
+    assert!(!set.contains(token), "the cookie must not carry the token");
+    let cookie = set.split(';').next().unwrap().to_owned();
+    let page = get(app, "/", Auth::Cookie(&cookie)).await;
+    assert_eq!(page.status, StatusCode::OK);
+    (cookie, csrf_of(&page.body))
+}
+
+fn csrf_of(html: &str) -> String {
+    let at = html
+        .find(r#"name="csrf" value=""#)
+        .expect("a form with the CSRF token");
+    let rest = &html[at + r#"name="csrf" value=""#.len()..];
+    rest[..rest.find('"').unwrap()].to_owned()
+}
+
+/// Two ready members, `c-0` and `c-1` (no kubelet here: the test reports them ready).
+async fn with_member(app: &App) {
+    let pods: Api<Pod> = Api::namespaced(app.t.client.clone(), &app.ns);
+    for (name, ip) in [("c-0", "10.0.0.10"), ("c-1", "10.0.0.11")] {
+        let pod = serde_json::from_value(common::mk_pod(name, serde_json::json!({"app": "c"})));
+        pods.create(&PostParams::default(), &pod.unwrap())
+            .await
+            .unwrap();
+        let status = serde_json::json!({"status": {"phase": "Running", "podIP": ip,
+            "conditions": [{"type": "Ready", "status": "True"}]}});
+        pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .unwrap();
+    }
+    let seen = common::eventually(std::time::Duration::from_secs(10), || async {
+        let res = get(app, "/clusters/c/instances", Auth::Bearer("viewer-token")).await;
+        (res.body.matches("tag ok\">ready").count() == 2).then_some(())
+    })
+    .await;
+    assert!(seen.is_some(), "the members never showed up ready");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_renders_and_strangers_are_sent_to_log_in() {
+    let app = app().await;
+    with_member(&app).await;
+    let pages = [
+        ("/", "Clusters"),
+        ("/clusters/c", "Recent events"),
+        ("/clusters/c/instances", "Replication instances of c"),
+        ("/clusters/c/targets", "t-0"),
+        ("/clusters/c/targets?q=T-3", "t-3"),
+        ("/clusters/c/targets?state=unassigned", "5 targets match"),
+        ("/clusters/c/targets/t-2", "Ownership timeline"),
+        ("/operations", "Operations"),
+        ("/history", "History"),
+        ("/history?cluster=c&kind=instance", "History"),
+    ];
+    for (uri, marker) in pages {
+        let res = get(&app, uri, Auth::Bearer("viewer-token")).await;
+        assert_eq!(res.status, StatusCode::OK, "{uri}: {}", res.body);
+        assert!(
+            res.headers[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .starts_with("text/html"),
+            "{uri}"
+        );
+        assert!(res.body.contains(marker), "{uri} lacks {marker:?}");
+        assert!(!res.body.contains("<script>"), "{uri} has an inline script");
+        let csp = res.headers[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .unwrap();
+        assert!(csp.contains("script-src 'self'"), "{uri}: {csp}");
+
+        let stranger = get(&app, uri, Auth::None).await;
+        assert_eq!(stranger.status, StatusCode::SEE_OTHER, "{uri}");
+        let to = stranger.headers[header::LOCATION].to_str().unwrap();
+        assert!(to.starts_with("/login?next=%2F"), "{uri} → {to}");
+    }
+    // Pages over the plan need the operator's right; a viewer sees a 403 page.
+    for uri in ["/clusters/c/rebalance", "/clusters/c/instances/c-0/remove"] {
+        let viewer = get(&app, uri, Auth::Bearer("viewer-token")).await;
+        assert_eq!(viewer.status, StatusCode::FORBIDDEN, "{uri}");
+        assert!(viewer.body.contains("may not"), "{uri}: {}", viewer.body);
+        let operator = get(&app, uri, Auth::Bearer("operator-token")).await;
+        assert_eq!(operator.status, StatusCode::OK, "{uri}: {}", operator.body);
+        assert!(operator.body.contains("Imbalance before"), "{uri}");
+    }
+    // Errors are pages too.
+    let missing = get(&app, "/clusters/nope", Auth::Bearer("viewer-token")).await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert!(missing.body.contains("<!doctype html>"));
+    let bad = get(
+        &app,
+        "/clusters/c/targets?state=lost",
+        Auth::Bearer("viewer-token"),
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    // Someone with no role is known but may read nothing.
+    let nobody = get(&app, "/", Auth::Bearer("nobody-token")).await;
+    assert_eq!(nobody.status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_sessions_csrf_and_logout() {
+    let app = app().await;
+    with_member(&app).await;
+
+    let wrong = post_form(&app, "/login", Auth::None, &[("token", "guess")]).await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    assert!(wrong.body.contains("not valid"));
+    assert!(!wrong.headers.contains_key(header::SET_COOKIE));
+    // `next` never leaves the site.
+    let off = post_form(
+        &app,
+        "/login",
+        Auth::None,
+        &[("token", "viewer-token"), ("next", "//evil.example/")],
+    )
+    .await;
+    assert_eq!(off.headers[header::LOCATION], "/");
+
+    let (cookie, csrf) = login(&app, "operator-token").await;
+    let uncordon = "/clusters/c/instances/c-0/uncordon";
+    // No token, a wrong token, and the right token from another site: refused.
+    for (auth, form) in [
+        (Auth::Cookie(&cookie), vec![]),
+        (Auth::Cookie(&cookie), vec![("csrf", "forged")]),
+        (Auth::CrossSite(&cookie), vec![("csrf", csrf.as_str())]),
+    ] {
+        let res = post_form(&app, uncordon, auth, &form).await;
+        assert_eq!(res.status, StatusCode::FORBIDDEN, "{form:?}: {}", res.body);
+        assert!(
+            res.body.contains("urn:leasehold:problem:csrf"),
+            "{}",
+            res.body
+        );
+    }
+    let ok = post_form(&app, uncordon, Auth::Cookie(&cookie), &[("csrf", &csrf)]).await;
+    assert_eq!(ok.status, StatusCode::SEE_OTHER, "{}", ok.body);
+    assert_eq!(ok.headers[header::LOCATION], "/clusters/c/instances");
+
+    // The JSON API with a session cookie wants the token in a header.
+    let api = |token: Option<&str>| {
+        let mut b = Request::post("/api/v1/clusters/c/rebalance")
+            .header(header::COOKIE, &cookie)
+            .header(header::CONTENT_TYPE, "application/json");
+        if let Some(t) = token {
+            b = b.header("x-csrf-token", t);
+        }
+        b.body(Body::from("{}")).unwrap()
+    };
+    assert_eq!(send(&app, api(None)).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        send(&app, api(Some("forged"))).await.status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(send(&app, api(Some(&csrf))).await.status, StatusCode::OK);
+
+    // The audit names the operator behind the session.
+    let history = get(&app, "/history?kind=audit", Auth::Cookie(&cookie)).await;
+    assert!(history.body.contains("otto"), "{}", history.body);
+    assert!(history.body.contains("uncordon c-0"));
+
+    // Logout needs the token too, then the cookie is worthless.
+    let res = post_form(&app, "/logout", Auth::Cookie(&cookie), &[]).await;
+    assert_eq!(res.status, StatusCode::FORBIDDEN);
+    let res = post_form(&app, "/logout", Auth::Cookie(&cookie), &[("csrf", &csrf)]).await;
+    assert_eq!(res.status, StatusCode::SEE_OTHER);
+    assert!(
+        res.headers[header::SET_COOKIE]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+    let after = get(&app, "/", Auth::Cookie(&cookie)).await;
+    assert_eq!(after.status, StatusCode::SEE_OTHER);
+
+    // A viewer's session can look but not change.
+    let (cookie, csrf) = login(&app, "viewer-token").await;
+    let res = post_form(&app, uncordon, Auth::Cookie(&cookie), &[("csrf", &csrf)]).await;
+    assert_eq!(res.status, StatusCode::FORBIDDEN);
+    assert!(res.body.contains("may not uncordon"), "{}", res.body);
+}
+
+/// A proposed rebalance shows an Approve form (CSRF-guarded like every form); approving runs
+/// it, and a proposal that no longer fits is refused with the reason on the error page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proposal_is_approved_from_its_page() {
+    let app = app().await;
+    let (cookie, csrf) = login(&app, "operator-token").await;
+    let fits = app.propose(&[]).await;
+    let page = format!("/operations/{fits}");
+    let shown = get(&app, &page, Auth::Cookie(&cookie)).await;
+    assert_eq!(shown.status, StatusCode::OK);
+    assert!(shown.body.contains(r#"id="approve""#), "{}", shown.body);
+    let approve = format!("{page}/approve");
+    let forged = post_form(&app, &approve, Auth::Cookie(&cookie), &[("csrf", "forged")]).await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    let ok = post_form(&app, &approve, Auth::Cookie(&cookie), &[("csrf", &csrf)]).await;
+    assert_eq!(ok.status, StatusCode::SEE_OTHER, "{}", ok.body);
+    let back = ok.headers[header::LOCATION].to_str().unwrap();
+    assert_eq!(
+        percent_encoding::percent_decode_str(back)
+            .decode_utf8()
+            .unwrap(),
+        page
+    );
+    let after = get(&app, back, Auth::Cookie(&cookie)).await;
+    assert!(!after.body.contains(r#"id="approve""#), "{}", after.body);
+
+    app.engine.cancel(&fits, "test").await.unwrap();
+    let stale = app.propose(&[("t-0", None, "x")]).await;
+    let res = post_form(
+        &app,
+        &format!("/operations/{stale}/approve"),
+        Auth::Cookie(&cookie),
+        &[("csrf", &csrf)],
+    )
+    .await;
+    assert_eq!(res.status, StatusCode::CONFLICT, "{}", res.body);
+    assert!(res.body.contains("destination x is gone"), "{}", res.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn static_assets_are_compiled_in_and_revalidate() {
+    let app = app().await;
+    for (file, mime) in [
+        ("app.css", "text/css"),
+        ("app.js", "text/javascript"),
+        ("favicon.svg", "image/svg+xml"),
+    ] {
+        let uri = format!("/static/{file}");
+        let res = get(&app, &uri, Auth::None).await;
+        assert_eq!(res.status, StatusCode::OK, "{file}");
+        assert!(
+            res.headers[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .starts_with(mime)
+        );
+        assert_eq!(
+            res.body,
+            std::fs::read_to_string(format!("static/{file}")).unwrap()
+        );
+        let etag = res.headers[header::ETAG].clone();
+        let again = send(
+            &app,
+            Request::get(&uri)
+                .header(header::IF_NONE_MATCH, etag)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(again.status, StatusCode::NOT_MODIFIED, "{file}");
+    }
+    assert_eq!(
+        get(&app, "/static/nope.js", Auth::None).await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_cookies_are_secure_under_tls() {
+    for (tls, secure) in [(true, true), (false, false)] {
+        let app = app_with_tls(tls).await;
+        let res = post_form(&app, "/login", Auth::None, &[("token", "viewer-token")]).await;
+        assert_eq!(res.status, StatusCode::SEE_OTHER);
+        let set = res.headers[header::SET_COOKIE].to_str().unwrap();
+        assert_eq!(set.contains("; Secure"), secure, "tls {tls}: {set}");
+    }
+}
