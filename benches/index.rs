@@ -114,7 +114,7 @@ fn mk_pod(i: usize, ready: bool, restarts: i32, rv: u64) -> Pod {
 
 /// The index of one cluster with every Lease and pod listed and every kind synced.
 fn loaded() -> (Index, Vec<Lease>, Vec<Pod>) {
-    let mut ix = Index::new(&config());
+    let mut ix = Index::new(&config().clusters);
     let now = ts(1_700_000_000_000);
     let leases: Vec<Lease> = (0..TARGETS)
         .map(|i| mk_lease(i, &member(i % PODS), 1_700_000_000_000, i as u64 + 1))
@@ -239,7 +239,7 @@ fn benches(c: &mut Criterion) {
                 let leases: Vec<Lease> = (0..TARGETS)
                     .map(|i| mk_lease(i, &member(i % PODS), t1, i as u64 + 1))
                     .collect();
-                (Index::new(&config()), leases)
+                (Index::new(&config().clusters), leases)
             },
             |(mut ix, leases)| {
                 ix.reset(NS, &leases, now);

@@ -1,7 +1,9 @@
-//! Prometheus metrics: one registry and its families, owned by a cheap-to-clone [`Metrics`]
-//! handle that the engine keeps (watchers, control loop and operation runner record into it)
-//! and the HTTP layer encodes at `GET /metrics` in the OpenMetrics text format. No global
-//! registry: every engine has its own, so tests running several stay apart.
+//! Prometheus metrics: one registry, owned by a cheap-to-clone [`Metrics`] handle that the
+//! engine keeps (its control loop and operation runner record into it) and the HTTP layer
+//! encodes at `GET /metrics` in the OpenMetrics text format. Other modules register their own
+//! families in it ([`Metrics::register`]): the watchers theirs (`k8s::watch::WatchMetrics`, the
+//! `watch_*` families and what the index reports), so this module imports nothing of `k8s`.
+//! No global registry: every engine has its own, so tests running several stay apart.
 //!
 //! Labels are bounded by the configuration and the code: cluster and namespace names come from
 //! the configuration, the rest are fixed words or route templates — never target keys,
@@ -37,7 +39,7 @@
 //! which `tests/common/invariant.rs` measures) is not in it. First owners and re-acquires by
 //! the same member are not handoffs.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use http::{Method, StatusCode};
@@ -48,8 +50,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::k8s::index::{Change, Kind};
-use crate::k8s::model::ClusterModel;
 use crate::model::{OperationKind, OperationState};
 
 /// The exposition's content type: OpenMetrics 1.0 text, the only text format
@@ -68,28 +68,9 @@ fn reconcile_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 15))
 }
 
-/// Handoff gaps: 10 ms to ~80 s (a release is picked up within a member's poll; an expiry
-/// takes up to a lease duration plus the new holder's own observation).
-fn handoff_buckets() -> Histogram {
-    Histogram::new(exponential_buckets(0.01, 2.0, 14))
-}
-
 /// HTTP requests: 1 ms to ~8 s (requests time out at 30 s, in `+Inf`).
 fn http_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 14))
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct WatchLabels {
-    namespace: String,
-    kind: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct WatchEventLabels {
-    namespace: String,
-    kind: &'static str,
-    event: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -101,12 +82,6 @@ struct ClusterLabels {
 struct OutcomeLabels {
     cluster: String,
     outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CauseLabels {
-    cluster: String,
-    cause: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -135,35 +110,9 @@ struct StateLabels {
     state: &'static str,
 }
 
-/// What a watch delivered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WatchEvent {
-    /// An object added or modified.
-    Apply,
-    /// An object deleted.
-    Delete,
-    /// An object of a (re)list.
-    List,
-}
-
-impl WatchEvent {
-    fn as_str(self) -> &'static str {
-        match self {
-            WatchEvent::Apply => "apply",
-            WatchEvent::Delete => "delete",
-            WatchEvent::List => "list",
-        }
-    }
-}
-
 struct Families {
-    watch_events: Family<WatchEventLabels, Counter>,
-    watch_lists: Family<WatchLabels, Counter>,
-    watch_errors: Family<WatchLabels, Counter>,
     reconcile: Histograms<ClusterLabels>,
     lease_writes: Family<OutcomeLabels, Counter>,
-    ownership_changes: Family<CauseLabels, Counter>,
-    handoff_gap: Histograms<ClusterLabels>,
     operations_started: Family<KindLabels, Counter>,
     operations_finished: Family<KindOutcomeLabels, Counter>,
     moves: Family<KindOutcomeLabels, Counter>,
@@ -175,10 +124,26 @@ struct Families {
     acting: Gauge,
 }
 
+/// One cluster's gauges, read from its latest model at scrape time.
+#[derive(Debug, Clone)]
+pub struct ClusterGauges<'a> {
+    /// The cluster's name.
+    pub cluster: &'a str,
+    /// Targets per state: `owned`, `unassigned`, `moving`, `expired`, `orphaned`.
+    pub targets: [(&'static str, usize); 5],
+    /// Member pods, ghosts excluded.
+    pub members: usize,
+    /// Ready, not terminating member pods.
+    pub members_ready: usize,
+    /// A watch the cluster depends on is down or not yet synced.
+    pub stale: bool,
+}
+
 /// The registry and every metric family; clones share them.
 #[derive(Clone)]
 pub struct Metrics {
-    registry: Arc<Registry>,
+    /// Written only while modules register their families at start-up; read per scrape.
+    registry: Arc<Mutex<Registry>>,
     inner: Arc<Families>,
 }
 
@@ -199,13 +164,8 @@ impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix(PREFIX);
         let f = Families {
-            watch_events: Family::default(),
-            watch_lists: Family::default(),
-            watch_errors: Family::default(),
             reconcile: Family::new_with_constructor(reconcile_buckets),
             lease_writes: Family::default(),
-            ownership_changes: Family::default(),
-            handoff_gap: Family::new_with_constructor(handoff_buckets),
             operations_started: Family::default(),
             operations_finished: Family::default(),
             moves: Family::default(),
@@ -218,17 +178,6 @@ impl Metrics {
         };
         let r = &mut registry;
         r.register(
-            "watch_events",
-            "Watch events applied to the index",
-            f.watch_events.clone(),
-        );
-        r.register(
-            "watch_lists",
-            "Watch lists started (first sync and relists)",
-            f.watch_lists.clone(),
-        );
-        r.register("watch_errors", "Watch errors", f.watch_errors.clone());
-        r.register(
             "reconcile_duration_seconds",
             "Duration of one control-loop pass over a cluster",
             f.reconcile.clone(),
@@ -237,16 +186,6 @@ impl Metrics {
             "lease_writes",
             "Control-loop Lease writes by outcome",
             f.lease_writes.clone(),
-        );
-        r.register(
-            "ownership_changes",
-            "Target holder changes seen by the index",
-            f.ownership_changes.clone(),
-        );
-        r.register(
-            "handoff_gap_seconds",
-            "Time a target had no live holder between two members, as the index saw it",
-            f.handoff_gap.clone(),
         );
         r.register(
             "operations_started",
@@ -290,71 +229,23 @@ impl Metrics {
             f.acting.clone(),
         );
         Metrics {
-            registry: Arc::new(registry),
+            registry: Arc::new(Mutex::new(registry)),
             inner: Arc::new(f),
         }
+    }
+
+    /// Lets another module register its families in this registry (names get the `leasehold_`
+    /// prefix), returning what `register` returns: the module's own recording handle.
+    pub fn register<T>(&self, register: impl FnOnce(&mut Registry) -> T) -> T {
+        register(&mut self.registry.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// The whole exposition, `# EOF` included.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        let registry = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
+        prometheus_client::encoding::text::encode(&mut out, &registry)?;
         Ok(out)
-    }
-
-    /// A watch delivered an object event.
-    pub fn watch_event(&self, namespace: &str, kind: Kind, event: WatchEvent) {
-        self.inner
-            .watch_events
-            .get_or_create(&WatchEventLabels {
-                namespace: namespace.to_owned(),
-                kind: kind_str(kind),
-                event: event.as_str(),
-            })
-            .inc();
-    }
-
-    /// A watch started a list.
-    pub fn watch_list(&self, namespace: &str, kind: Kind) {
-        self.inner
-            .watch_lists
-            .get_or_create(&watch_labels(namespace, kind))
-            .inc();
-    }
-
-    /// A watch failed.
-    pub fn watch_error(&self, namespace: &str, kind: Kind) {
-        self.inner
-            .watch_errors
-            .get_or_create(&watch_labels(namespace, kind))
-            .inc();
-    }
-
-    /// What the index reported for one event: ownership changes and handoff gaps.
-    pub fn changes(&self, changes: &[Change]) {
-        for c in changes {
-            if let Change::Ownership {
-                cluster,
-                cause,
-                gap_ms,
-                ..
-            } = c
-            {
-                self.inner
-                    .ownership_changes
-                    .get_or_create(&CauseLabels {
-                        cluster: cluster.clone(),
-                        cause: cause.as_str(),
-                    })
-                    .inc();
-                if let Some(ms) = gap_ms {
-                    self.inner
-                        .handoff_gap
-                        .get_or_create(&cluster_labels(cluster))
-                        .observe(*ms as f64 / 1000.0);
-                }
-            }
-        }
     }
 
     /// One control-loop pass over `cluster` took `took`.
@@ -429,35 +320,23 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    /// Sets the per-cluster gauges from a model.
-    pub fn observe_model(&self, model: &ClusterModel) {
+    /// Sets the per-cluster gauges.
+    pub fn observe_cluster(&self, c: &ClusterGauges<'_>) {
         let f = &self.inner;
-        let c = &model.counts;
-        for (state, n) in [
-            ("owned", c.owned),
-            ("unassigned", c.unassigned),
-            ("moving", c.moving),
-            ("expired", c.expired),
-            ("orphaned", c.orphaned),
-        ] {
+        for (state, n) in c.targets {
             f.targets
                 .get_or_create(&StateLabels {
-                    cluster: model.name.clone(),
+                    cluster: c.cluster.to_owned(),
                     state,
                 })
                 .set(gauge_value(n));
         }
-        let labels = cluster_labels(&model.name);
-        let pods = model.instances.iter().filter(|i| !i.ghost);
-        f.members
-            .get_or_create(&labels)
-            .set(gauge_value(pods.clone().count()));
+        let labels = cluster_labels(c.cluster);
+        f.members.get_or_create(&labels).set(gauge_value(c.members));
         f.members_ready
             .get_or_create(&labels)
-            .set(gauge_value(pods.filter(|i| i.ready).count()));
-        f.stale
-            .get_or_create(&labels)
-            .set(i64::from(model.stale || !model.synced));
+            .set(gauge_value(c.members_ready));
+        f.stale.get_or_create(&labels).set(i64::from(c.stale));
     }
 
     /// Whether this replica is the acting control plane.
@@ -473,23 +352,6 @@ fn gauge_value(n: usize) -> i64 {
 fn cluster_labels(cluster: &str) -> ClusterLabels {
     ClusterLabels {
         cluster: cluster.to_owned(),
-    }
-}
-
-fn watch_labels(namespace: &str, kind: Kind) -> WatchLabels {
-    WatchLabels {
-        namespace: namespace.to_owned(),
-        kind: kind_str(kind),
-    }
-}
-
-fn kind_str(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Pod => "pod",
-        Kind::Service => "service",
-        Kind::EndpointSlice => "endpointslice",
-        Kind::Lease => "lease",
-        Kind::ConfigMap => "configmap",
     }
 }
 
@@ -523,54 +385,6 @@ fn status_class(s: StatusCode) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Cause;
-
-    fn ownership(cluster: &str, gap_ms: Option<i64>) -> Change {
-        Change::Ownership {
-            cluster: cluster.into(),
-            target: "secret-target-key".into(),
-            from: Some("member-a".into()),
-            to: Some("member-b".into()),
-            cause: Cause::Rebalance,
-            operation: None,
-            at_ms: 0,
-            acquired_at_ms: None,
-            gap_ms,
-        }
-    }
-
-    /// Handoff gaps land in the histogram in seconds, per cluster; a first owner counts as an
-    /// ownership change but not a handoff; target keys and member names never become labels.
-    #[test]
-    fn handoff_gaps_are_observed_in_seconds() {
-        let m = Metrics::new();
-        m.changes(&[
-            ownership("c", Some(250)),
-            ownership("c", Some(3_000)),
-            ownership("c", None),
-        ]);
-        let text = m.encode().unwrap();
-        assert!(
-            text.contains("leasehold_handoff_gap_seconds_count{cluster=\"c\"} 2\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("leasehold_handoff_gap_seconds_sum{cluster=\"c\"} 3.25\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("leasehold_handoff_gap_seconds_bucket{le=\"0.32\",cluster=\"c\"} 1\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains(
-                "leasehold_ownership_changes_total{cluster=\"c\",cause=\"rebalance\"} 3\n"
-            ),
-            "{text}"
-        );
-        assert!(!text.contains("secret-target-key") && !text.contains("member-"));
-        assert!(text.ends_with("# EOF\n"));
-    }
 
     #[test]
     fn http_labels_are_bounded() {

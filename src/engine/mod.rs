@@ -245,7 +245,7 @@ impl Engine {
     /// An engine for `config`, acting as `identity` in the control-plane election, with a
     /// fresh metrics registry (see [`Engine::metrics`]).
     pub fn new(config: Config, client: Client, store: Store, identity: String) -> Engine {
-        let shared = Shared::new(Index::new(&config));
+        let shared = Shared::new(Index::new(&config.clusters));
         let views = views::Views::new(config.clusters.iter().map(|c| c.name.as_str()));
         Engine {
             inner: Arc::new(Inner {
@@ -353,7 +353,7 @@ impl Engine {
             watchers::run(
                 inner.client.clone(),
                 inner.shared.clone(),
-                inner.metrics.clone(),
+                watchers::WatchMetrics::new(&inner.metrics),
             )
             .instrument(info_span!("watchers")),
         );

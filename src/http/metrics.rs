@@ -20,7 +20,7 @@ pub async fn scrape(State(state): State<AppState>) -> Response {
     let m = engine.metrics();
     for c in &engine.config().clusters {
         if let Ok(view) = engine.view(&c.name).await {
-            m.observe_model(&view.model);
+            m.observe_cluster(&view.model.gauges());
         }
     }
     m.set_acting(*engine.acting().borrow());

@@ -25,7 +25,6 @@ pub mod state;
 pub mod tls;
 pub mod ui;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
@@ -34,51 +33,22 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde::Deserialize;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
-use self::auth::{Auth, AuthSettings};
+use self::auth::Auth;
 use self::demo::DemoControls;
 use self::error::ApiError;
 use self::events::Hub;
 use self::state::AppState;
-use self::tls::{TlsListener, TlsSettings};
+use self::tls::TlsListener;
+use crate::config::http::HttpSettings;
 use crate::engine::Engine;
 
 /// Largest request body accepted (requests are small JSON documents).
 pub const BODY_LIMIT: usize = 64 * 1024;
 /// Bound on handling one request (the SSE stream excepted).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The `http` section of the configuration.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HttpSettings {
-    /// Address to listen on (default `127.0.0.1:8080`; `0.0.0.0:8080` behind a Service).
-    #[serde(default = "default_listen")]
-    pub listen: SocketAddr,
-    /// Who may call, and how they prove it.
-    #[serde(default)]
-    pub auth: AuthSettings,
-    /// Serve HTTPS with this certificate and key (default: plain HTTP).
-    #[serde(default)]
-    pub tls: Option<TlsSettings>,
-}
-
-impl Default for HttpSettings {
-    fn default() -> Self {
-        Self {
-            listen: default_listen(),
-            auth: AuthSettings::default(),
-            tls: None,
-        }
-    }
-}
-
-fn default_listen() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 8080))
-}
 
 /// The whole application: API, OpenAPI, Swagger UI, health, with the middleware stack.
 pub fn router(state: AppState) -> Router {

@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
-use serde::Deserialize;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
@@ -25,20 +24,12 @@ use tokio_rustls::rustls::pki_types::pem::PemObject as _;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::server::TlsStream;
 
+use crate::config::http::TlsSettings;
+
 /// A handshake not finished in this time is dropped (its connection closed).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Handshakes in progress at most; past this, new connections wait in the kernel's backlog.
 pub const MAX_HANDSHAKES: usize = 512;
-
-/// The `http.tls` section: serve HTTPS with this certificate and key.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TlsSettings {
-    /// PEM: the server certificate first, then any intermediates.
-    pub cert_file: PathBuf,
-    /// PEM: the private key (PKCS#8, PKCS#1 or SEC1).
-    pub key_file: PathBuf,
-}
 
 /// Why TLS could not be set up. Never quotes the key.
 #[derive(Debug, thiserror::Error)]

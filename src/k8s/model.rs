@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::metrics::ClusterGauges;
 use crate::protocol::Protocol;
 
 /// One managed cluster at one moment.
@@ -288,5 +289,24 @@ impl ClusterModel {
             .binary_search_by(|t| (*t.key).cmp(key))
             .ok()
             .map(|i| &self.targets[i])
+    }
+
+    /// The gauges `/metrics` shows for this cluster.
+    pub fn gauges(&self) -> ClusterGauges<'_> {
+        let c = &self.counts;
+        let pods = self.instances.iter().filter(|i| !i.ghost);
+        ClusterGauges {
+            cluster: &self.name,
+            targets: [
+                ("owned", c.owned),
+                ("unassigned", c.unassigned),
+                ("moving", c.moving),
+                ("expired", c.expired),
+                ("orphaned", c.orphaned),
+            ],
+            members: pods.clone().count(),
+            members_ready: pods.filter(|i| i.ready).count(),
+            stale: self.stale || !self.synced,
+        }
     }
 }

@@ -8,6 +8,7 @@ mod common;
 
 mod agent;
 mod api;
+mod architecture;
 mod browser;
 mod demo;
 mod deploy;

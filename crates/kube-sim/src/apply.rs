@@ -2782,6 +2782,7 @@ mod tests {
             err.message(),
             r#"Apply failed with 1 conflict: conflict with "m1": .spec.holderIdentity"#
         );
+        assert!(matches!(err, ApplyError::Conflict(_)), "{err:?}");
         assert_eq!(
             err.causes(),
             vec![(
@@ -3196,6 +3197,7 @@ mod tests {
             err,
             ApplyError::Invalid("metadata.managedFields must be nil".into())
         );
+        assert!(matches!(err, ApplyError::Invalid(_)), "{err:?}");
         assert!(err.causes().is_empty());
         cfg["metadata"]["managedFields"] = json!([]);
         assert!(apply(&f.schema, Some(f.lease), None, &cfg, &m("m1", T1), false).is_err());
@@ -3597,6 +3599,7 @@ mod tests {
             "failed to create typed patch object (default/l; coordination.k8s.io/v1, Kind=Lease): \
              .spec.bogus: field not declared in schema"
         );
+        assert!(matches!(err, ApplyError::Internal(_)), "{err:?}");
         let err = apply(
             &f.schema,
             Some(f.widget),
@@ -3673,7 +3676,7 @@ mod tests {
             false,
         )
         .unwrap_err();
-        assert!(matches!(err, ApplyError::Internal(_)), "{err:?}");
+        assert!(matches!(err, ApplyError::Invalid(_)), "{err:?}");
     }
 
     #[test]

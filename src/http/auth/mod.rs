@@ -40,7 +40,6 @@ mod kubernetes;
 mod roles;
 mod secret;
 mod session;
-mod settings;
 #[cfg(test)]
 mod tests;
 mod token_file;
@@ -51,9 +50,9 @@ use std::sync::Arc;
 
 pub use self::csrf::check_csrf;
 pub use self::kubernetes::{API_GROUP, RESOURCE, REVIEW_TIMEOUT, verb_and_subresource};
-pub use self::roles::{Action, Role, RoleGroups};
+pub use self::roles::{Action, Role};
 pub use self::session::{MAX_SESSIONS, Session, SessionId, Sessions};
-pub use self::settings::{AuthSettings, DEFAULT_CACHE_TTL, DEFAULT_SESSION_TTL, Mode};
+use crate::config::http::{AuthSettings, Mode, RoleGroups};
 
 use self::kubernetes::KubeAuth;
 use self::token_file::TokenTable;

@@ -2,7 +2,7 @@
 //! do. Pure and synchronous; it never sees a token. Kubernetes mode does not use it (it asks
 //! SubjectAccessReview, see `kubernetes.rs`).
 
-use serde::Deserialize;
+use crate::config::http::RoleGroups;
 
 /// What a request wants to do. In Kubernetes mode each action is a verb on the virtual
 /// resource `clusters.leasehold.io` (the mapping is in the module header of `http::auth`).
@@ -69,45 +69,6 @@ impl Role {
             Role::Viewer => action == Action::Read,
         }
     }
-}
-
-/// Which groups hold which role in token mode (`http.auth.roles`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "snake_case")]
-pub struct RoleGroups {
-    /// Groups that may read.
-    #[serde(default = "default_viewer")]
-    pub viewer: Vec<String>,
-    /// Groups that may read and run operations.
-    #[serde(default = "default_operator")]
-    pub operator: Vec<String>,
-    /// Groups that may do everything.
-    #[serde(default = "default_admin")]
-    pub admin: Vec<String>,
-}
-
-impl Default for RoleGroups {
-    fn default() -> Self {
-        Self {
-            viewer: default_viewer(),
-            operator: default_operator(),
-            admin: default_admin(),
-        }
-    }
-}
-
-fn default_viewer() -> Vec<String> {
-    vec!["leasehold:viewers".into()]
-}
-
-fn default_operator() -> Vec<String> {
-    vec!["leasehold:operators".into()]
-}
-
-/// `system:masters` is an admin here as it is in Kubernetes, so a token file copied from an
-/// apiserver keeps its administrators.
-fn default_admin() -> Vec<String> {
-    vec!["leasehold:admins".into(), "system:masters".into()]
 }
 
 impl RoleGroups {

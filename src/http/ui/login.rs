@@ -11,11 +11,12 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::super::auth::{Mode, SessionId};
+use super::super::auth::SessionId;
 use super::super::caller::{SESSION_COOKIE, cookie};
 use super::super::error::ApiError;
 use super::super::state::AppState;
 use super::page::{UiError, render, see_other, span};
+use crate::config::http::Mode;
 
 #[derive(Template)]
 #[template(path = "login.html")]

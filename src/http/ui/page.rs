@@ -9,10 +9,10 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 
-use super::super::auth::Mode;
 use super::super::caller::{Caller, session};
 use super::super::error::ApiError;
 use super::super::state::AppState;
+use crate::config::http::Mode;
 use crate::store::now_ms;
 
 /// Who is looking at a page, and the CSRF token their forms carry.

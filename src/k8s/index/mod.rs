@@ -16,7 +16,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use self::entry::{Interner, LeaseEntry};
-use crate::config::{Cluster, Config, TargetSpec};
+use crate::config::{Cluster, TargetSpec};
 use crate::model::{Cause, InstanceEventKind};
 
 pub use kinds::Indexed;
@@ -199,10 +199,10 @@ pub struct Index {
 }
 
 impl Index {
-    /// An empty index for the configured clusters.
-    pub fn new(config: &Config) -> Index {
+    /// An empty index for these clusters (the configuration's).
+    pub fn new(clusters: &[Cluster]) -> Index {
         Index {
-            clusters: config.clusters.iter().map(ClusterState::new).collect(),
+            clusters: clusters.iter().map(ClusterState::new).collect(),
             revision: 0,
         }
     }

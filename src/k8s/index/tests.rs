@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use serde_json::json;
 
 use super::*;
+use crate::config::Config;
 use crate::k8s::model::TargetState;
 use crate::protocol::{self, Desire};
 
@@ -32,7 +33,7 @@ fn at(ms: i64) -> Timestamp {
 
 fn index() -> Index {
     let config = Config::parse(CONFIG, Path::new("t.yaml")).unwrap();
-    let mut ix = Index::new(&config);
+    let mut ix = Index::new(&config.clusters);
     // Start synced and empty, so changes are reported.
     ix.reset::<Pod>("ns", &[], at(0));
     ix.reset::<Lease>("ns", &[], at(0));
@@ -90,7 +91,7 @@ fn ownership(changes: &[Change]) -> Vec<(String, Option<String>, Option<String>,
 #[test]
 fn instance_lifecycle_is_reported_once_synced() {
     let config = Config::parse(CONFIG, Path::new("t.yaml")).unwrap();
-    let mut ix = Index::new(&config);
+    let mut ix = Index::new(&config.clusters);
     // The initial list is the starting state, not a change.
     assert!(
         ix.reset("ns", &[mk_pod("c-0", true, json!({}))], at(0))

@@ -1,13 +1,53 @@
-//! The `http.auth` section of the configuration file: which authenticator, the token file,
-//! role groups and lifetimes. Parsing only; [`super::Auth::new`] checks that the settings fit
-//! together and with the listen address.
+//! The `http` section of the configuration file: the listen address, HTTPS (`http.tls`) and
+//! who may call (`http.auth`: which authenticator, the token file, role groups and lifetimes).
+//! Parsing only: `http::Auth::new` checks that the settings fit together and with the listen
+//! address, `http::tls` loads the certificate. The HTTP layer reads these types; this module
+//! never imports it.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use super::roles::RoleGroups;
+/// The `http` section of the configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSettings {
+    /// Address to listen on (default `127.0.0.1:8080`; `0.0.0.0:8080` behind a Service).
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// Who may call, and how they prove it.
+    #[serde(default)]
+    pub auth: AuthSettings,
+    /// Serve HTTPS with this certificate and key (default: plain HTTP).
+    #[serde(default)]
+    pub tls: Option<TlsSettings>,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            listen: default_listen(),
+            auth: AuthSettings::default(),
+            tls: None,
+        }
+    }
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+
+/// The `http.tls` section: serve HTTPS with this certificate and key.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSettings {
+    /// PEM: the server certificate first, then any intermediates.
+    pub cert_file: PathBuf,
+    /// PEM: the private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: PathBuf,
+}
 
 /// How callers prove who they are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -21,6 +61,45 @@ pub enum Mode {
     Token,
     /// No authentication: everyone may do everything. Only on a loopback address.
     None,
+}
+
+/// Which groups hold which role in token mode (`http.auth.roles`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub struct RoleGroups {
+    /// Groups that may read.
+    #[serde(default = "default_viewer")]
+    pub viewer: Vec<String>,
+    /// Groups that may read and run operations.
+    #[serde(default = "default_operator")]
+    pub operator: Vec<String>,
+    /// Groups that may do everything.
+    #[serde(default = "default_admin")]
+    pub admin: Vec<String>,
+}
+
+impl Default for RoleGroups {
+    fn default() -> Self {
+        Self {
+            viewer: default_viewer(),
+            operator: default_operator(),
+            admin: default_admin(),
+        }
+    }
+}
+
+fn default_viewer() -> Vec<String> {
+    vec!["leasehold:viewers".into()]
+}
+
+fn default_operator() -> Vec<String> {
+    vec!["leasehold:operators".into()]
+}
+
+/// `system:masters` is an admin here as it is in Kubernetes, so a token file copied from an
+/// apiserver keeps its administrators.
+fn default_admin() -> Vec<String> {
+    vec!["leasehold:admins".into(), "system:masters".into()]
 }
 
 /// How long a browser login lasts: a working day.

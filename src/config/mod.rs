@@ -4,12 +4,15 @@
 //! (`{env: VAR}` or `{secret: {name, key}}`) and resolved where they are used, so secrets never
 //! sit in the config.
 
+pub mod http;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use self::http::HttpSettings;
 use crate::protocol::{Protocol, names};
 
 /// The whole file.
@@ -29,7 +32,7 @@ pub struct Config {
     pub clusters: Vec<Cluster>,
     /// The HTTP server: listen address and authentication.
     #[serde(default, skip_serializing)]
-    pub http: crate::http::HttpSettings,
+    pub http: HttpSettings,
 }
 
 /// Control-plane replicas elect one acting replica through a Lease.
@@ -598,7 +601,7 @@ impl Cluster {
             }
             check_placeholders(&w.url)
                 .map_err(|why| ("policy.removal.webhook.url".to_owned(), why))?;
-            if http::Method::from_bytes(w.method.as_bytes()).is_err() {
+            if ::http::Method::from_bytes(w.method.as_bytes()).is_err() {
                 return Err(bad("policy.removal.webhook.method", "not an HTTP method"));
             }
         }
@@ -656,7 +659,7 @@ pub fn parse_target_list(text: &str) -> Result<Vec<TargetSpec>, String> {
 mod tests {
     use super::*;
 
-    const EXAMPLE: &str = include_str!("../docs/examples/leasehold.yaml");
+    const EXAMPLE: &str = include_str!("../../docs/examples/leasehold.yaml");
 
     fn parse(text: &str) -> Result<Config, String> {
         Config::parse(text, Path::new("test.yaml")).map_err(|e| e.to_string())

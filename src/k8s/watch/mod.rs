@@ -5,7 +5,7 @@
 //! known and never acted on) until the watch is back: an event arrives, or the API server
 //! answers a probe and the watch starts over with a fresh list. Readiness waits for every first
 //! sync. Events, lists, errors and what the index reports (ownership changes, handoff gaps) are
-//! counted in [`Metrics`].
+//! counted in [`WatchMetrics`], which this module registers in the engine's registry.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,8 +26,10 @@ use tokio::sync::{Mutex, MutexGuard, broadcast, mpsc, watch};
 use tokio::task::JoinSet;
 use tracing::{Instrument as _, info_span, warn};
 
+mod metrics;
+
+pub use self::metrics::{WatchEvent, WatchMetrics};
 use super::index::{Change, Index, Indexed};
-use crate::metrics::{Metrics, WatchEvent};
 
 /// Changes kept for slow [subscribers](Shared::subscribe) before they miss some (they then
 /// resync from the model). A broadcast ring is allocated whole (about 190 bytes a slot), so it
@@ -180,7 +182,7 @@ impl Journal<'_> {
 
 /// Runs one watcher per namespace and kind until one fails for good (they retry with backoff,
 /// so in practice: forever).
-pub async fn run(client: Client, shared: Arc<Shared>, metrics: Metrics) -> anyhow::Result<()> {
+pub async fn run(client: Client, shared: Arc<Shared>, metrics: WatchMetrics) -> anyhow::Result<()> {
     let mut tasks = JoinSet::new();
     let w = (&client, &shared, &metrics);
     for ns in shared.read(Index::namespaces) {
@@ -198,7 +200,7 @@ pub async fn run(client: Client, shared: Arc<Shared>, metrics: Metrics) -> anyho
 
 fn spawn<K>(
     tasks: &mut JoinSet<()>,
-    (client, shared, metrics): (&Client, &Arc<Shared>, &Metrics),
+    (client, shared, metrics): (&Client, &Arc<Shared>, &WatchMetrics),
     ns: &str,
 ) where
     K: Indexed + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope> + DeserializeOwned,
@@ -231,7 +233,7 @@ where
     }
 }
 
-async fn watch_kind<K>(api: Api<K>, ns: String, shared: Arc<Shared>, metrics: Metrics)
+async fn watch_kind<K>(api: Api<K>, ns: String, shared: Arc<Shared>, metrics: WatchMetrics)
 where
     K: Indexed + DeserializeOwned,
     K::DynamicType: Default,
@@ -266,7 +268,7 @@ where
                     }
                     let counted = match &event {
                         Event::Init => {
-                            metrics.watch_list(&ns, K::KIND);
+                            metrics.list(&ns, K::KIND);
                             None
                         }
                         Event::InitApply(_) => Some(WatchEvent::List),
@@ -275,7 +277,7 @@ where
                         Event::Delete(_) => Some(WatchEvent::Delete),
                     };
                     if let Some(e) = counted {
-                        metrics.watch_event(&ns, K::KIND, e);
+                        metrics.event(&ns, K::KIND, e);
                     }
                     shared.write(|ix| {
                         if recovered {
@@ -302,7 +304,7 @@ where
                     });
                 }
                 Err(error) => {
-                    metrics.watch_error(&ns, K::KIND);
+                    metrics.error(&ns, K::KIND);
                     if !failing {
                         warn!(%error, "watch failed; the model is stale until it is back");
                         failing = true;
@@ -330,7 +332,7 @@ mod tests {
             Path::new("t.yaml"),
         )
         .unwrap();
-        Shared::new(Index::new(&config))
+        Shared::new(Index::new(&config.clusters))
     }
 
     fn change(i: usize) -> Change {
