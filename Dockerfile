@@ -14,13 +14,15 @@ WORKDIR /src
 # Dependencies first, so a source change does not rebuild them: a stub crate with the real
 # manifest and lock file.
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir -p src benches \
- && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+COPY crates/kube-sim/Cargo.toml crates/kube-sim/
+RUN mkdir -p src benches crates/kube-sim/src crates/kube-sim/benches \
+ && echo 'fn main() {}' > src/main.rs && touch src/lib.rs crates/kube-sim/src/lib.rs \
+ && echo 'fn main() {}' > crates/kube-sim/benches/sim_load.rs \
  && for b in $(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | tail -n +3); do echo 'fn main() {}' > "benches/$b.rs"; done \
  && cargo build --release --locked --bin leasehold || true
 COPY . .
 # Make sure cargo sees the real sources as newer than the stub build.
-RUN touch src/main.rs src/lib.rs \
+RUN touch src/main.rs src/lib.rs crates/kube-sim/src/lib.rs \
  && cargo build --release --locked --bin leasehold \
  && install -D -m 0755 target/release/leasehold /out/leasehold
 

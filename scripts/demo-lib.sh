@@ -1,9 +1,10 @@
 # Sourced by scripts that run a throwaway `leasehold demo` (schemathesis.sh, docs-check.sh):
 # start one on free ports, wait until it serves, stop it.
 #
-#   demo_start BIN DIR [DEMO FLAGS...]   starts `BIN demo` in DIR (stdout DIR/demo.out, log
-#                                        DIR/demo.log); sets demo_pid and base (http://host:port)
-#                                        once /readyz answers 200; returns 1 (log shown) if not
+#   demo_start BIN DIR [DEMO FLAGS...]   starts `BIN demo` in DIR with its state in DIR/state
+#                                        (stdout DIR/demo.out, log DIR/demo.log); sets demo_pid
+#                                        and base (http://host:port) once /readyz answers 200;
+#                                        returns 1 (log shown) if not
 #   demo_stop                            SIGINT, then SIGKILL after 20 s; clears demo_pid
 
 demo_pid=
@@ -14,7 +15,7 @@ demo_start() {
   shift 2
   mkdir -p "$dir"
   # Port 0 for both servers: the demo prints the dashboard's address.
-  (cd "$dir" && RUST_LOG=${RUST_LOG:-warn} exec "$bin" demo --listen 127.0.0.1:0 \
+  (cd "$dir" && RUST_LOG=${RUST_LOG:-warn} exec "$bin" demo --state-dir "$dir/state" --listen 127.0.0.1:0 \
     --kube-listen 127.0.0.1:0 "$@" >"$dir/demo.out" 2>"$dir/demo.log") &
   demo_pid=$!
   base=

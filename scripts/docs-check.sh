@@ -99,7 +99,7 @@ PY
   host=${base#http://}
   sed -i "s|localhost:8080|$host|g; s|127\.0\.0\.1:8080|$host|g" "$script"
   status=0
-  (cd "$root" && PATH="$work/bin:$PATH" KUBECONFIG="$work/demo-$n/leasehold-demo.kubeconfig" \
+  (cd "$root" && PATH="$work/bin:$PATH" KUBECONFIG="$work/demo-$n/state/kubeconfig" \
     timeout 600 bash "$script") >"$work/$n.out" 2>&1 || status=$?
   [ -z "${DOCS_CHECK_VERBOSE:-}" ] || sed 's/^/    /' "$work/$n.out"
   ok=$(grep -c "^+++ " "$work/$n.out" || true)

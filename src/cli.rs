@@ -111,9 +111,15 @@ pub struct DemoArgs {
     /// Targets (one Lease each).
     #[arg(long, default_value_t = 300)]
     pub targets: usize,
-    /// Where to write the simulator's kubeconfig.
-    #[arg(long, default_value = "leasehold-demo.kubeconfig")]
-    pub kubeconfig_out: PathBuf,
+    /// Keep the demo's files (history database, kubeconfig, admin token) in this directory
+    /// and leave them there at exit. By default they go to a temporary directory that is
+    /// removed when the demo stops.
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+    /// Where to write the simulator's kubeconfig (default: `kubeconfig` in the state
+    /// directory).
+    #[arg(long)]
+    pub kubeconfig_out: Option<PathBuf>,
 }
 
 /// Flags of `leasehold sim`.
@@ -152,20 +158,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Openapi => print_openapi(),
         Command::Agent(args) => run_agent(args).await,
         Command::Demo(a) => {
-            crate::demo::run(crate::demo::DemoOptions {
+            let state = crate::demo::StateDir::new(a.state_dir)?;
+            let dir = state.path();
+            let opts = crate::demo::DemoOptions {
                 listen: a.listen,
                 kube_listen: a.kube_listen,
                 members: a.members,
                 targets: a.targets,
-                kubeconfig_out: a.kubeconfig_out,
-                database: crate::demo::DATABASE.into(),
-                token_file: crate::demo::TOKEN_FILE.into(),
+                kubeconfig_out: a
+                    .kubeconfig_out
+                    .unwrap_or_else(|| dir.join(crate::demo::KUBECONFIG)),
+                database: dir.join(crate::demo::DATABASE),
+                token_file: dir.join(crate::demo::TOKEN_FILE),
                 timing: crate::demo::Timing {
                     lease_duration: crate::demo::LEASE_DURATION,
                     join_settle: crate::demo::JOIN_SETTLE,
                 },
-            })
-            .await
+            };
+            crate::demo::run(opts, &state).await
         }
     }
 }

@@ -1,11 +1,29 @@
 //! Leasehold: see and steer who owns what in Lease-coordinated Kubernetes clusters.
 //!
 //! Flow: `config` (what to manage) → `k8s` (watchers, the pure index, Lease writes) →
-//! `engine` (planner, operations, control-plane loops) → `store` (history in SQL); `protocol` is
-//! the Lease contract members and control plane share, `agent` is the member side, `model` the
-//! shared vocabulary. `sim` is a Kubernetes API simulator for demos and tests, `demo` the
-//! one-command demo, `cli` the command line, `telemetry` logging, `metrics` the Prometheus
-//! registry the engine records into and `http` serves.
+//! `engine` (planner, operations, control-plane loops) → `store` (history in SQL) → `http`
+//! (REST API, dashboard, event feed, auth). Beside them: `protocol`, the Lease contract members
+//! and control plane share; `agent`, the member side; `model`, the shared vocabulary; `metrics`,
+//! the Prometheus registry the engine records into and `http` serves; `demo`, the one-command
+//! demo on the Kubernetes API simulator (the `kube-sim` crate of this workspace); `cli`, the
+//! command line; `telemetry`, logging.
+//!
+//! Dependencies point one way, from the top of this list to the bottom:
+//!
+//! | module | may use |
+//! | --- | --- |
+//! | `cli` | everything |
+//! | `demo` | `agent`, `config`, `engine`, `http`, `model`, `net`, `store` |
+//! | `http` | `config`, `engine`, `k8s`, `metrics`, `model`, `net`, `protocol`, `store` |
+//! | `engine` | `config`, `k8s`, `metrics`, `model`, `net`, `protocol`, `store` |
+//! | `agent` | `k8s`, `model`, `net`, `protocol` |
+//! | `k8s` | `config`, `metrics`, `model`, `protocol` |
+//! | `store`, `metrics` | `model` |
+//! | `config` | `model`, `protocol` |
+//! | `protocol` | `model` |
+//! | `model`, `net`, `telemetry` | nothing |
+//!
+//! `tests/it/architecture.rs` fails on an import against this table or any cycle.
 
 pub mod agent;
 pub mod cli;

@@ -36,7 +36,7 @@
 //! the new holder's Lease being seen. A takeover seen before the old hold expired by our clock
 //! counts 0. It is what the control plane saw, not what the members did: it includes watch
 //! delivery delay, and a member's own work after acquiring or before releasing (its hooks,
-//! which `tests/common/invariant.rs` measures) is not in it. First owners and re-acquires by
+//! which `tests/it/common/invariant.rs` measures) is not in it. First owners and re-acquires by
 //! the same member are not handoffs.
 
 use std::sync::{Arc, Mutex, PoisonError};

@@ -7,7 +7,10 @@
 //! placed, renewed and failed over.
 //!
 //! [`start`] returns a [`Demo`] handle with the bound addresses (tests run it in-process on
-//! port 0); [`run`] is the CLI: start, print where everything is, run until Ctrl-C. One task
+//! port 0); [`run`] is the CLI: start, print where everything is, run until Ctrl-C. The CLI
+//! keeps the demo's files (history, kubeconfig, admin token) in a [`StateDir`]: a temporary
+//! directory removed when the demo stops, or one the user names and keeps — never the
+//! directory it was started from. One task
 //! owns everything the demo runs; any part ending on its own ends the demo with an error.
 
 mod layout;
@@ -55,10 +58,48 @@ pub struct DemoOptions {
     pub timing: Timing,
 }
 
-/// Where the demo keeps its history by default (recreated on every start).
-pub const DATABASE: &str = "leasehold-demo.db";
-/// Where the demo writes its admin token by default (when not on loopback).
-pub const TOKEN_FILE: &str = "leasehold-demo.tokens";
+/// The history database's file name in the state directory (recreated at every start: the
+/// simulated cluster starts afresh too).
+pub const DATABASE: &str = "history.db";
+/// The admin token's file name in the state directory (written when not on loopback).
+pub const TOKEN_FILE: &str = "tokens";
+/// The simulator's kubeconfig's file name in the state directory.
+pub const KUBECONFIG: &str = "kubeconfig";
+
+/// Where the demo keeps its files.
+#[derive(Debug)]
+pub enum StateDir {
+    /// A directory the user named (`--state-dir`): created if missing, left in place at exit.
+    Kept(PathBuf),
+    /// A fresh temporary directory, removed when this value is dropped (the demo stopped).
+    Temporary(tempfile::TempDir),
+}
+
+impl StateDir {
+    /// `dir`, created if missing, or a fresh temporary directory when `None`.
+    pub fn new(dir: Option<PathBuf>) -> anyhow::Result<StateDir> {
+        match dir {
+            Some(dir) => {
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("--state-dir {}: cannot create it", dir.display()))?;
+                Ok(StateDir::Kept(dir))
+            }
+            None => tempfile::Builder::new()
+                .prefix("leasehold-demo-")
+                .tempdir()
+                .map(StateDir::Temporary)
+                .context("creating a temporary state directory for the demo"),
+        }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        match self {
+            StateDir::Kept(dir) => dir,
+            StateDir::Temporary(dir) => dir.path(),
+        }
+    }
+}
 /// Default lease duration of both clusters: a crash is visible for a few seconds before the
 /// failover, without a long wait.
 pub const LEASE_DURATION: Duration = Duration::from_secs(10);
@@ -288,8 +329,8 @@ fn url_of(addr: SocketAddr) -> String {
     format!("http://{shown}")
 }
 
-/// Runs the demo until Ctrl-C, printing where everything is.
-pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
+/// Runs the demo until Ctrl-C, printing where everything is (its files are in `state`).
+pub async fn run(opts: DemoOptions, state: &StateDir) -> anyhow::Result<()> {
     let kubeconfig = opts.kubeconfig_out.clone();
     let (members, targets) = (opts.members, opts.targets);
     let demo = start(opts).await?;
@@ -326,9 +367,44 @@ pub async fn run(opts: DemoOptions) -> anyhow::Result<()> {
     println!(
         "  demo controls: add a member, stop or crash one from the dashboard, or POST {url}/demo/clusters/{COLLECTOR}/members"
     );
+    match state {
+        StateDir::Kept(dir) => println!("  state (history, kubeconfig): {}", dir.display()),
+        StateDir::Temporary(dir) => println!(
+            "  state (history, kubeconfig): {}, removed at exit (--state-dir DIR keeps it)",
+            dir.path().display()
+        ),
+    }
     println!("  Ctrl-C stops it.");
     demo.run_until(async {
         let _ = tokio::signal::ctrl_c().await;
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_temporary_state_dir_is_removed_and_a_named_one_kept() {
+        let temp = StateDir::new(None).unwrap();
+        let path = temp.path().to_owned();
+        std::fs::write(path.join(DATABASE), b"x").unwrap();
+        assert!(matches!(temp, StateDir::Temporary(_)));
+        drop(temp);
+        assert!(!path.exists(), "{} outlived the demo", path.display());
+
+        let parent = tempfile::tempdir().unwrap();
+        let named = parent.path().join("a/b");
+        let kept = StateDir::new(Some(named.clone())).unwrap();
+        assert_eq!(kept.path(), named);
+        std::fs::write(kept.path().join(KUBECONFIG), b"x").unwrap();
+        drop(kept);
+        assert!(named.join(KUBECONFIG).exists());
+
+        let file = parent.path().join("f");
+        std::fs::write(&file, b"").unwrap();
+        let err = StateDir::new(Some(file)).unwrap_err().to_string();
+        assert!(err.starts_with("--state-dir "), "{err}");
+    }
 }

@@ -27,7 +27,7 @@ use crate::config::{Cluster, Config};
 use crate::k8s::election::{ElectionConfig, LeaderElector};
 use crate::k8s::index::Index;
 use crate::k8s::model::ClusterModel;
-use crate::k8s::watch::{self as watchers, Shared};
+use crate::k8s::watch::{self as watchers, SharedIndex};
 use crate::metrics::Metrics;
 use crate::model::{OperationKind, OperationState};
 use crate::protocol::Protocol;
@@ -107,7 +107,7 @@ pub struct PlanRequest {
 pub(crate) struct Inner {
     pub config: Config,
     pub client: Client,
-    pub shared: Arc<Shared>,
+    pub shared: Arc<SharedIndex>,
     pub store: Store,
     pub identity: String,
     acting: watch::Sender<bool>,
@@ -245,7 +245,7 @@ impl Engine {
     /// An engine for `config`, acting as `identity` in the control-plane election, with a
     /// fresh metrics registry (see [`Engine::metrics`]).
     pub fn new(config: Config, client: Client, store: Store, identity: String) -> Engine {
-        let shared = Shared::new(Index::new(&config.clusters));
+        let shared = SharedIndex::new(Index::new(&config.clusters));
         let views = views::Views::new(config.clusters.iter().map(|c| c.name.as_str()));
         Engine {
             inner: Arc::new(Inner {
@@ -264,7 +264,7 @@ impl Engine {
     }
 
     /// The index and its change feed.
-    pub fn shared(&self) -> &Arc<Shared> {
+    pub fn shared(&self) -> &Arc<SharedIndex> {
         &self.inner.shared
     }
 

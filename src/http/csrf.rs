@@ -20,7 +20,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::BODY_LIMIT;
-use super::auth::check_csrf;
 use super::caller::session;
 use super::error::ApiError;
 use super::state::AppState;
@@ -45,7 +44,7 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
     };
     if let Some(token) = req.headers().get(CSRF_HEADER) {
         return match token.to_str() {
-            Ok(t) if check_csrf(&session, t) => next.run(req).await,
+            Ok(t) if session.csrf_matches(t) => next.run(req).await,
             _ => ApiError::Csrf("the CSRF token does not match the session".into()).into_response(),
         };
     }
@@ -67,7 +66,7 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
         .find(|(k, _)| k == CSRF_FIELD)
         .map(|(_, v)| v.into_owned())
         .unwrap_or_default();
-    if !check_csrf(&session, &presented) {
+    if !session.csrf_matches(&presented) {
         return ApiError::Csrf(
             "the form's CSRF token does not match the session (reload the page)".into(),
         )

@@ -171,7 +171,7 @@ pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; 
 
 /// The CSP of the Swagger UI pages (`/docs/…`): as [`CSP`], but the vendored Swagger UI
 /// bundle sets inline styles, so it may (styles only; scripts stay `'self'`). Checked in
-/// Chromium by `tests/browser.rs`.
+/// Chromium by `tests/it/browser.rs`.
 pub const CSP_DOCS: &str = "default-src 'self'; script-src 'self'; \
     style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; \
     frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'";

@@ -1,5 +1,5 @@
 //! Router tests of the dashboard with `tower::ServiceExt::oneshot` (the browser tests in
-//! `tests/browser.rs` drive the same pages in Chromium): every page renders for a viewer and
+//! `tests/it/browser.rs` drive the same pages in Chromium): every page renders for a viewer and
 //! sends a stranger to the login page; login starts a session with a safe cookie; forms
 //! without the session's CSRF token, or from another site, are refused; logout ends the
 //! session; a viewer cannot change anything; static assets revalidate with an ETag.

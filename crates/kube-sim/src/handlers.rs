@@ -21,7 +21,7 @@ use super::request::{Query, ResourceRequest, parse_rv};
 use super::schema::NodeId;
 use super::selector::{FieldSelector, LabelSelector};
 use super::smp;
-use super::status::{ApiError, ApiResult, Cause};
+use super::status::{ApiResult, Cause, StatusError};
 use super::store::{ListQuery, Stored, Txn};
 use super::strategy::{self, meta_mut};
 use super::table::{self, IncludeObject};
@@ -73,7 +73,7 @@ pub fn negotiate(headers: &HeaderMap, include: IncludeObject) -> ApiResult<Forma
             _ => continue,
         }
     }
-    Err(ApiError::not_acceptable(accept))
+    Err(StatusError::not_acceptable(accept))
 }
 
 /// Everything a handler needs about one request.
@@ -204,7 +204,7 @@ pub fn get(ctx: &Ctx<'_>) -> ApiResult<Response> {
         .shared
         .store
         .get(sid, &ctx.req.namespace, ctx.name())
-        .ok_or_else(|| ApiError::not_found(rt, ctx.name()))?;
+        .ok_or_else(|| StatusError::not_found(rt, ctx.name()))?;
     if format == Format::Json && !converted {
         return Ok(json_response(StatusCode::OK, obj.json.to_vec()));
     }
@@ -228,7 +228,7 @@ fn selectors(ctx: &Ctx<'_>) -> ApiResult<Selectors> {
         rt.version,
         rt.kind,
     )
-    .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    .map_err(|e| StatusError::bad_request(e.to_string()))?;
     Ok(Selectors {
         labels: Some(labels),
         fields: Some(fields),
@@ -267,7 +267,7 @@ fn decode_continue(token: &str) -> ApiResult<(u64, (String, String))> {
     );
     // `storage.DecodeContinue`'s errors, wrapped as the list handler wraps them.
     const INVALID: &str = "continue key is not valid";
-    let bad = |why: String| ApiError::bad_request(format!("invalid continue token: {why}"));
+    let bad = |why: String| StatusError::bad_request(format!("invalid continue token: {why}"));
     let raw = RAW_URL.decode(token).map_err(|e| {
         let at = match e {
             base64::DecodeError::InvalidByte(at, _)
@@ -326,8 +326,8 @@ fn go_json_error(data: &[u8], err: &serde_json::Error) -> String {
 }
 
 /// The 410 a continue token gets once its resourceVersion is compacted.
-fn continue_expired() -> ApiError {
-    ApiError::expired(
+fn continue_expired() -> StatusError {
+    StatusError::expired(
         "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
     )
 }
@@ -372,7 +372,7 @@ pub async fn list(ctx: &Ctx<'_>) -> ApiResult<Response> {
         if ctx.query.continue_token.is_some() {
             continue_expired()
         } else {
-            ApiError::expired(format!(
+            StatusError::expired(format!(
                 "The resourceVersion for the provided list is too old. ({})",
                 c.compacted
             ))
@@ -452,7 +452,7 @@ async fn wait_for_rv(ctx: &Ctx<'_>, rv: u64) -> ApiResult<()> {
             .await
             .is_err()
         {
-            return Err(ApiError::too_large_resource_version(rv, store.rv()));
+            return Err(StatusError::too_large_resource_version(rv, store.rv()));
         }
     }
     Ok(())
@@ -568,7 +568,7 @@ fn json_body<'a>(ctx: &Ctx<'_>, body: &'a [u8]) -> ApiResult<std::borrow::Cow<'a
     if !super::protobuf::is_protobuf(ct) {
         return Ok(std::borrow::Cow::Borrowed(body));
     }
-    let v = super::protobuf::decode(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let v = super::protobuf::decode(body).map_err(|e| StatusError::bad_request(e.to_string()))?;
     Ok(std::borrow::Cow::Owned(
         serde_json::to_vec(&v).unwrap_or_default(),
     ))
@@ -578,7 +578,7 @@ fn decode_object(ctx: &Ctx<'_>, body: &[u8], warnings: &mut Vec<String>) -> ApiR
     let rt = ctx.rt();
     let body = &*json_body(ctx, body)?;
     let unrecognized = |why: String| {
-        ApiError::bad_request(format!(
+        StatusError::bad_request(format!(
             "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: {why} ({})",
             rt.kind,
             summarize(body)
@@ -613,7 +613,7 @@ fn decode_object(ctx: &Ctx<'_>, body: &[u8], warnings: &mut Vec<String>) -> ApiR
         } else {
             format!("{group}/{version}")
         };
-        return Err(ApiError::bad_request(
+        return Err(StatusError::bad_request(
             if !registered(&group, &version, &kind) {
                 format!(
                     "{prefix}no kind {kind:?} is registered for version {gv:?} in scheme \"pkg/api/legacyscheme/scheme.go:30\""
@@ -636,9 +636,9 @@ fn decode_object(ctx: &Ctx<'_>, body: &[u8], warnings: &mut Vec<String>) -> ApiR
     v["kind"] = json!(rt.kind);
     let (_, converted) = storage(rt, ctx.req.type_id);
     strict_fields(ctx, Some(body), &mut v, warnings, &|problems| {
-        ApiError::bad_request(format!("{prefix}{problems}"))
+        StatusError::bad_request(format!("{prefix}{problems}"))
     })?;
-    strategy::typecheck(rt, &v).map_err(|e| ApiError::bad_request(format!("{prefix}{e}")))?;
+    strategy::typecheck(rt, &v).map_err(|e| StatusError::bad_request(format!("{prefix}{e}")))?;
     if converted {
         v = convert::event_to_core(&v);
     }
@@ -732,7 +732,7 @@ fn strict_fields(
     raw: Option<&[u8]>,
     v: &mut Value,
     warnings: &mut Vec<String>,
-    strict_error: &dyn Fn(String) -> ApiError,
+    strict_error: &dyn Fn(String) -> StatusError,
 ) -> ApiResult<()> {
     let Some(node) = ctx.node() else {
         return Ok(());
@@ -813,9 +813,9 @@ fn admit_namespace(ctx: &Ctx<'_>, txn: &Txn<'_>, name: &str) -> ApiResult<()> {
     let ns_type = registry::id_of("", "namespaces");
     let ns = txn
         .get(ns_type, "", &ctx.req.namespace)
-        .ok_or_else(|| ApiError::not_found(registry::get(ns_type), &ctx.req.namespace))?;
+        .ok_or_else(|| StatusError::not_found(registry::get(ns_type), &ctx.req.namespace))?;
     if ns.field("status.phase").as_deref() == Some("Terminating") {
-        return Err(ApiError::namespace_terminating(
+        return Err(StatusError::namespace_terminating(
             rt,
             name,
             &ctx.req.namespace,
@@ -855,7 +855,7 @@ fn prepare_new(
             .and_then(Value::as_str)
             .unwrap_or_default();
         if !ns.is_empty() && ns != ctx.req.namespace {
-            return Err(ApiError::bad_request(
+            return Err(StatusError::bad_request(
                 "the namespace of the provided object does not match the namespace sent on the request",
             ));
         }
@@ -907,7 +907,7 @@ fn prepare_new(
 pub fn create(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
     let rt = ctx.rt();
     if ctx.req.name.is_some() {
-        return Err(ApiError::method_not_allowed());
+        return Err(StatusError::method_not_allowed());
     }
     check_body_type(ctx)?;
     ctx.query
@@ -942,7 +942,7 @@ fn create_in(
     admit_namespace(ctx, txn, &name)?;
     let causes = strategy::validate(rt, v, None);
     if !causes.is_empty() {
-        return Err(ApiError::invalid(rt, &name, &causes));
+        return Err(StatusError::invalid(rt, &name, &causes));
     }
     if v.pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
@@ -950,13 +950,13 @@ fn create_in(
     {
         // etcd3's Create refuses it with a plain error, which reaches the client as a 500
         // without a reason.
-        return Err(ApiError::unknown(
+        return Err(StatusError::unknown(
             500,
             "resourceVersion should not be set on objects to be created",
         ));
     }
     if txn.get(sid, &ctx.req.namespace, &name).is_some() {
-        return Err(ApiError::already_exists(rt, &name));
+        return Err(StatusError::already_exists(rt, &name));
     }
     if applied.is_none() {
         let mgr_name = ctx.manager();
@@ -994,7 +994,7 @@ pub fn update(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
     let rt = ctx.rt();
     let name = ctx.name().to_owned();
     if name.is_empty() || rt.review {
-        return Err(ApiError::method_not_allowed());
+        return Err(StatusError::method_not_allowed());
     }
     check_body_type(ctx)?;
     ctx.query
@@ -1007,7 +1007,7 @@ pub fn update(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
         .unwrap_or_default()
         .to_owned();
     if body_name != name {
-        return Err(ApiError::bad_request(format!(
+        return Err(StatusError::bad_request(format!(
             "the name of the object ({body_name}) does not match the name on the URL ({name})"
         )));
     }
@@ -1018,7 +1018,7 @@ pub fn update(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
                 meta_mut(&mut v).remove("resourceVersion");
                 return Ok(Step::Create(v));
             }
-            return Err(ApiError::not_found(rt, &name));
+            return Err(StatusError::not_found(rt, &name));
         };
         let rv_given = v
             .pointer("/metadata/resourceVersion")
@@ -1034,7 +1034,7 @@ pub fn update(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
                 "must be specified for an update",
             )
             .with_raw_value("0x0");
-            return Err(ApiError::invalid_kind(
+            return Err(StatusError::invalid_kind(
                 rt.group,
                 rt.resource,
                 &name,
@@ -1082,7 +1082,7 @@ fn finish_update(
         .to_owned();
     if !given.is_empty() {
         let rv = parse_rv(&given).map_err(|_| {
-            ApiError::invalid(
+            StatusError::invalid(
                 rt,
                 &name,
                 &[Cause::invalid(
@@ -1093,7 +1093,7 @@ fn finish_update(
             )
         })?;
         if rv != old.rv {
-            return Err(ApiError::conflict(rt, &name, ApiError::MODIFIED));
+            return Err(StatusError::conflict(rt, &name, StatusError::MODIFIED));
         }
     }
     // `EnsureObjectNamespaceMatchesRequestNamespace`.
@@ -1103,7 +1103,7 @@ fn finish_update(
             .and_then(Value::as_str)
             .unwrap_or_default();
         if !ns.is_empty() && ns != ctx.req.namespace {
-            return Err(ApiError::bad_request(
+            return Err(StatusError::bad_request(
                 "the namespace of the provided object does not match the namespace sent on the request",
             ));
         }
@@ -1117,7 +1117,7 @@ fn finish_update(
     strategy::prepare_update(rt, &old_v, &mut new, ctx.req.subresource.as_deref());
     let causes = strategy::validate(rt, &new, Some(&old_v));
     if !causes.is_empty() {
-        return Err(ApiError::invalid(rt, &name, &causes));
+        return Err(StatusError::invalid(rt, &name, &causes));
     }
     if !applied {
         let mgr_name = ctx.manager();
@@ -1297,7 +1297,7 @@ pub fn patch(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
     let rt = ctx.rt();
     let name = ctx.name().to_owned();
     if name.is_empty() || rt.review {
-        return Err(ApiError::method_not_allowed());
+        return Err(StatusError::method_not_allowed());
     }
     let ct = ctx
         .headers
@@ -1310,7 +1310,7 @@ pub fn patch(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
         "application/merge-patch+json" => PatchKind::Merge,
         "application/strategic-merge-patch+json" => PatchKind::Strategic,
         "application/apply-patch+yaml" | "application/apply-patch+json" => PatchKind::Apply,
-        _ => return Err(ApiError::unsupported_media_type(PATCH_TYPES)),
+        _ => return Err(StatusError::unsupported_media_type(PATCH_TYPES)),
     };
     let mut option_errs = Vec::new();
     if kind == PatchKind::Apply && ctx.query.field_manager.as_deref().unwrap_or("").is_empty() {
@@ -1328,27 +1328,27 @@ pub fn patch(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
     ctx.query
         .validate_write_options("PatchOptions", option_errs)?;
     let patch: Value = serde_json::from_slice(body).map_err(|e| match kind {
-        PatchKind::Apply => ApiError::bad_request(format!("error decoding YAML: {e}")),
-        PatchKind::Strategic => ApiError::bad_request(e.to_string()),
-        _ => ApiError::bad_request(format!("error decoding patch: {e}")),
+        PatchKind::Apply => StatusError::bad_request(format!("error decoding YAML: {e}")),
+        PatchKind::Strategic => StatusError::bad_request(e.to_string()),
+        _ => StatusError::bad_request(format!("error decoding patch: {e}")),
     })?;
     // Decoding checks of the patch itself, before the object is read.
     let ops: Option<json_patch::Patch> = match kind {
         PatchKind::Json => {
             let Some(list) = patch.as_array() else {
-                return Err(ApiError::bad_request(format!(
+                return Err(StatusError::bad_request(format!(
                     "error decoding patch: json: cannot unmarshal {} into Go value of type []handlers.jsonPatchOp",
                     go_json_type(&patch)
                 )));
             };
             if let Some(bad) = list.iter().find(|op| !op.is_object()) {
-                return Err(ApiError::bad_request(format!(
+                return Err(StatusError::bad_request(format!(
                     "error decoding patch: json: cannot unmarshal {} into Go value of type handlers.jsonPatchOp",
                     go_json_type(bad)
                 )));
             }
             if list.len() > MAX_JSON_PATCH_OPERATIONS {
-                return Err(ApiError::too_large_message(format!(
+                return Err(StatusError::too_large_message(format!(
                     "The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}",
                     list.len()
                 )));
@@ -1363,7 +1363,7 @@ pub fn patch(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
             } else {
                 ""
             };
-            return Err(ApiError::bad_request(format!(
+            return Err(StatusError::bad_request(format!(
                 "{prefix}json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
                 go_json_type(&patch)
             )));
@@ -1378,7 +1378,7 @@ pub fn patch(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
         let Some(old) = old else {
             if kind == PatchKind::Apply && ctx.req.subresource.is_none() {
                 let mut v = run_apply(ctx, None, &patch)?;
-                strict_fields(ctx, None, &mut v, &mut warnings, &ApiError::bad_request)?;
+                strict_fields(ctx, None, &mut v, &mut warnings, &StatusError::bad_request)?;
                 if converted {
                     v = convert::event_to_core(&v);
                 }
@@ -1399,7 +1399,7 @@ pub fn patch(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
                 meta_mut(&mut v).remove("resourceVersion");
                 return Ok(Step::Create(v));
             }
-            return Err(ApiError::not_found(rt, &name));
+            return Err(StatusError::not_found(rt, &name));
         };
         let old_core = old.value();
         let old_view = if converted {
@@ -1409,9 +1409,9 @@ pub fn patch(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
         };
         let mut new = match kind {
             PatchKind::Json => {
-                let ops = ops.as_ref().ok_or_else(ApiError::unprocessable)?;
+                let ops = ops.as_ref().ok_or_else(StatusError::unprocessable)?;
                 let mut doc = old_view.clone();
-                json_patch::patch(&mut doc, ops).map_err(|_| ApiError::unprocessable())?;
+                json_patch::patch(&mut doc, ops).map_err(|_| StatusError::unprocessable())?;
                 doc
             }
             PatchKind::Merge => {
@@ -1421,9 +1421,9 @@ pub fn patch(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
             }
             PatchKind::Strategic => smp::apply(ctx.shared.schema, ctx.node(), &old_view, &patch)
                 .map_err(|e| match e.http_status() {
-                    400 => ApiError::bad_request(e.to_string()),
-                    422 => ApiError::unprocessable(),
-                    _ => ApiError::internal(format!("Internal error occurred: {e}")),
+                    400 => StatusError::bad_request(e.to_string()),
+                    422 => StatusError::unprocessable(),
+                    _ => StatusError::internal(format!("Internal error occurred: {e}")),
                 })?,
             PatchKind::Apply => run_apply(ctx, Some(&old_view), &patch)?,
         };
@@ -1441,10 +1441,13 @@ pub fn patch(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
             _ => serde_json::to_string(&new).unwrap_or_default(),
         };
         let patch_error = |why: String| match kind {
-            PatchKind::Apply => ApiError::bad_request(why),
-            _ => {
-                ApiError::invalid_kind("", "", "", &[Cause::invalid("patch", &json!(shown), &why)])
-            }
+            PatchKind::Apply => StatusError::bad_request(why),
+            _ => StatusError::invalid_kind(
+                "",
+                "",
+                "",
+                &[Cause::invalid("patch", &json!(shown), &why)],
+            ),
         };
         strategy::typecheck(rt, &new).map_err(&patch_error)?;
         strict_fields(ctx, None, &mut new, &mut warnings, &patch_error)?;
@@ -1486,7 +1489,7 @@ fn check_body_type(ctx: &Ctx<'_>) -> ApiResult<()> {
     if media.is_empty() || BODY_TYPES.contains(&media) {
         Ok(())
     } else {
-        Err(ApiError::unsupported_media_type(BODY_TYPES))
+        Err(StatusError::unsupported_media_type(BODY_TYPES))
     }
 }
 
@@ -1494,8 +1497,8 @@ fn check_body_type(ctx: &Ctx<'_>) -> ApiResult<()> {
 const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 
 /// `checkName`'s 400 when a body or patch renames the object.
-fn name_mismatch(body_name: &str, url_name: &str) -> ApiError {
-    ApiError::bad_request(format!(
+fn name_mismatch(body_name: &str, url_name: &str) -> StatusError {
+    StatusError::bad_request(format!(
         "the name of the object ({body_name}) does not match the name on the URL ({url_name})"
     ))
 }
@@ -1548,10 +1551,10 @@ fn run_apply(ctx: &Ctx<'_>, live: Option<&Value>, applied: &Value) -> ApiResult<
                     field,
                 })
                 .collect();
-            ApiError::conflict_with_causes(e.message(), &causes)
+            StatusError::conflict_with_causes(e.message(), &causes)
         }
-        apply::ApplyError::Invalid(_) => ApiError::bad_request(e.message()),
-        apply::ApplyError::Internal(_) => ApiError::unknown(500, e.message()),
+        apply::ApplyError::Invalid(_) => StatusError::bad_request(e.message()),
+        apply::ApplyError::Internal(_) => StatusError::unknown(500, e.message()),
     })
 }
 
@@ -1574,7 +1577,7 @@ fn delete_options(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<DeleteOptions> {
     let body = &*json_body(ctx, body)?;
     if body.iter().any(|b| !b.is_ascii_whitespace()) {
         let v: Value = serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+            StatusError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
         })?;
         if let Some(g) = v["gracePeriodSeconds"].as_i64() {
             o.grace = Some(g);
@@ -1631,7 +1634,7 @@ fn delete_in(
     let (sid, converted) = storage(rt, ctx.req.type_id);
     let old = txn
         .get(sid, namespace, name)
-        .ok_or_else(|| ApiError::not_found(rt, name))?;
+        .ok_or_else(|| StatusError::not_found(rt, name))?;
     let mut v = old.value();
     let uid = v
         .pointer("/metadata/uid")
@@ -1641,7 +1644,7 @@ fn delete_in(
     if let Some(want) = &opts.uid
         && *want != uid
     {
-        return Err(ApiError::precondition_failed(
+        return Err(StatusError::precondition_failed(
             rt,
             name,
             &format!(
@@ -1652,7 +1655,7 @@ fn delete_in(
     if let Some(want) = &opts.rv
         && *want != old.rv.to_string()
     {
-        return Err(ApiError::precondition_failed(
+        return Err(StatusError::precondition_failed(
             rt,
             name,
             &format!(
@@ -1793,7 +1796,7 @@ fn deleted_answer(rt: &ResourceType, name: &str, uid: &str, converted: bool, obj
 pub fn delete_collection(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
     let rt = ctx.rt();
     if !rt.verbs.contains(&"deletecollection") {
-        return Err(ApiError::method_not_allowed());
+        return Err(StatusError::method_not_allowed());
     }
     ctx.query
         .validate_write_options("DeleteOptions", Vec::new())?;
@@ -1862,7 +1865,7 @@ fn review(ctx: &Ctx<'_>, mut v: Value) -> ApiResult<Response> {
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             if ns != ctx.req.namespace {
-                return Err(ApiError::bad_request(format!(
+                return Err(StatusError::bad_request(format!(
                     "spec.resourceAttributes.namespace must match namespace: {}",
                     ctx.req.namespace
                 )));
@@ -1873,7 +1876,7 @@ fn review(ctx: &Ctx<'_>, mut v: Value) -> ApiResult<Response> {
             if spec["user"].as_str().unwrap_or_default().is_empty()
                 && spec["groups"].as_array().is_none_or(Vec::is_empty)
             {
-                return Err(ApiError::invalid(
+                return Err(StatusError::invalid(
                     rt,
                     "",
                     &[Cause::invalid(
@@ -1991,7 +1994,7 @@ mod tests {
 pub fn finalize_namespace(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
     let rt = ctx.rt();
     if rt.kind != "Namespace" {
-        return Err(ApiError::no_route());
+        return Err(StatusError::no_route());
     }
     check_body_type(ctx)?;
     ctx.query
@@ -2002,14 +2005,14 @@ pub fn finalize_namespace(ctx: &Ctx<'_>, body: &[u8]) -> ApiResult<Response> {
     let out = ctx.shared.store.transact(|txn| -> ApiResult<Value> {
         let old = txn
             .get(ctx.req.type_id, "", &name)
-            .ok_or_else(|| ApiError::not_found(rt, &name))?;
+            .ok_or_else(|| StatusError::not_found(rt, &name))?;
         if let Some(rv) = v
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
             && parse_rv(rv)? != old.rv
         {
-            return Err(ApiError::conflict(rt, &name, ApiError::MODIFIED));
+            return Err(StatusError::conflict(rt, &name, StatusError::MODIFIED));
         }
         let mut new = old.value();
         new["spec"]["finalizers"] = v.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));

@@ -49,7 +49,7 @@ use serde_json::json;
 use tokio::task::JoinSet;
 
 use self::auth::AuthTable;
-use self::store::Store;
+use self::store::ObjectStore;
 
 /// How often a watch with `allowWatchBookmarks` gets a BOOKMARK (kube-apiserver: about once a
 /// minute).
@@ -99,7 +99,7 @@ pub struct RuntimeOptions {
 
 /// State shared by every request.
 pub struct Shared {
-    pub store: Arc<Store>,
+    pub store: Arc<ObjectStore>,
     /// The Kubernetes schema, shared by every simulator in the process.
     pub schema: &'static schema::Schema,
     pub auth: AuthTable,
@@ -133,7 +133,7 @@ impl Simulator {
         auth.users
             .extend(AuthTable::with_admin(&opts.admin_token).users);
         let shared = Arc::new(Shared {
-            store: Arc::new(Store::new(opts.history)),
+            store: Arc::new(ObjectStore::new(opts.history)),
             schema: openapi::schema(),
             auth,
             options: RuntimeOptions {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::registry::{self, ResourceType, TypeId};
-use super::status::{ApiError, ApiResult, Cause};
+use super::status::{ApiResult, Cause, StatusError};
 
 /// What a path names.
 #[derive(Debug)]
@@ -72,12 +72,12 @@ pub fn parse_path(path: &str) -> ApiResult<Target> {
         }));
     }
     if !rt.namespaced && !namespace.is_empty() {
-        return Err(ApiError::no_route());
+        return Err(StatusError::no_route());
     }
     if let Some(s) = sub {
         let ok = s == "status" && rt.status;
         if !ok {
-            return Err(ApiError::no_route());
+            return Err(StatusError::no_route());
         }
     }
     Ok(Target::Resource(ResourceRequest {
@@ -92,11 +92,11 @@ pub fn parse_path(path: &str) -> ApiResult<Target> {
 /// The 404 for a path naming no served resource. Paths under `/api/` and under a served API
 /// group reach go-restful, whose 404 has empty `details`; anything else falls through to the
 /// apiserver's NotFoundHandler, whose Status has none.
-fn unknown_resource(group: &str) -> ApiError {
+fn unknown_resource(group: &str) -> StatusError {
     if group.is_empty() || registry::group_versions().iter().any(|(g, _)| *g == group) {
-        ApiError::no_route()
+        StatusError::no_route()
     } else {
-        ApiError::path_not_found()
+        StatusError::path_not_found()
     }
 }
 
@@ -127,7 +127,7 @@ fn parse_bool(name: &str, v: &str) -> ApiResult<bool> {
     match v {
         "true" | "1" | "True" | "TRUE" | "t" | "T" => Ok(true),
         "false" | "0" | "False" | "FALSE" | "f" | "F" | "" => Ok(false),
-        _ => Err(ApiError::bad_request(format!(
+        _ => Err(StatusError::bad_request(format!(
             "failed to parse query parameter {name}: strconv.ParseBool: parsing {v:?}: invalid syntax"
         ))),
     }
@@ -135,7 +135,7 @@ fn parse_bool(name: &str, v: &str) -> ApiResult<bool> {
 
 fn parse_int<T: std::str::FromStr>(name: &str, v: &str) -> ApiResult<T> {
     v.parse::<T>()
-        .map_err(|_| ApiError::bad_request(format!("failed to parse query parameter {name}: strconv.ParseInt: parsing {v:?}: invalid syntax")))
+        .map_err(|_| StatusError::bad_request(format!("failed to parse query parameter {name}: strconv.ParseInt: parsing {v:?}: invalid syntax")))
 }
 
 impl Query {
@@ -218,7 +218,7 @@ impl Query {
         if errs.is_empty() {
             Ok(())
         } else {
-            Err(ApiError::options_invalid(options_kind, &errs))
+            Err(StatusError::options_invalid(options_kind, &errs))
         }
     }
 
@@ -316,13 +316,13 @@ impl Query {
 /// Parses a resourceVersion given by a client.
 pub fn parse_rv(s: &str) -> ApiResult<u64> {
     s.parse::<u64>().map_err(|_| {
-        ApiError::bad_request(format!(
+        StatusError::bad_request(format!(
             "invalid resource version: strconv.ParseUint: parsing {s:?}: invalid syntax"
         ))
     })
 }
 
-fn list_options_invalid(errs: &[Cause]) -> ApiError {
+fn list_options_invalid(errs: &[Cause]) -> StatusError {
     let parts: Vec<String> = errs
         .iter()
         .map(|c| format!("{}: {}", c.field, c.message))
@@ -332,7 +332,8 @@ fn list_options_invalid(errs: &[Cause]) -> ApiError {
     } else {
         format!("[{}]", parts.join(", "))
     };
-    let mut e = ApiError::bad_request(format!("ListOptions.meta.k8s.io \"\" is invalid: {joined}"));
+    let mut e =
+        StatusError::bad_request(format!("ListOptions.meta.k8s.io \"\" is invalid: {joined}"));
     e.code = 422;
     e.reason = "Invalid";
     e.details = Some(serde_json::json!({

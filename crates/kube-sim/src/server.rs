@@ -19,7 +19,7 @@ use super::discovery;
 use super::handlers::{self, Ctx};
 use super::openapi;
 use super::request::{Query, Target, parse_path};
-use super::status::{ApiError, ApiResult};
+use super::status::{ApiResult, StatusError};
 
 /// kube-apiserver's request body limit (`--max-request-body-bytes`, 3 MiB).
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
@@ -65,18 +65,18 @@ fn authenticate(shared: &Shared, headers: &HeaderMap) -> ApiResult<Identity> {
             uid: String::new(),
             groups: vec!["system:unauthenticated".into(), super::auth::MASTERS.into()],
         }),
-        None => Err(ApiError::unauthorized()),
+        None => Err(StatusError::unauthorized()),
         Some(h) => {
             let token = h
                 .to_str()
                 .ok()
                 .and_then(|v| v.strip_prefix("Bearer "))
                 .map(str::trim)
-                .ok_or_else(ApiError::unauthorized)?;
+                .ok_or_else(StatusError::unauthorized)?;
             shared
                 .auth
                 .authenticate(token)
-                .ok_or_else(ApiError::unauthorized)
+                .ok_or_else(StatusError::unauthorized)
         }
     }
 }
@@ -114,10 +114,10 @@ async fn route(
         Target::Resource(r) => r,
     };
     let query = Query::parse(uri.query())?;
-    let v =
-        verb(&method, req.name.is_some(), query.watch).ok_or_else(ApiError::method_not_allowed)?;
+    let v = verb(&method, req.name.is_some(), query.watch)
+        .ok_or_else(StatusError::method_not_allowed)?;
     if !req.rt.verbs.contains(&v) && req.subresource.is_none() {
-        return Err(ApiError::method_not_allowed());
+        return Err(StatusError::method_not_allowed());
     }
     let attrs = Attributes {
         verb: v.into(),
@@ -128,7 +128,7 @@ async fn route(
         name: req.name.clone().unwrap_or_default(),
     };
     if shared.auth.authorize(&who, &attrs).is_none() {
-        let mut e = ApiError::forbidden(AuthTable::forbidden_message(
+        let mut e = StatusError::forbidden(AuthTable::forbidden_message(
             &who,
             &attrs,
             &req.rt.qualified(),
@@ -147,7 +147,7 @@ async fn route(
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE => {
             axum::body::to_bytes(body, MAX_BODY)
                 .await
-                .map_err(|_| ApiError::too_large(MAX_BODY))?
+                .map_err(|_| StatusError::too_large(MAX_BODY))?
         }
         _ => Default::default(),
     };
@@ -168,7 +168,7 @@ async fn route(
         ("PATCH", true, _) => handlers::patch(&ctx, &body),
         ("DELETE", true, None) => handlers::delete(&ctx, &body),
         ("DELETE", false, None) => handlers::delete_collection(&ctx, &body),
-        _ => Err(ApiError::method_not_allowed()),
+        _ => Err(StatusError::method_not_allowed()),
     }
 }
 
@@ -189,7 +189,7 @@ fn non_resource(
         ["openapi", "v3"] => Some(openapi::v3_root()),
         ["openapi", "v3", rest @ ..] => {
             let gv = rest.join("/");
-            let (text, hash) = openapi::v3_document(&gv).ok_or_else(ApiError::no_route)?;
+            let (text, hash) = openapi::v3_document(&gv).ok_or_else(StatusError::no_route)?;
             let _ = query;
             let mut r = (StatusCode::OK, text).into_response();
             r.headers_mut().insert(
@@ -217,14 +217,14 @@ fn non_resource(
     doc.map(|d| json_ok(&d))
         .ok_or_else(|| match parts.as_slice() {
             // Under a served root go-restful answers (empty details); elsewhere the NotFoundHandler.
-            ["api", ..] => ApiError::no_route(),
+            ["api", ..] => StatusError::no_route(),
             ["apis", g, ..]
                 if super::registry::group_versions()
                     .iter()
                     .any(|(sg, _)| sg == g) =>
             {
-                ApiError::no_route()
+                StatusError::no_route()
             }
-            _ => ApiError::path_not_found(),
+            _ => StatusError::path_not_found(),
         })
 }

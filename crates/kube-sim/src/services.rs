@@ -8,7 +8,7 @@ use std::net::Ipv4Addr;
 use serde_json::{Value, json};
 
 use super::registry::{self, id_of};
-use super::status::{ApiError, ApiResult, Cause};
+use super::status::{ApiResult, Cause, StatusError};
 use super::store::Txn;
 
 /// First address of the service CIDR (10.96.0.0/12); `.1` is the `kubernetes` Service.
@@ -72,10 +72,10 @@ pub fn allocate(txn: &Txn<'_>, v: &mut Value) -> ApiResult<()> {
         let in_range = parsed
             .is_some_and(|a| (u32::from(a).wrapping_sub(SERVICE_CIDR_BASE)) < SERVICE_CIDR_SIZE);
         if !in_range {
-            return Err(ApiError::invalid(rt, &name, &[Cause::invalid("spec.clusterIPs", &json!(format!("[]string{{{asked:?}}}")), &format!("failed to allocate IP {asked}: the provided IP ({asked}) is not in the valid range. The range of valid IPs is 10.96.0.0/12")).raw()]));
+            return Err(StatusError::invalid(rt, &name, &[Cause::invalid("spec.clusterIPs", &json!(format!("[]string{{{asked:?}}}")), &format!("failed to allocate IP {asked}: the provided IP ({asked}) is not in the valid range. The range of valid IPs is 10.96.0.0/12")).raw()]));
         }
         if ips.contains(&asked) {
-            return Err(ApiError::invalid(
+            return Err(StatusError::invalid(
                 rt,
                 &name,
                 &[Cause::invalid(
@@ -91,7 +91,7 @@ pub fn allocate(txn: &Txn<'_>, v: &mut Value) -> ApiResult<()> {
         (1..SERVICE_CIDR_SIZE - 1)
             .map(|i| Ipv4Addr::from(SERVICE_CIDR_BASE + i).to_string())
             .find(|a| !ips.contains(a))
-            .ok_or_else(|| ApiError::internal("failed to allocate a serviceIP: range is full"))?
+            .ok_or_else(|| StatusError::internal("failed to allocate a serviceIP: range is full"))?
     };
     spec.insert("clusterIP".into(), json!(ip));
     spec.insert("clusterIPs".into(), json!([ip]));
@@ -105,7 +105,7 @@ pub fn allocate(txn: &Txn<'_>, v: &mut Value) -> ApiResult<()> {
                     let n = NODE_PORTS
                         .clone()
                         .find(|n| !taken.contains(n))
-                        .ok_or_else(|| ApiError::internal("node ports exhausted"))?;
+                        .ok_or_else(|| StatusError::internal("node ports exhausted"))?;
                     taken.insert(n);
                     p.insert("nodePort".into(), json!(n));
                 }

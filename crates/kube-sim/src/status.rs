@@ -22,7 +22,7 @@ pub struct Cause {
 /// A failed request, rendered as a Kubernetes `Status`.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{code} {reason}: {message}")]
-pub struct ApiError {
+pub struct StatusError {
     pub code: u16,
     pub reason: &'static str,
     pub message: String,
@@ -32,9 +32,9 @@ pub struct ApiError {
 }
 
 /// Result alias used across the simulator's request handling.
-pub type ApiResult<T> = Result<T, ApiError>;
+pub type ApiResult<T> = Result<T, StatusError>;
 
-impl ApiError {
+impl StatusError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         Self {
             code,
@@ -429,7 +429,7 @@ pub fn go_value(v: &Value) -> String {
     }
 }
 
-impl IntoResponse for ApiError {
+impl IntoResponse for StatusError {
     fn into_response(self) -> Response {
         if self.plain_text {
             let mut resp = (StatusCode::NOT_FOUND, "404 page not found\n").into_response();

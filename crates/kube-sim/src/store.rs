@@ -9,7 +9,7 @@
 //! "compacted": asking for it gives 410 Expired, as etcd compaction does.
 //!
 //! The store knows nothing of HTTP, validation or patches; callers decide the new object and
-//! commit it inside [`Store::transact`], which makes read-modify-write atomic.
+//! commit it inside [`ObjectStore::transact`], which makes read-modify-write atomic.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -140,7 +140,7 @@ struct Inner {
 }
 
 /// The in-memory object store.
-pub struct Store {
+pub struct ObjectStore {
     inner: Mutex<Inner>,
     notify: watch::Sender<u64>,
 }
@@ -172,7 +172,7 @@ pub struct ListQuery<'a> {
     pub filtered: bool,
 }
 
-impl Store {
+impl ObjectStore {
     /// An empty store keeping `capacity` events of history.
     pub fn new(capacity: usize) -> Self {
         let (notify, _) = watch::channel(1);
@@ -458,7 +458,7 @@ fn type_meta_first(value: &mut Value) -> usize {
     head.len().saturating_sub(1)
 }
 
-/// Exclusive access to the store inside [`Store::transact`].
+/// Exclusive access to the store inside [`ObjectStore::transact`].
 pub struct Txn<'a> {
     inner: &'a mut Inner,
 }
@@ -623,7 +623,7 @@ mod tests {
 
     #[test]
     fn metadata_is_stored_in_go_field_order() {
-        let s = Store::new(10);
+        let s = ObjectStore::new(10);
         let t = id_of("coordination.k8s.io", "leases");
         let v = json!({"metadata": {"labels": {"a": "b"}, "uid": "u", "name": "x", "creationTimestamp": "t", "custom": 1}});
         let stored = s.transact(|x| x.put(t, "default", "x", v, idx));
@@ -648,7 +648,7 @@ mod tests {
 
     #[test]
     fn resource_versions_increase_across_kinds() {
-        let s = Store::new(100);
+        let s = ObjectStore::new(100);
         let leases = id_of("coordination.k8s.io", "leases");
         let cms = id_of("", "configmaps");
         let a = s.transact(|t| t.put(leases, "default", "a", mk_lease("a", "x"), idx));
@@ -663,7 +663,7 @@ mod tests {
 
     #[test]
     fn list_at_an_older_version_undoes_later_changes() {
-        let s = Store::new(100);
+        let s = ObjectStore::new(100);
         let t = id_of("coordination.k8s.io", "leases");
         for n in ["a", "b", "c"] {
             s.transact(|x| x.put(t, "default", n, mk_lease(n, "old"), idx));
@@ -707,7 +707,7 @@ mod tests {
 
     #[test]
     fn pages_count_the_rest_and_filtered_pages_do_not() {
-        let s = Store::new(100);
+        let s = ObjectStore::new(100);
         let t = id_of("coordination.k8s.io", "leases");
         for i in 0..10 {
             let mut v = mk_lease(&format!("l{i}"), "x");
@@ -761,7 +761,7 @@ mod tests {
 
     #[test]
     fn history_is_bounded_and_compaction_is_reported() {
-        let s = Store::new(3);
+        let s = ObjectStore::new(3);
         let t = id_of("coordination.k8s.io", "leases");
         for i in 0..10 {
             s.transact(|x| x.put(t, "default", "a", mk_lease("a", &i.to_string()), idx));
@@ -783,7 +783,7 @@ mod tests {
 
     #[test]
     fn events_after_returns_changes_in_order() {
-        let s = Store::new(100);
+        let s = ObjectStore::new(100);
         let t = id_of("coordination.k8s.io", "leases");
         let start = s.rv();
         s.transact(|x| x.put(t, "default", "a", mk_lease("a", "1"), idx));

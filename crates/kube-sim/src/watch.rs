@@ -22,8 +22,8 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::registry::TypeId;
-use super::status::ApiError;
-use super::store::{EventKind, Store, Stored};
+use super::status::StatusError;
+use super::store::{EventKind, ObjectStore, Stored};
 
 /// Events read from the history per wake-up; bounds the time the store lock is held.
 const BATCH: usize = 1024;
@@ -69,7 +69,7 @@ pub struct WatchSpec {
 }
 
 struct State {
-    store: Arc<Store>,
+    store: Arc<ObjectStore>,
     spec: WatchSpec,
     rx: tokio::sync::watch::Receiver<u64>,
     cursor: u64,
@@ -160,7 +160,7 @@ impl State {
             let events = match self.store.events_after(self.cursor, BATCH) {
                 Ok(e) => e,
                 Err(c) => {
-                    let err = ApiError::expired(format!(
+                    let err = StatusError::expired(format!(
                         "too old resource version: {} ({})",
                         self.cursor, c.compacted
                     ));
@@ -211,7 +211,7 @@ impl State {
 
 /// The event stream of one watch request.
 pub fn stream(
-    store: Arc<Store>,
+    store: Arc<ObjectStore>,
     spec: WatchSpec,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
     let now = Instant::now();

@@ -1,7 +1,7 @@
 //! Kubernetes mode: bearer tokens are checked with a TokenReview and actions with a
 //! SubjectAccessReview against the cluster Leasehold runs in, so access is granted with
 //! ordinary RBAC (the mapping of actions to verbs is in the `http::auth` header). Answers are
-//! cached briefly ([`super::AuthSettings::cache_ttl`]), keyed by the token's SHA-256 and by
+//! cached briefly ([`crate::config::http::AuthSettings::cache_ttl`]), keyed by the token's SHA-256 and by
 //! (user, uid, groups, action, cluster); failures are not cached. It never logs a token, and
 //! review errors carry the API's status, not the request.
 

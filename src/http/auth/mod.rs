@@ -32,10 +32,9 @@
 //! - `none`: no authentication, everyone is [`Auth::anonymous`] and may do everything.
 //!   Refused unless the server listens on a loopback address.
 //!
-//! Browser logins are [`Sessions`] (`session.rs`) with a CSRF token checked by [`check_csrf`].
+//! Browser logins are [`Sessions`] (`session.rs`) with a CSRF token checked by [`Session::csrf_matches`].
 
 mod cache;
-mod csrf;
 mod kubernetes;
 mod roles;
 mod secret;
@@ -48,7 +47,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use self::csrf::check_csrf;
 pub use self::kubernetes::{API_GROUP, RESOURCE, REVIEW_TIMEOUT, verb_and_subresource};
 pub use self::roles::{Action, Role};
 pub use self::session::{MAX_SESSIONS, Session, SessionId, Sessions};

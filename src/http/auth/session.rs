@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use ring::rand::SystemRandom;
 
-use super::secret::{Digest, random_token, sha256};
+use super::secret::{Digest, ct_eq, random_token, sha256};
 use super::{AuthError, Principal};
 
 /// Sessions held at most. Far above the number of operators of one installation; it only
@@ -51,10 +51,19 @@ pub struct Session {
     /// Who logged in.
     pub principal: Principal,
     /// The token the page must send back with every state-changing request; compare with
-    /// [`super::check_csrf`].
+    /// [`Session::csrf_matches`].
     pub csrf: String,
     /// When the session ends.
     pub expires: Instant,
+}
+
+impl Session {
+    /// Whether `presented` is this session's CSRF token, compared in constant time. An empty
+    /// presented token never matches. (Where the token travels, a header or a form field, is
+    /// the CSRF guard's choice: `http::csrf`.)
+    pub fn csrf_matches(&self, presented: &str) -> bool {
+        !presented.is_empty() && ct_eq(self.csrf.as_bytes(), presented.as_bytes())
+    }
 }
 
 impl std::fmt::Debug for Session {
@@ -182,6 +191,20 @@ impl Sessions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn csrf_matches_the_right_token_only() {
+        let s = Sessions::new(Duration::from_secs(60));
+        let (id, csrf) = s.create(who("alice")).unwrap();
+        let (_, other) = s.create(who("alice")).unwrap();
+        let session = s.get(&id).unwrap();
+        assert!(session.csrf_matches(&csrf));
+        assert!(!session.csrf_matches(&other));
+        assert!(!session.csrf_matches(""));
+        assert!(!session.csrf_matches(&csrf[..42]));
+        assert!(!session.csrf_matches(&format!("{csrf}x")));
+        assert!(!session.csrf_matches(id.expose()));
+    }
 
     fn who(name: &str) -> Principal {
         Principal {

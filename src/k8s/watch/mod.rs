@@ -31,19 +31,19 @@ mod metrics;
 pub use self::metrics::{WatchEvent, WatchMetrics};
 use super::index::{Change, Index, Indexed};
 
-/// Changes kept for slow [subscribers](Shared::subscribe) before they miss some (they then
+/// Changes kept for slow [subscribers](SharedIndex::subscribe) before they miss some (they then
 /// resync from the model). A broadcast ring is allocated whole (about 190 bytes a slot), so it
 /// stays small: at 65,536 it alone was 12.6 MB of the control plane's resident memory.
 const CHANGE_BUFFER: usize = 4_096;
 
-/// Changes the [journal](Shared::journal) holds while its consumer (the history recorder)
+/// Changes the [journal](SharedIndex::journal) holds while its consumer (the history recorder)
 /// writes them out: a burst such as the first list of 50,000 held Leases, or a failover. The
 /// queue is allocated as it fills and freed as it drains.
 const JOURNAL_CAPACITY: usize = 65_536;
 
 /// The index and its change feed, shared by the watchers (writers) and everyone else (readers).
 #[derive(Debug)]
-pub struct Shared {
+pub struct SharedIndex {
     index: RwLock<Index>,
     changes: broadcast::Sender<Change>,
     journal: mpsc::Sender<Change>,
@@ -53,11 +53,11 @@ pub struct Shared {
     version: watch::Sender<u64>,
 }
 
-impl Shared {
+impl SharedIndex {
     /// Wraps an index.
-    pub fn new(index: Index) -> Arc<Shared> {
+    pub fn new(index: Index) -> Arc<SharedIndex> {
         let (journal, journal_rx) = mpsc::channel(JOURNAL_CAPACITY);
-        Arc::new(Shared {
+        Arc::new(SharedIndex {
             index: RwLock::new(index),
             changes: broadcast::channel(CHANGE_BUFFER).0,
             journal,
@@ -146,7 +146,7 @@ impl Shared {
         self.version.subscribe()
     }
 
-    /// The current version (see [`Shared::versions`]).
+    /// The current version (see [`SharedIndex::versions`]).
     pub fn version(&self) -> u64 {
         *self.version.borrow()
     }
@@ -157,7 +157,7 @@ impl Shared {
     }
 }
 
-/// The consumer's end of [`Shared::journal`].
+/// The consumer's end of [`SharedIndex::journal`].
 #[derive(Debug)]
 pub struct Journal<'a> {
     rx: MutexGuard<'a, mpsc::Receiver<Change>>,
@@ -174,7 +174,7 @@ impl Journal<'_> {
         }
         match self.rx.recv().await {
             Some(change) => Ok(change),
-            // The sender lives in `Shared`, as does this receiver's lock: never closed.
+            // The sender lives in `SharedIndex`, as does this receiver's lock: never closed.
             None => std::future::pending().await,
         }
     }
@@ -182,7 +182,11 @@ impl Journal<'_> {
 
 /// Runs one watcher per namespace and kind until one fails for good (they retry with backoff,
 /// so in practice: forever).
-pub async fn run(client: Client, shared: Arc<Shared>, metrics: WatchMetrics) -> anyhow::Result<()> {
+pub async fn run(
+    client: Client,
+    shared: Arc<SharedIndex>,
+    metrics: WatchMetrics,
+) -> anyhow::Result<()> {
     let mut tasks = JoinSet::new();
     let w = (&client, &shared, &metrics);
     for ns in shared.read(Index::namespaces) {
@@ -200,7 +204,7 @@ pub async fn run(client: Client, shared: Arc<Shared>, metrics: WatchMetrics) -> 
 
 fn spawn<K>(
     tasks: &mut JoinSet<()>,
-    (client, shared, metrics): (&Client, &Arc<Shared>, &WatchMetrics),
+    (client, shared, metrics): (&Client, &Arc<SharedIndex>, &WatchMetrics),
     ns: &str,
 ) where
     K: Indexed + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope> + DeserializeOwned,
@@ -233,7 +237,7 @@ where
     }
 }
 
-async fn watch_kind<K>(api: Api<K>, ns: String, shared: Arc<Shared>, metrics: WatchMetrics)
+async fn watch_kind<K>(api: Api<K>, ns: String, shared: Arc<SharedIndex>, metrics: WatchMetrics)
 where
     K: Indexed + DeserializeOwned,
     K::DynamicType: Default,
@@ -326,13 +330,13 @@ mod tests {
     use super::*;
     use crate::config::Config;
 
-    fn shared() -> Arc<Shared> {
+    fn shared() -> Arc<SharedIndex> {
         let config = Config::parse(
             "clusters: [{name: c, namespace: ns, selector: {app: c}, targets: {inline: [t]}}]",
             Path::new("t.yaml"),
         )
         .unwrap();
-        Shared::new(Index::new(&config.clusters))
+        SharedIndex::new(Index::new(&config.clusters))
     }
 
     fn change(i: usize) -> Change {

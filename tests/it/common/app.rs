@@ -1,4 +1,4 @@
-//! The app under test for router tests (`http.rs`, `ui.rs`, `idempotency.rs`, `metrics.rs`): a real engine
+//! The app under test for router tests (`api.rs`, `ui.rs`, `idempotency.rs`, `metrics.rs`): a real engine
 //! watching the simulator (so the model is real) over namespace [`NS`] with cluster `c` and
 //! targets `t-0`…`t-4`, a fresh SQLite history, token-file authentication with viewer /
 //! operator / admin users ([`TOKENS`]), and the whole router to call with `oneshot`.
