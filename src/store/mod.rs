@@ -73,6 +73,13 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    /// The lock that serialises SQLite migrations could not be taken (the URL is redacted).
+    #[error("cannot take the migration lock beside {url}: {source}")]
+    MigrationLock {
+        url: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// Migrations failed (the URL is redacted).
     #[error("cannot migrate {url}: {source}")]
     Migrate {
@@ -216,6 +223,19 @@ impl Store {
             Backend::Sqlite => &SQLITE_MIGRATIONS,
             Backend::Postgres => &POSTGRES_MIGRATIONS,
         };
+        // PostgreSQL migrations hold an advisory lock (sqlx); SQLite's take none, and two
+        // replicas migrating one fresh file together collide ("table already exists"), so
+        // they take turns under an OS lock on a file beside the database.
+        let _turn =
+            match backend {
+                Backend::Sqlite if !in_memory => Some(migration_turn(url).await.map_err(
+                    |source| StoreError::MigrationLock {
+                        url: redacted_url.clone(),
+                        source,
+                    },
+                )?),
+                _ => None,
+            };
         migrator
             .run(&pool)
             .await
@@ -258,6 +278,33 @@ fn is_sqlite_memory(url: &str) -> bool {
 }
 
 /// Adds sqlx's `mode=rwc` (create the file if missing) unless the URL picks a mode itself.
+/// The SQLite database file a `sqlite:` URL names.
+fn sqlite_path(url: &str) -> &str {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or(url);
+    rest.split('?').next().unwrap_or(rest)
+}
+
+/// Waits for this process's turn to migrate the SQLite database at `url`: an exclusive OS lock
+/// (`flock`) on `<file>-migrate.lock`, held until the returned file is dropped. The lock file
+/// is left in place (removing a lock file races with the next taker).
+async fn migration_turn(url: &str) -> std::io::Result<std::fs::File> {
+    let path = format!("{}-migrate.lock", sqlite_path(url));
+    tokio::task::spawn_blocking(move || {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)?;
+        file.lock()?;
+        Ok(file)
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
 fn sqlite_create_if_missing(url: &str) -> String {
     match url.split_once('?') {
         Some((_, query)) if query.split('&').any(|p| p.starts_with("mode=")) => url.to_owned(),

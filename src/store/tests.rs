@@ -218,6 +218,46 @@ async fn migrations_create_a_new_sqlite_file() {
     assert_eq!(mem.cordons("c").await.unwrap(), vec!["i".to_owned()]);
 }
 
+/// Two replicas started together on one fresh SQLite file (the single overlay's Deployment
+/// during a rollout, or two `serve`s by hand) both migrate it: neither may fail, and the
+/// migrations run once. Each round starts both on a new file at the same moment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_opening_one_fresh_sqlite_file_together_both_migrate_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..20 {
+        let url = format!(
+            "sqlite://{}",
+            dir.path().join(format!("r{round}.db")).display()
+        );
+        let (a, b) = tokio::join!(
+            tokio::spawn({
+                let url = url.clone();
+                async move { Store::connect(&url).await }
+            }),
+            tokio::spawn({
+                let url = url.clone();
+                async move { Store::connect(&url).await }
+            }),
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        let (a, b) = match (a, b) {
+            (Ok(a), Ok(b)) => (a, b),
+            (a, b) => panic!("round {round}: {:?} / {:?}", a.err(), b.err()),
+        };
+        let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations")
+            .fetch_one(a.pool())
+            .await
+            .unwrap();
+        assert_eq!(
+            applied,
+            SQLITE_MIGRATIONS.iter().count() as i64,
+            "round {round}"
+        );
+        a.close().await;
+        b.close().await;
+    }
+}
+
 #[tokio::test]
 async fn urls_never_show_a_password() {
     assert_eq!(
