@@ -30,35 +30,46 @@ use crate::store::{MoveRecord, Operation, now_ms};
 const POLL: Duration = Duration::from_secs(1);
 
 pub(super) async fn runner(inner: Arc<Inner>) -> anyhow::Result<()> {
-    let mut running: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
+    // The operation tasks are owned here: when the replica stops acting, the acting loops'
+    // JoinSet drops this future, and dropping `running` aborts every operation with it — no
+    // move, webhook call or pod deletion goes on from a replica that no longer acts. The
+    // operation stays running in the store for the next acting replica to resume.
+    let mut running: JoinSet<()> = JoinSet::new();
+    // Which operation each task runs, by task id: `cluster/operation`.
+    let mut keys: HashMap<tokio::task::Id, String> = HashMap::new();
     loop {
-        running.retain(|_, h| !h.is_finished());
+        while let Some(done) = running.try_join_next_with_id() {
+            let id = match done {
+                Ok((id, ())) => id,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(e) => e.id(),
+            };
+            keys.remove(&id);
+        }
         for op in inner.store.unfinished_operations().await? {
-            if op.state == OperationState::Proposed || running.contains_key(&op.id) {
+            let key = format!("{}/{}", op.cluster, op.id);
+            if op.state == OperationState::Proposed || keys.values().any(|k| *k == key) {
                 continue;
             }
             // One at a time per cluster, oldest first.
-            if running
-                .keys()
-                .any(|id| id.starts_with(&format!("{}/", op.cluster)))
+            if keys
+                .values()
+                .any(|k| k.starts_with(&format!("{}/", op.cluster)))
             {
                 continue;
             }
             let span =
                 info_span!("operation", cluster = %op.cluster, operation = %op.id, kind = %op.kind);
-            let key = format!("{}/{}", op.cluster, op.id);
             let inner2 = inner.clone();
-            running.insert(
-                key,
-                tokio::spawn(
-                    async move {
-                        if let Err(error) = execute(&inner2, op).await {
-                            warn!(%error, "operation stopped; it resumes on the next pass");
-                        }
+            let task = running.spawn(
+                async move {
+                    if let Err(error) = execute(&inner2, op).await {
+                        warn!(%error, "operation stopped; it resumes on the next pass");
                     }
-                    .instrument(span),
-                ),
+                }
+                .instrument(span),
             );
+            keys.insert(task.id(), key);
         }
         let _ = tokio::time::timeout(POLL, inner.ops_wake.notified()).await;
     }

@@ -1010,6 +1010,96 @@ async fn a_move_whose_new_owner_never_takes_the_lease_fails_and_nothing_is_lost(
     h.finish().await;
 }
 
+/// A replica that stops acting (another holder took the control-plane Lease) writes nothing
+/// more: its running operation stops with it, mid-move, and stays running in the store for
+/// the next acting replica to resume. (Operation tasks were once spawned loose and went on
+/// moving targets from a replica that no longer acted.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_that_stops_acting_writes_nothing_more() {
+    let mut h = Harness::new(&config_yaml_with(
+        40,
+        LEASE_S,
+        "on_join: off, move_retries: 3, max_concurrent_moves: 1",
+    ))
+    .await;
+    let engine = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
+    h.wait_balanced(&[("c-0", 20), ("c-1", 20)], Duration::from_secs(30))
+        .await;
+    // A ready pod whose agent never runs: every move to it waits out its timeout, one at a
+    // time, so the operation is still moving when the replica stops acting.
+    h.add_pod("c-2").await;
+    eventually(Duration::from_secs(10), || async {
+        h.model()
+            .instance("c-2")
+            .is_some_and(|i| i.ready)
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    let op = engine
+        .start_rebalance(CLUSTER, &PlanRequest::default(), "erin", "test", false)
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(10), || async {
+        let op = engine.operation(&op.id).await.unwrap();
+        (op.state == OperationState::Running && op.moves.iter().any(|m| m.attempts > 0))
+            .then_some(())
+    })
+    .await
+    .expect("the operation is moving");
+
+    // Someone else holds the control-plane Lease, for an hour.
+    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
+    let name = &h.config.control_plane.lease_name;
+    let mut cp = leases.get(name).await.unwrap();
+    let spec = cp.spec.get_or_insert_with(Default::default);
+    spec.holder_identity = Some("intruder".into());
+    spec.lease_duration_seconds = Some(3600);
+    spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        jiff::Timestamp::now(),
+    ));
+    leases
+        .replace(name, &PostParams::default(), &cp)
+        .await
+        .expect("compare-and-swap on the control-plane Lease");
+    eventually(Duration::from_secs(10), || async {
+        (!*engine.acting().borrow()).then_some(())
+    })
+    .await
+    .expect("cp-a stops acting");
+
+    // Nothing more from cp-a: the operation's record and the target Leases stay as they
+    // were for longer than one attempt's timeout (a move still running would record an
+    // attempt or write the next desired owner within it).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let desired = |ls: &[Lease]| -> Vec<(String, Option<String>)> {
+        let mut v: Vec<_> = ls
+            .iter()
+            .map(|l| {
+                let a = l.metadata.annotations.clone().unwrap_or_default();
+                (
+                    l.metadata.name.clone().unwrap_or_default(),
+                    a.get(protocol::ANN_DESIRED_OWNER).cloned(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before_op = engine.operation(&op.id).await.unwrap();
+    let before_leases = desired(&leases.list(&ListParams::default()).await.unwrap().items);
+    tokio::time::sleep(Duration::from_secs(3 * LEASE_S)).await;
+    let after_op = engine.operation(&op.id).await.unwrap();
+    let after_leases = desired(&leases.list(&ListParams::default()).await.unwrap().items);
+    assert_eq!(after_op.state, OperationState::Running, "{after_op:?}");
+    let progress = |op: &leasehold::store::Operation| -> Vec<(MoveState, u32)> {
+        op.moves.iter().map(|m| (m.state, m.attempts)).collect()
+    };
+    assert_eq!(progress(&before_op), progress(&after_op));
+    assert_eq!(before_leases, after_leases);
+    h.finish().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn targets_from_a_config_map_are_reloaded_live() {
     let yaml = format!(
