@@ -31,7 +31,7 @@ use http_body_util::BodyExt as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::ListParams;
-use leasehold::agent::{Agent, AgentConfig, Hooks};
+use leasehold::agent::{Agent, AgentConfig, Assignment, Hooks};
 use leasehold::config::Config;
 use leasehold::engine::{Engine, PlanRequest};
 use leasehold::k8s::model::ClusterModel;
@@ -320,8 +320,8 @@ struct RecordingHooks {
 }
 
 impl Hooks for RecordingHooks {
-    fn on_acquire(&self, target: &str) -> BoxFuture<'_, Result<(), String>> {
-        self.rec.push(target, &self.member, Work::Start);
+    fn on_acquire(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
+        self.rec.push(&work.target, &self.member, Work::Start);
         async move {
             if !self.work.is_zero() {
                 tokio::time::sleep(self.work).await;
@@ -331,8 +331,8 @@ impl Hooks for RecordingHooks {
         .boxed()
     }
 
-    fn on_release(&self, target: &str) -> BoxFuture<'_, Result<(), String>> {
-        let target = target.to_owned();
+    fn on_release(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
+        let target = work.target.clone();
         async move {
             if !self.work.is_zero() {
                 tokio::time::sleep(self.work).await;

@@ -1,7 +1,8 @@
 //! What the member app is told when the agent starts or stops work on a target: a shell
 //! command ([`CommandHooks`]), a local HTTP call ([`HttpHooks`]) or nothing ([`NoHooks`]).
-//! Hooks only report; the agent bounds every call with its hook timeout (dropping the future,
-//! which kills a command) and decides what a failure means.
+//! Every call names the target and the fencing generation of this member's hold on it
+//! ([`Assignment`]). Hooks only report; the agent bounds every call with its hook timeout
+//! (dropping the future, which kills a command) and decides what a failure means.
 
 use std::sync::Arc;
 
@@ -32,21 +33,50 @@ impl HookEvent {
     }
 }
 
-/// The member app's side of the protocol. Implementations must not borrow `target` in the
-/// returned future (clone it). An `Err` is logged by the agent with the target.
+/// One member's hold on one target, as its hooks see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    /// The target's key.
+    pub target: String,
+    /// The fencing generation: the target Lease's `leaseTransitions` as this member's acquiring
+    /// write left it. Every acquisition of the Lease, by any member, writes a larger one, so an
+    /// app can fence its writes to a database or device: accept a write only with a generation
+    /// at least the largest it has seen for the target, and a stale owner's writes are
+    /// refused. It starts again at 0 only if the Lease is deleted and created anew (the
+    /// target left the configuration and came back).
+    pub generation: u64,
+}
+
+impl Assignment {
+    /// `target` held at `lease`'s generation.
+    pub fn of(target: &str, lease: &k8s_openapi::api::coordination::v1::Lease) -> Assignment {
+        let transitions = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.lease_transitions)
+            .unwrap_or(0);
+        Assignment {
+            target: target.to_owned(),
+            generation: u64::try_from(transitions).unwrap_or(0),
+        }
+    }
+}
+
+/// The member app's side of the protocol. Implementations must not borrow `work` in the
+/// returned future (clone what they need). An `Err` is logged by the agent with the target.
 pub trait Hooks: Send + Sync + 'static {
-    /// Start working on `target` (called after the Lease was acquired).
-    fn on_acquire(&self, target: &str) -> BoxFuture<'_, Result<(), String>>;
-    /// Stop working on `target` (called before the Lease is released or given up).
-    fn on_release(&self, target: &str) -> BoxFuture<'_, Result<(), String>>;
+    /// Start working on `work.target` (called after the Lease was acquired).
+    fn on_acquire(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>>;
+    /// Stop working on `work.target` (called before the Lease is released or given up).
+    fn on_release(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>>;
 }
 
 impl dyn Hooks {
     /// Calls the hook for `event`.
-    pub fn call(&self, event: HookEvent, target: &str) -> BoxFuture<'_, Result<(), String>> {
+    pub fn call(&self, event: HookEvent, work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
         match event {
-            HookEvent::Acquire => self.on_acquire(target),
-            HookEvent::Release => self.on_release(target),
+            HookEvent::Acquire => self.on_acquire(work),
+            HookEvent::Release => self.on_release(work),
         }
     }
 }
@@ -56,16 +86,17 @@ impl dyn Hooks {
 pub struct NoHooks;
 
 impl Hooks for NoHooks {
-    fn on_acquire(&self, _target: &str) -> BoxFuture<'_, Result<(), String>> {
+    fn on_acquire(&self, _work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
         futures::future::ready(Ok(())).boxed()
     }
-    fn on_release(&self, _target: &str) -> BoxFuture<'_, Result<(), String>> {
+    fn on_release(&self, _work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
         futures::future::ready(Ok(())).boxed()
     }
 }
 
 /// Runs a shell command (`sh -c`) per event with `LEASEHOLD_TARGET`, `LEASEHOLD_EVENT`
-/// (`acquire` | `release`), `LEASEHOLD_CLUSTER` and `LEASEHOLD_INSTANCE` in its environment.
+/// (`acquire` | `release`), `LEASEHOLD_GENERATION` (the fencing generation, see
+/// [`Assignment::generation`]), `LEASEHOLD_CLUSTER` and `LEASEHOLD_INSTANCE` in its environment.
 /// A non-zero exit is an error; a missing command for an event means success. Output goes to
 /// the agent's own stdout/stderr.
 #[derive(Debug, Clone)]
@@ -81,7 +112,7 @@ pub struct CommandHooks {
 }
 
 impl CommandHooks {
-    async fn run(&self, event: HookEvent, target: String) -> Result<(), String> {
+    async fn run(&self, event: HookEvent, work: Assignment) -> Result<(), String> {
         let cmd = match event {
             HookEvent::Acquire => &self.on_acquire,
             HookEvent::Release => &self.on_release,
@@ -92,8 +123,9 @@ impl CommandHooks {
         let status = tokio::process::Command::new("sh")
             .arg("-c")
             .arg(cmd)
-            .env("LEASEHOLD_TARGET", &target)
+            .env("LEASEHOLD_TARGET", &work.target)
             .env("LEASEHOLD_EVENT", event.as_str())
+            .env("LEASEHOLD_GENERATION", work.generation.to_string())
             .env("LEASEHOLD_CLUSTER", &self.cluster)
             .env("LEASEHOLD_INSTANCE", &self.instance)
             .stdin(std::process::Stdio::null())
@@ -111,15 +143,15 @@ impl CommandHooks {
 }
 
 impl Hooks for CommandHooks {
-    fn on_acquire(&self, target: &str) -> BoxFuture<'_, Result<(), String>> {
-        self.run(HookEvent::Acquire, target.to_owned()).boxed()
+    fn on_acquire(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
+        self.run(HookEvent::Acquire, work.clone()).boxed()
     }
-    fn on_release(&self, target: &str) -> BoxFuture<'_, Result<(), String>> {
-        self.run(HookEvent::Release, target.to_owned()).boxed()
+    fn on_release(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
+        self.run(HookEvent::Release, work.clone()).boxed()
     }
 }
 
-/// POSTs `{"target", "cluster", "instance"}` as JSON to a local HTTP URL per event. The URL
+/// POSTs `{"target", "generation", "cluster", "instance"}` as JSON to a local HTTP URL per event. The URL
 /// may contain `{event}` (replaced by `acquire` or `release`); otherwise `/{event}` is
 /// appended. A non-2xx answer is an error. Plain `http://` only: the app is a local sidecar
 /// peer, reached over loopback.
@@ -151,10 +183,11 @@ impl HttpHooks {
         }
     }
 
-    async fn post(&self, event: HookEvent, target: String) -> Result<(), String> {
+    async fn post(&self, event: HookEvent, work: Assignment) -> Result<(), String> {
         let url = self.url_for(event);
         let body = serde_json::json!({
-            "target": target,
+            "target": work.target,
+            "generation": work.generation,
             "cluster": self.cluster,
             "instance": self.instance,
         });
@@ -182,22 +215,22 @@ impl HttpHooks {
 }
 
 impl Hooks for HttpHooks {
-    fn on_acquire(&self, target: &str) -> BoxFuture<'_, Result<(), String>> {
-        self.post(HookEvent::Acquire, target.to_owned()).boxed()
+    fn on_acquire(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
+        self.post(HookEvent::Acquire, work.clone()).boxed()
     }
-    fn on_release(&self, target: &str) -> BoxFuture<'_, Result<(), String>> {
-        self.post(HookEvent::Release, target.to_owned()).boxed()
+    fn on_release(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
+        self.post(HookEvent::Release, work.clone()).boxed()
     }
 }
 
-/// Runs `event`'s hook for `target`, bounded by `timeout`.
+/// Runs `event`'s hook for `work`, bounded by `timeout`.
 pub(crate) async fn call_bounded(
     hooks: Arc<dyn Hooks>,
     event: HookEvent,
-    target: String,
+    work: Assignment,
     timeout: std::time::Duration,
 ) -> Result<(), String> {
-    match tokio::time::timeout(timeout, hooks.call(event, &target)).await {
+    match tokio::time::timeout(timeout, hooks.call(event, &work)).await {
         Ok(res) => res,
         Err(_) => Err(format!(
             "{} hook timed out after {timeout:?}",
@@ -224,21 +257,40 @@ mod tests {
         );
     }
 
+    fn work(target: &str, generation: u64) -> Assignment {
+        Assignment {
+            target: target.into(),
+            generation,
+        }
+    }
+
     #[tokio::test]
     async fn commands_see_their_environment_and_fail_on_nonzero_exit() {
         let hooks = CommandHooks {
             on_acquire: Some(
-                r#"test "$LEASEHOLD_TARGET/$LEASEHOLD_EVENT/$LEASEHOLD_CLUSTER/$LEASEHOLD_INSTANCE" = "Spine/1/acquire/c/m-0""#
+                r#"test "$LEASEHOLD_TARGET/$LEASEHOLD_EVENT/$LEASEHOLD_GENERATION/$LEASEHOLD_CLUSTER/$LEASEHOLD_INSTANCE" = "Spine/1/acquire/7/c/m-0""#
                     .into(),
             ),
             on_release: Some("exit 3".into()),
             cluster: "c".into(),
             instance: "m-0".into(),
         };
-        assert_eq!(hooks.on_acquire("Spine/1").await, Ok(()));
-        assert!(hooks.on_acquire("other").await.is_err());
-        let err = hooks.on_release("Spine/1").await.unwrap_err();
+        assert_eq!(hooks.on_acquire(&work("Spine/1", 7)).await, Ok(()));
+        assert!(hooks.on_acquire(&work("Spine/1", 8)).await.is_err());
+        assert!(hooks.on_acquire(&work("other", 7)).await.is_err());
+        let err = hooks.on_release(&work("Spine/1", 7)).await.unwrap_err();
         assert!(err.contains("exit status: 3"), "{err}");
+    }
+
+    #[test]
+    fn the_generation_is_the_lease_transitions() {
+        let mut lease = k8s_openapi::api::coordination::v1::Lease::default();
+        assert_eq!(Assignment::of("t", &lease), work("t", 0));
+        lease.spec = Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+            lease_transitions: Some(41),
+            ..Default::default()
+        });
+        assert_eq!(Assignment::of("t", &lease), work("t", 41));
     }
 
     #[tokio::test]
@@ -253,7 +305,7 @@ mod tests {
         let err = call_bounded(
             hooks.clone(),
             HookEvent::Acquire,
-            "t".into(),
+            work("t", 0),
             std::time::Duration::from_millis(200),
         )
         .await
@@ -264,7 +316,7 @@ mod tests {
             call_bounded(
                 hooks,
                 HookEvent::Release,
-                "t".into(),
+                work("t", 0),
                 std::time::Duration::from_millis(200)
             )
             .await,

@@ -37,7 +37,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 
 use super::AgentConfig;
-use super::hooks::{HookEvent, Hooks, call_bounded};
+use super::hooks::{Assignment, HookEvent, Hooks, call_bounded};
 use super::state::{Held, Phase, Seen, is_newer};
 use super::writes::{self, WriteError};
 use crate::k8s::election::{self, Action};
@@ -319,7 +319,7 @@ impl Member {
                     tasks,
                     hooks,
                     name,
-                    &h.target,
+                    h,
                     HookEvent::Release,
                     hook_timeout.min(left),
                 );
@@ -357,7 +357,7 @@ impl Member {
                                 &mut self.tasks,
                                 &self.hooks,
                                 &name,
-                                &h.target,
+                                h,
                                 HookEvent::Acquire,
                                 self.cfg.hook_timeout,
                             ));
@@ -526,7 +526,7 @@ impl Member {
                 &mut self.tasks,
                 &self.hooks,
                 name,
-                &h.target,
+                h,
                 HookEvent::Release,
                 self.cfg.hook_timeout,
             );
@@ -702,15 +702,17 @@ fn spawn_hook(
     tasks: &mut JoinSet<Done>,
     hooks: &Arc<dyn Hooks>,
     name: &str,
-    target: &str,
+    h: &Held,
     event: HookEvent,
     timeout: Duration,
 ) -> AbortHandle {
     let hooks = hooks.clone();
     let name = name.to_owned();
-    let target = target.to_owned();
+    // The generation of our hold: the Lease as our acquiring write (or a renewal since, which
+    // leaves `leaseTransitions` as it was) left it.
+    let work = Assignment::of(&h.target, &h.lease);
     tasks.spawn(async move {
-        let result = call_bounded(hooks, event, target, timeout).await;
+        let result = call_bounded(hooks, event, work, timeout).await;
         Done::Hook {
             name,
             event,

@@ -26,7 +26,7 @@ use tracing::Instrument as _;
 use crate::k8s::election::{self, ElectionConfig, LeaderElector};
 use crate::protocol::{self, names};
 
-pub use self::hooks::{CommandHooks, HookEvent, Hooks, HttpHooks, NoHooks};
+pub use self::hooks::{Assignment, CommandHooks, HookEvent, Hooks, HttpHooks, NoHooks};
 
 /// Default prefix of Lease names.
 pub const DEFAULT_LEASE_PREFIX: &str = "leasehold";

@@ -208,6 +208,25 @@ fn invariant_checker_flags_two_members_on_one_target() {
     assert!(r.is_err(), "assert_ok must panic on an overlap");
 }
 
+#[test]
+fn invariant_checker_flags_a_generation_that_does_not_grow() {
+    let c = InvariantChecker::new();
+    c.acquired_at("t", "a", 0);
+    c.released("t", "a");
+    c.acquired_at("t", "b", 1);
+    c.released("t", "b");
+    c.acquired_at("u", "b", 0);
+    assert!(c.violations().is_empty(), "{:?}", c.violations());
+    // A stale owner's generation, or the same one again: it could not be fenced.
+    c.released("u", "b");
+    c.acquired_at("t", "a", 1);
+    assert_eq!(c.violations().len(), 1, "{:?}", c.violations());
+    assert!(c.violations()[0].contains("generation 1, not above b's 1"));
+    c.released("t", "a");
+    c.acquired_at("t", "c", 2);
+    assert_eq!(c.violations().len(), 1, "{:?}", c.violations());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Leader election.
 
@@ -764,8 +783,10 @@ async fn http_hooks_tell_the_app_and_a_failed_acquire_hook_keeps_the_lease() {
     set_desired(c, "Spine/7", "m-1").await;
     wait_holders(c, &["Spine/7".into()], None, Duration::from_secs(3)).await;
     let calls = calls.lock().unwrap().clone();
-    let expect_body =
-        serde_json::json!({"target": "Spine/7", "cluster": CLUSTER, "instance": "m-0"});
+    // The first hold of a new Lease: generation 0 (the invariant checker sees later ones grow).
+    let expect_body = serde_json::json!(
+        {"target": "Spine/7", "generation": 0, "cluster": CLUSTER, "instance": "m-0"}
+    );
     assert_eq!(
         calls,
         vec![

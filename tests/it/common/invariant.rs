@@ -1,5 +1,6 @@
 //! `InvariantChecker`: records when each member starts and stops working on each target and
-//! flags any moment two members work on one target at once. Work on a target counts from the
+//! flags any moment two members work on one target at once, and any acquisition whose fencing
+//! generation is not larger than every earlier one of the target (hooks report it). Work on a target counts from the
 //! start of `on_acquire` to the end of `on_release` (or a crash). Use [`InvariantChecker::hooks`]
 //! to get agent hooks that record into it, or call `acquired`/`released` yourself.
 //!
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
-use leasehold::agent::Hooks;
+use leasehold::agent::{Assignment, Hooks};
 
 /// What happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +39,8 @@ pub struct Record {
 struct Inner {
     /// Who works on each target now, since when.
     working: BTreeMap<String, BTreeMap<String, Instant>>,
+    /// The largest fencing generation each target was acquired at, and by whom.
+    generations: BTreeMap<String, (u64, String)>,
     log: Vec<Record>,
     violations: Vec<String>,
 }
@@ -75,6 +78,29 @@ impl InvariantChecker {
             member: member.to_owned(),
             kind: Kind::Acquired,
         });
+    }
+
+    /// `member` starts working on `target` at fencing generation `generation`: as
+    /// [`InvariantChecker::acquired`], and a violation unless the generation is larger than
+    /// every earlier acquisition's of the target (then a stale owner could not be fenced).
+    pub fn acquired_at(&self, target: &str, member: &str, generation: u64) {
+        {
+            let mut g = self.lock();
+            let previous = g
+                .generations
+                .insert(target.to_owned(), (generation, member.to_owned()));
+            if let Some((before, by)) = previous
+                && generation <= before
+            {
+                g.violations.push(format!(
+                    "{member} acquired {target:?} at generation {generation}, not above \
+                     {by}'s {before}"
+                ));
+                let max = (before, by);
+                g.generations.insert(target.to_owned(), max);
+            }
+        }
+        self.acquired(target, member);
     }
 
     /// `member` stopped working on `target`.
@@ -149,7 +175,8 @@ impl InvariantChecker {
         self.lock().violations.clone()
     }
 
-    /// Panics if two members ever worked on one target at once.
+    /// Panics if two members ever worked on one target at once, or a target was acquired
+    /// without a larger fencing generation.
     #[track_caller]
     pub fn assert_ok(&self) {
         let v = self.violations();
@@ -200,8 +227,9 @@ struct RecordingHooks {
 }
 
 impl Hooks for RecordingHooks {
-    fn on_acquire(&self, target: &str) -> BoxFuture<'_, Result<(), String>> {
-        self.checker.acquired(target, &self.member);
+    fn on_acquire(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
+        self.checker
+            .acquired_at(&work.target, &self.member, work.generation);
         let work = self.work;
         async move {
             tokio::time::sleep(work).await;
@@ -210,8 +238,8 @@ impl Hooks for RecordingHooks {
         .boxed()
     }
 
-    fn on_release(&self, target: &str) -> BoxFuture<'_, Result<(), String>> {
-        let target = target.to_owned();
+    fn on_release(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
+        let target = work.target.clone();
         async move {
             tokio::time::sleep(self.work).await;
             self.checker.released(&target, &self.member);
