@@ -46,14 +46,25 @@ pub fn alive(i: &Instance) -> bool {
 /// still acquiring is not mistaken for an absent one.
 pub const STALLED_AFTER_DURATIONS: i64 = 2;
 
+/// How long free target `t` has waited for its desired owner: since the later of its holder
+/// record's last change (a release) and its desired owner's last change. A target that just
+/// failed over from a member that released it long ago has waited for its new owner only
+/// since the failover — measuring from the release alone sent such targets straight on, and
+/// back to the stopped member.
+fn waited_ms(t: &Target) -> Option<i64> {
+    match (t.unchanged_ms, t.desired_unchanged_ms) {
+        (Some(holder), Some(desired)) => Some(holder.min(desired)),
+        (one, None) | (None, one) => one,
+    }
+}
+
 /// Whether `t`'s desired owner is failing it: holding it expired, or leaving it free for
 /// [`STALLED_AFTER_DURATIONS`] lease durations.
 fn neglected(t: &Target, duration_ms: i64) -> bool {
     let expired_on_desired = t.state == TargetState::Expired && t.owner == t.desired;
     let stalled = t.desired.is_some()
         && t.owner.is_none()
-        && t.unchanged_ms
-            .is_some_and(|ms| ms >= STALLED_AFTER_DURATIONS * duration_ms);
+        && waited_ms(t).is_some_and(|ms| ms >= STALLED_AFTER_DURATIONS * duration_ms);
     expired_on_desired || stalled
 }
 
@@ -66,7 +77,7 @@ pub fn quiet_for(model: &ClusterModel, duration_ms: i64) -> Option<Duration> {
         .targets
         .iter()
         .filter(|t| t.desired.is_some() && t.owner.is_none())
-        .filter_map(|t| t.unchanged_ms)
+        .filter_map(waited_ms)
         .map(|ms| STALLED_AFTER_DURATIONS * duration_ms - ms)
         .min()
         .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
@@ -329,6 +340,54 @@ mod tests {
         assert_eq!(
             desires(&decide(&m, 10, &HashSet::new())),
             [("t1".into(), "b".into(), Cause::Failover)]
+        );
+    }
+
+    /// x's agent stopped with its pod kept ready: it released t1 and t2 a minute ago, and they
+    /// just failed over to y. They have waited for y only since then, so y is not neglecting
+    /// them and nothing moves — in particular not back to x, which now holds nothing and would
+    /// look like the best home. (Measured from the release alone, y looked hung at once.)
+    #[test]
+    fn a_target_that_just_failed_over_is_not_sent_back() {
+        let failed_over = |key: &str| {
+            let mut t = Target::for_tests(key, None, Some("y"), TargetState::Unassigned, true);
+            t.unchanged_ms = Some(60_000);
+            t.desired_unchanged_ms = Some(500);
+            t
+        };
+        let m = model(
+            vec![
+                Instance::for_tests("x", true, false, false),
+                Instance::for_tests("y", true, false, false),
+            ],
+            vec![
+                failed_over("t1"),
+                failed_over("t2"),
+                Target::for_tests("t3", Some("y"), Some("y"), TargetState::Owned, true),
+            ],
+        );
+        assert!(
+            members(&m, 10_000)
+                .iter()
+                .all(|m| m.state == MemberState::Active),
+            "{:?}",
+            members(&m, 10_000)
+        );
+        assert!(decide(&m, 10, &HashSet::new()).is_empty());
+        assert_eq!(quiet_for(&m, 10_000), Some(Duration::from_millis(19_500)));
+        // Once y has left them free for two durations of its own, it is neglecting them.
+        let mut late = failed_over("t1");
+        late.desired_unchanged_ms = Some(20_000);
+        let m = model(
+            vec![
+                Instance::for_tests("x", true, false, false),
+                Instance::for_tests("y", true, false, false),
+            ],
+            vec![late],
+        );
+        assert_eq!(
+            desires(&decide(&m, 10, &HashSet::new())),
+            [("t1".into(), "x".into(), Cause::Failover)]
         );
     }
 

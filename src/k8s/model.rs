@@ -166,6 +166,8 @@ pub struct Target {
     pub operation: Option<Arc<str>>,
     /// Milliseconds since its holder record last changed, as we observed it.
     pub unchanged_ms: Option<i64>,
+    /// Milliseconds since its desired owner last changed, as we observed it.
+    pub desired_unchanged_ms: Option<i64>,
 }
 
 /// A configured Service.
@@ -273,6 +275,7 @@ impl Target {
             configured,
             operation: None,
             unchanged_ms: None,
+            desired_unchanged_ms: None,
         }
     }
 }

@@ -490,6 +490,7 @@ mod tests {
             configured: true,
             operation: None,
             unchanged_ms: None,
+            desired_unchanged_ms: None,
         }
     }
 

@@ -74,6 +74,9 @@ pub(super) struct LeaseEntry {
     pub(super) since_ms: i64,
     /// The desired owner set by the control plane.
     pub(super) desired: Option<Arc<str>>,
+    /// When (observer's clock, ms) the desired owner last changed: how long a free target has
+    /// waited for *this* owner is measured from the later of this and [`Self::since_ms`].
+    pub(super) desired_since_ms: i64,
     /// The operation that set it.
     pub(super) operation: Option<Arc<str>>,
     /// The last non-empty holder, kept across a release so the next acquire can name it.
@@ -95,6 +98,7 @@ impl LeaseEntry {
             transitions: h.transitions,
             since_ms: now_ms,
             desired: ix.opt(view.desired.as_deref()),
+            desired_since_ms: now_ms,
             operation: ix.opt(view.operation.as_deref()),
         }
     }
@@ -105,6 +109,7 @@ impl LeaseEntry {
         let mut seen = Observed::Same;
         if self.desired.as_deref() != view.desired.as_deref() {
             self.desired = ix.opt(view.desired.as_deref());
+            self.desired_since_ms = now_ms;
             seen = Observed::Changed;
         }
         if self.operation.as_deref() != view.operation.as_deref() {

@@ -81,6 +81,7 @@ impl ClusterState {
                 configured,
                 operation: entry.and_then(|e| e.operation.clone()),
                 unchanged_ms: entry.map(|e| now_ms - e.since_ms),
+                desired_unchanged_ms: entry.map(|e| now_ms - e.desired_since_ms),
             });
         };
         // The configured list (sorted), then the Leases of keys not in it: none when every

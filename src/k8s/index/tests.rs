@@ -424,3 +424,45 @@ fn the_revision_moves_on_changes_but_not_on_renewals() {
     ix.set_stale("ns", Kind::Lease, true);
     assert!(ix.revision() > r, "a watch down");
 }
+
+/// A new desired owner restarts the clock of how long the target has waited for its owner,
+/// not the holder record's (the expiry clock): the failover of a target released long ago is
+/// measured from the failover.
+#[test]
+fn a_new_desired_owner_restarts_its_own_clock_only() {
+    let mut ix = index();
+    ix.apply(&mk_pod("c-0", true, json!({})), at(0));
+    ix.apply(&mk_pod("c-1", true, json!({})), at(0));
+    let held = protocol::held_by(&mk_lease("t1", "c-0", None, 0), "c-0", at(1_000), 10);
+    ix.apply(&held, at(1_000));
+    let released = protocol::released(&held, at(2_000));
+    ix.apply(&released, at(2_000));
+    let t = ix
+        .model("c", at(30_000))
+        .unwrap()
+        .target("t1")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (t.unchanged_ms, t.desired_unchanged_ms),
+        (Some(28_000), Some(29_000))
+    );
+    let d = Desire {
+        owner: "c-1".into(),
+        cause: Cause::Failover,
+        operation: None,
+        duration_s: 10,
+    };
+    ix.apply(&protocol::with_desire(&released, &d), at(30_000));
+    let t = ix
+        .model("c", at(30_500))
+        .unwrap()
+        .target("t1")
+        .cloned()
+        .unwrap();
+    assert_eq!(t.desired.as_deref(), Some("c-1"));
+    assert_eq!(
+        (t.unchanged_ms, t.desired_unchanged_ms),
+        (Some(28_500), Some(500))
+    );
+}
