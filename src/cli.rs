@@ -80,7 +80,7 @@ pub struct AgentArgs {
     #[arg(long, default_value_t = crate::agent::DEFAULT_MAX_PARALLEL)]
     pub max_parallel: usize,
     /// Shell command run when a target is acquired (env LEASEHOLD_TARGET, LEASEHOLD_EVENT,
-    /// LEASEHOLD_CLUSTER, LEASEHOLD_INSTANCE).
+    /// LEASEHOLD_GENERATION, LEASEHOLD_CLUSTER, LEASEHOLD_INSTANCE).
     #[arg(long, conflicts_with = "hook_url")]
     pub on_acquire: Option<String>,
     /// Shell command run before a target is released.

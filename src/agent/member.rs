@@ -80,6 +80,8 @@ pub(super) struct Member {
     cfg: AgentConfig,
     hooks: Arc<dyn Hooks>,
     published: watch::Sender<BTreeSet<String>>,
+    /// Holds found already ended by our clock (see `Agent::overruns`).
+    overruns: watch::Sender<u64>,
     clock: Instant,
     seen: BTreeMap<String, Seen>,
     held: BTreeMap<String, Held>,
@@ -109,8 +111,10 @@ impl Member {
         cfg: AgentConfig,
         hooks: Arc<dyn Hooks>,
         published: watch::Sender<BTreeSet<String>>,
+        overruns: watch::Sender<u64>,
     ) -> Self {
         Self {
+            overruns,
             api: Api::namespaced(client, &cfg.namespace),
             writes: Arc::new(Semaphore::new(cfg.max_parallel.max(1))),
             cfg,
@@ -271,6 +275,7 @@ impl Member {
                     &mut self.tasks,
                     &self.hooks,
                     self.cfg.hook_timeout,
+                    &self.overruns,
                     &name,
                     h,
                 );
@@ -299,11 +304,14 @@ impl Member {
     }
 
     /// The Lease is lost (renew deadline passed, or another holder): stop the work without a
-    /// release write, within what is left of the duration.
+    /// release write. The app is told with the full hook timeout even when the hold has already
+    /// ended by our clock (we were paused past it): cutting the call short there would leave
+    /// the app working beside the next owner indefinitely, never told.
     fn lose(
         tasks: &mut JoinSet<Done>,
         hooks: &Arc<dyn Hooks>,
         hook_timeout: Duration,
+        overruns: &watch::Sender<u64>,
         name: &str,
         h: &mut Held,
     ) {
@@ -314,15 +322,18 @@ impl Member {
             Phase::Stopping { .. } => h.phase = Phase::Stopping { release: false },
             Phase::Starting | Phase::Working => {
                 h.phase = Phase::Stopping { release: false };
-                let left = (h.renewed + h.duration).saturating_duration_since(Instant::now());
-                spawn_hook(
-                    tasks,
-                    hooks,
-                    name,
-                    h,
-                    HookEvent::Release,
-                    hook_timeout.min(left),
-                );
+                let ended = h.renewed + h.duration;
+                let now = Instant::now();
+                if now > ended {
+                    tracing::error!(
+                        target = %h.target,
+                        late_ms = (now - ended).as_millis() as u64,
+                        "this member was paused past the end of its hold: another member may have \
+                         worked on the target meanwhile; telling the app to stop now"
+                    );
+                    overruns.send_modify(|n| *n += 1);
+                }
+                spawn_hook(tasks, hooks, name, h, HookEvent::Release, hook_timeout);
             }
             Phase::Acquiring | Phase::Releasing => {}
         }
@@ -511,7 +522,14 @@ impl Member {
         };
         if h.renews() && now >= h.deadline() {
             tracing::warn!(target = %h.target, "renew deadline passed; stopping work and giving the lease up");
-            Self::lose(&mut self.tasks, &self.hooks, self.cfg.hook_timeout, name, h);
+            Self::lose(
+                &mut self.tasks,
+                &self.hooks,
+                self.cfg.hook_timeout,
+                &self.overruns,
+                name,
+                h,
+            );
             return;
         }
         if !wanted && h.phase == Phase::Working {

@@ -102,6 +102,7 @@ pub struct Agent {
     hooks: Arc<dyn Hooks>,
     held: watch::Sender<BTreeSet<String>>,
     leading: watch::Sender<bool>,
+    overruns: watch::Sender<u64>,
 }
 
 impl Agent {
@@ -112,7 +113,16 @@ impl Agent {
             hooks,
             held: watch::Sender::new(BTreeSet::new()),
             leading: watch::Sender::new(false),
+            overruns: watch::Sender::new(0),
         }
+    }
+
+    /// How many holds this member found already ended by its own clock when it next looked at
+    /// them: it was paused (a GC pause, SIGSTOP, a starved process) past a Lease's duration,
+    /// and another member may have worked on the target meanwhile. Each is logged as an error,
+    /// and the app is still told to stop (`on_release`, with the full hook timeout).
+    pub fn overruns(&self) -> watch::Receiver<u64> {
+        self.overruns.subscribe()
     }
 
     /// Target keys whose Lease this member holds (from a successful acquire until the release
@@ -145,7 +155,7 @@ impl Agent {
             self.leading.clone(),
             stopped(stop_rx.clone()),
         );
-        let member = member::Member::new(client, self.cfg, self.hooks, self.held);
+        let member = member::Member::new(client, self.cfg, self.hooks, self.held, self.overruns);
         let members = member.run(stopped(stop_rx));
         async move {
             tokio::pin!(members, elector, shutdown);

@@ -847,3 +847,93 @@ async fn a_member_cut_off_from_the_api_stops_work_before_its_lease_expires() {
     m0.crash().await;
     m1.shutdown().await;
 }
+
+/// A member paused past its Lease (SIGSTOP for longer than the duration, then SIGCONT: a GC
+/// pause, a starved node) still tells its app to stop every target, with the full hook
+/// timeout, and says so in its log. The agent runs as its own process, as in a pod. (The
+/// release hook was once bounded by what was left of the hold — nothing, after such a pause —
+/// and killed before it could tell the app.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_paused_past_its_lease_still_tells_its_app_to_stop() {
+    let sim = common::start().await;
+    let c = &sim.client;
+    let keys = keys("paused", 3);
+    for k in &keys {
+        create_target(c, k, "m-0").await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("hooks.log");
+    let stderr = std::fs::File::create(dir.path().join("agent.log")).unwrap();
+    let mut agent = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .args(["agent", "--cluster", CLUSTER, "--namespace", &sim.ns])
+        .args(["--identity", "m-0", "--lease-prefix", PREFIX])
+        .args([
+            "--lease-duration",
+            &DUR_S.to_string(),
+            "--hook-timeout",
+            "2",
+        ])
+        .arg("--kubeconfig")
+        .arg(&sim.kubeconfig)
+        .arg("--on-acquire")
+        .arg(format!(
+            "echo acquire $LEASEHOLD_TARGET >> '{}'",
+            log.display()
+        ))
+        // Slow enough that a hook given no time is killed before it writes.
+        .arg("--on-release")
+        .arg(format!(
+            "sleep 0.3; echo release $LEASEHOLD_TARGET >> '{}'",
+            log.display()
+        ))
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("leasehold agent starts");
+    let lines = |event: &str| -> usize {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with(&format!("{event} ")))
+            .count()
+    };
+    common::eventually(Duration::from_secs(10), || async {
+        (lines("acquire") == keys.len()).then_some(())
+    })
+    .await
+    .expect("the agent starts work on its targets");
+
+    let pid = agent.id().unwrap().to_string();
+    let signal = |sig: &str| {
+        let ok = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {sig} {pid}");
+    };
+    signal("-STOP");
+    tokio::time::sleep(DUR + Duration::from_millis(1500)).await;
+    signal("-CONT");
+    common::eventually(Duration::from_secs(5), || async {
+        (lines("release") == keys.len()).then_some(())
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "the app was told to stop {} of {} targets after the pause:\n{}",
+            lines("release"),
+            keys.len(),
+            std::fs::read_to_string(dir.path().join("agent.log")).unwrap_or_default()
+        )
+    });
+    agent.kill().await.unwrap();
+    let agent_log = std::fs::read_to_string(dir.path().join("agent.log")).unwrap();
+    assert_eq!(
+        agent_log.matches("paused past the end of its hold").count(),
+        keys.len(),
+        "{agent_log}"
+    );
+}
