@@ -24,7 +24,7 @@ use crate::config::Cluster;
 use crate::k8s::leases;
 use crate::model::{Cause, MoveState, OperationKind, OperationState};
 use crate::protocol::Desire;
-use crate::store::{MoveRecord, Operation, now_ms};
+use crate::store::{MoveRecord, Operation, OwnershipChange, now_ms};
 
 /// How often the runner looks for operations without being woken.
 const POLL: Duration = Duration::from_secs(1);
@@ -225,8 +225,9 @@ async fn run_move(
         })
         .await?;
         let outcome = if skip_wait {
-            // The old owner is gone: the new one takes over once it sees the Lease expire.
-            Ok(())
+            // The old owner is gone: the new one takes over once it sees the Lease expire (and
+            // the recorder writes that acquisition when the index sees it).
+            Ok(None)
         } else {
             wait_held(
                 inner,
@@ -238,7 +239,26 @@ async fn run_move(
             .await
         };
         match outcome {
-            Ok(()) => {
+            Ok(acquired_at_ms) => {
+                // The history recorder writes this handoff when the index sees it; if no
+                // replica was watching when it happened (the control plane was down
+                // mid-operation), nobody did. Recording it here too is idempotent (one row
+                // per acquisition), so the move is in history either way.
+                if let Some(at) = acquired_at_ms {
+                    inner
+                        .store
+                        .record_ownership(&OwnershipChange {
+                            cluster: spec.name.clone(),
+                            target: mv.target.clone(),
+                            from: mv.from.clone(),
+                            to: Some(mv.to.clone()),
+                            cause,
+                            operation: Some(op_id.to_owned()),
+                            at_ms: at,
+                            acquired_at_ms: Some(at),
+                        })
+                        .await?;
+                }
                 record(MoveState::Done, attempts, None).await?;
                 inner.metrics.move_finished(&spec.name, kind, true);
                 return Ok(true);
@@ -255,14 +275,15 @@ async fn run_move(
     }
 }
 
-/// Waits until `to` holds `target` (unexpired), or says why not.
+/// Waits until `to` holds `target` (unexpired), or says why not; returns the acquisition's
+/// `acquireTime` (ms).
 async fn wait_held(
     inner: &Inner,
     cluster: &str,
     target: &str,
     to: &str,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<Option<i64>, String> {
     let mut versions = inner.shared.versions();
     let deadline = Instant::now() + timeout;
     loop {
@@ -273,7 +294,9 @@ async fn wait_held(
             )
         });
         match now {
-            (Some(t), _) if t.holder.as_deref() == Some(to) && !t.expired => return Ok(()),
+            (Some(t), _) if t.holder.as_deref() == Some(to) && !t.expired => {
+                return Ok(t.acquired_at_ms);
+            }
             (_, false) => return Err(format!("destination {to} is not a live member")),
             (None, _) => {}
             (Some(_), true) => {}

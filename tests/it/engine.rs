@@ -693,6 +693,83 @@ async fn two_control_planes_exactly_one_acts_and_the_next_finishes_a_rebalance()
     h.finish().await;
 }
 
+/// The only control-plane replica crashes mid-rebalance and comes back: the moves that
+/// completed while nothing watched are in history all the same, each once, and the resumed
+/// operation finishes. (They were missing: the restarted index's first list is its starting
+/// state, not a change, so the recorder never heard of them.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn moves_completed_while_the_control_plane_was_down_are_in_history() {
+    let mut h = Harness::new(&config_yaml(120, "on_join: off, max_concurrent_moves: 8")).await;
+    let engine = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
+    h.wait_balanced(&[("c-0", 60), ("c-1", 60)], Duration::from_secs(30))
+        .await;
+    h.add_member("c-2").await;
+    eventually(Duration::from_secs(10), || async {
+        h.model()
+            .instance("c-2")
+            .is_some_and(|i| i.ready)
+            .then_some(())
+    })
+    .await
+    .unwrap();
+    let op = engine
+        .start_rebalance(CLUSTER, &PlanRequest::default(), "bob", "test", false)
+        .await
+        .unwrap();
+    assert_eq!(op.moves.len(), 40);
+    // Crash the control plane while moves are in flight (desired owners written, handoffs
+    // under way), and give the members time to finish them with no control plane running.
+    eventually(Duration::from_secs(20), || async {
+        let op = engine.operation(&op.id).await.unwrap();
+        (op.moves
+            .iter()
+            .filter(|m| m.state == MoveState::Done)
+            .count()
+            >= 4)
+            .then_some(())
+    })
+    .await
+    .expect("some moves done");
+    let (_, task) = h.engines.remove("cp-a").unwrap();
+    task.abort();
+    let _ = task.await;
+    drop(engine);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // A new process on the same history.
+    let next = h.start_engine("cp-b").await;
+    let done = eventually(Duration::from_secs(60), || async {
+        let op = next.operation(&op.id).await.unwrap();
+        op.state.is_final().then_some(op)
+    })
+    .await
+    .expect("the restarted control plane finished it");
+    assert_eq!(done.state, OperationState::Succeeded, "{done:?}");
+    // Every move of the plan is in history once, with its operation.
+    let planned: std::collections::BTreeSet<String> =
+        op.moves.iter().map(|m| m.target.clone()).collect();
+    let per_target = eventually(Duration::from_secs(10), || async {
+        let mut per_target: BTreeMap<String, usize> = BTreeMap::new();
+        for r in h.history(HistoryKind::Ownership).await {
+            if r.operation.as_deref() == Some(op.id.as_str()) {
+                *per_target.entry(r.target.clone().unwrap()).or_default() += 1;
+            }
+        }
+        (per_target.len() == planned.len()).then_some(per_target)
+    })
+    .await;
+    let per_target = per_target
+        .unwrap_or_else(|| panic!("moves missing from history (of {} planned)", planned.len()));
+    assert!(per_target.values().all(|n| *n == 1), "{per_target:?}");
+    assert_eq!(
+        per_target
+            .keys()
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>(),
+        planned
+    );
+    h.finish().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn gnmic_layout_leases_are_read_as_gnmic_writes_them() {
     let yaml = "control_plane: {namespace: apps, lease_duration: 2s}

@@ -66,7 +66,7 @@ pub(super) struct LeaseEntry {
     pub(super) name: Arc<str>,
     /// Who holds it (`None` when free or released).
     pub(super) holder: Option<Arc<str>>,
-    acquire: Option<Timestamp>,
+    pub(super) acquire: Option<Timestamp>,
     renew: Option<Timestamp>,
     duration_s: i32,
     transitions: i32,

@@ -105,6 +105,8 @@ pub struct TargetNow {
     pub expired: bool,
     /// Who should hold it.
     pub desired: Option<String>,
+    /// The holder's `acquireTime` (ms): identifies this acquisition in history.
+    pub acquired_at_ms: Option<i64>,
 }
 
 /// A cluster's model and what it was built from (see [`Index::snapshot`]).
@@ -357,6 +359,7 @@ impl Index {
             holder: entry.holder.as_deref().map(str::to_owned),
             expired: entry.is_expired(now_ms),
             desired: entry.desired.as_deref().map(str::to_owned),
+            acquired_at_ms: entry.acquire.map(|t| t.as_millisecond()),
         })
     }
 
