@@ -243,8 +243,83 @@ async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Cl
     })
 }
 
+impl AgentArgs {
+    /// Refuses flags that cannot work, naming the flag and why, before anything starts.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        use crate::protocol::names;
+        let bad = |flag: &str, why: String| Err(anyhow::anyhow!("--{flag}: {why}"));
+        if !names::is_dns_label(&self.cluster) || self.cluster.len() > 40 {
+            return bad(
+                "cluster",
+                format!(
+                    "{:?} is not a cluster name (a DNS label of at most 40 characters, as in the control plane's configuration)",
+                    self.cluster
+                ),
+            );
+        }
+        if !names::is_dns_label(&self.namespace) {
+            return bad(
+                "namespace",
+                format!("{:?} is not a namespace (a DNS label)", self.namespace),
+            );
+        }
+        if self.identity.is_empty()
+            || self.identity.len() > names::MAX_NAME
+            || self
+                .identity
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control())
+        {
+            return bad(
+                "identity",
+                format!(
+                    "{:?} is not a member identity (its pod name: 1-253 characters, no spaces)",
+                    self.identity
+                ),
+            );
+        }
+        if !names::is_dns_label(&self.lease_prefix) {
+            return bad(
+                "lease-prefix",
+                format!("{:?} is not a DNS label", self.lease_prefix),
+            );
+        }
+        for (flag, secs) in [
+            ("lease-duration", self.lease_duration),
+            ("hook-timeout", self.hook_timeout),
+        ] {
+            if secs == 0 || secs > 3600 {
+                return bad(flag, format!("{secs} is not between 1 and 3600 seconds"));
+            }
+        }
+        if self.max_parallel == 0 {
+            return bad("max-parallel", "must be at least 1".into());
+        }
+        if let Some(url) = &self.hook_url {
+            let plain_http = url
+                .strip_prefix("http://")
+                .is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'));
+            if !plain_http
+                || url
+                    .replace("{event}", "acquire")
+                    .parse::<http::Uri>()
+                    .is_err()
+            {
+                return bad(
+                    "hook-url",
+                    format!(
+                        "{url:?} is not a plain http:// URL of the local app (https and other schemes are not supported)"
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
 async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
     use crate::agent::{self, AgentConfig, CommandHooks, Hooks, HttpHooks, NoHooks};
+    a.validate()?;
     let client = client(a.kubeconfig.as_deref()).await?;
     let hooks: std::sync::Arc<dyn Hooks> = match (&a.hook_url, &a.on_acquire, &a.on_release) {
         (Some(url), _, _) => std::sync::Arc::new(HttpHooks::new(url, &a.cluster, &a.identity)),
@@ -258,9 +333,9 @@ async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
     };
     let cfg = AgentConfig {
         lease_prefix: a.lease_prefix,
-        default_lease_duration: Duration::from_secs(a.lease_duration.max(1)),
-        hook_timeout: Duration::from_secs(a.hook_timeout.max(1)),
-        max_parallel: a.max_parallel.max(1),
+        default_lease_duration: Duration::from_secs(a.lease_duration),
+        hook_timeout: Duration::from_secs(a.hook_timeout),
+        max_parallel: a.max_parallel,
         ..AgentConfig::new(&a.cluster, &a.namespace, &a.identity)
     };
     agent::run(client, cfg, hooks, shutdown_signal()).await
@@ -322,4 +397,56 @@ async fn run_sim(args: SimArgs) -> anyhow::Result<()> {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `leasehold agent` with a valid cluster, namespace and identity, unless `args` set them.
+    fn agent(args: &[&str]) -> Result<(), String> {
+        let mut argv = vec!["leasehold", "agent"];
+        for (flag, value) in [
+            ("--cluster", "c"),
+            ("--namespace", "ns"),
+            ("--identity", "m-0"),
+        ] {
+            if !args.contains(&flag) {
+                argv.extend([flag, value]);
+            }
+        }
+        argv.extend(args);
+        let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+        let Command::Agent(a) = cli.command else {
+            unreachable!()
+        };
+        a.validate().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn agent_flags_that_cannot_work_stop_start_up_naming_the_flag() {
+        assert_eq!(agent(&[]), Ok(()));
+        assert_eq!(
+            agent(&["--hook-url", "http://127.0.0.1:8080/{event}"]),
+            Ok(())
+        );
+        for (args, flag) in [
+            (&["--cluster", ""][..], "--cluster: "),
+            (&["--cluster", "Not_A_Label"], "--cluster: "),
+            (&["--identity", ""], "--identity: "),
+            (&["--identity", "two words"], "--identity: "),
+            (&["--namespace", ""], "--namespace: "),
+            (&["--lease-prefix", "lease/holder"], "--lease-prefix: "),
+            (&["--lease-duration", "0"], "--lease-duration: "),
+            (&["--hook-timeout", "100000"], "--hook-timeout: "),
+            (&["--max-parallel", "0"], "--max-parallel: "),
+            (&["--hook-url", "https://127.0.0.1/hook"], "--hook-url: "),
+            (&["--hook-url", "ftp://app/hook"], "--hook-url: "),
+            (&["--hook-url", "127.0.0.1:8080"], "--hook-url: "),
+            (&["--hook-url", "http://"], "--hook-url: "),
+        ] {
+            let e = agent(args).expect_err(&format!("{args:?}"));
+            assert!(e.starts_with(flag), "{args:?}: {e}");
+        }
+    }
 }

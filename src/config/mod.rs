@@ -488,6 +488,12 @@ impl Config {
         if cp.lease_duration < Duration::from_secs(2) {
             return Err(bad("control_plane.lease_duration", "must be at least 2s"));
         }
+        at_most(
+            "control_plane.lease_duration",
+            cp.lease_duration,
+            MAX_DURATION,
+        )?;
+        at_most("history_retention", self.history_retention, MAX_RETENTION)?;
         if !(self.database.starts_with("sqlite:")
             || self.database.starts_with("postgres://")
             || self.database.starts_with("postgresql://"))
@@ -516,6 +522,28 @@ fn bad(field: &str, why: &str) -> (String, String) {
     (field.to_owned(), why.to_owned())
 }
 
+/// The longest lease duration, settling time, move or webhook timeout: an hour. Longer ones
+/// make failover and handoffs wait so long that they could not be told from a hang (and a
+/// Lease's `leaseDurationSeconds` is a 32-bit number of seconds).
+pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+
+/// The longest history retention: ten years (`0s` keeps everything).
+pub const MAX_RETENTION: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
+
+fn at_most(field: &str, d: Duration, max: Duration) -> Result<(), (String, String)> {
+    if d > max {
+        return Err((
+            field.to_owned(),
+            format!(
+                "{} s is too long (at most {} s)",
+                d.as_secs(),
+                max.as_secs()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl Cluster {
     fn validate(&self) -> Result<(), (String, String)> {
         if !names::is_dns_label(&self.name) || self.name.len() > 40 {
@@ -534,8 +562,19 @@ impl Cluster {
             ));
         }
         for (k, v) in &self.selector {
-            if !names::is_label_value(v) || k.is_empty() {
-                return Err((format!("selector.{k}"), "not a valid label".into()));
+            if !names::is_label_key(k) {
+                return Err((
+                    format!("selector.{k}"),
+                    "not a label key (a name of 1-63 letters, digits, '-', '_', '.', optionally \
+                     behind a DNS prefix and '/')"
+                        .into(),
+                ));
+            }
+            if !names::is_label_value(v) {
+                return Err((
+                    format!("selector.{k}"),
+                    format!("{v:?} is not a label value"),
+                ));
             }
         }
         if !names::is_dns_label(self.prefix()) {
@@ -546,6 +585,16 @@ impl Cluster {
                 return Err((
                     format!("roles[{i}]"),
                     "needs a name and a non-empty selector".into(),
+                ));
+            }
+            if let Some((k, v)) = r
+                .selector
+                .iter()
+                .find(|(k, v)| !names::is_label_key(k) || !names::is_label_value(v))
+            {
+                return Err((
+                    format!("roles[{i}].selector.{k}"),
+                    format!("{k}={v:?} is not a valid label"),
                 ));
             }
         }
@@ -582,6 +631,16 @@ impl Cluster {
         let p = &self.policy;
         if p.lease_duration < Duration::from_secs(2) {
             return Err(bad("policy.lease_duration", "must be at least 2s"));
+        }
+        for (field, d) in [
+            ("policy.lease_duration", p.lease_duration),
+            ("policy.join_settle", p.join_settle),
+            ("policy.move_timeout", p.move_timeout),
+        ] {
+            at_most(field, d, MAX_DURATION)?;
+        }
+        if let Some(w) = &p.removal.webhook {
+            at_most("policy.removal.webhook.timeout", w.timeout, MAX_DURATION)?;
         }
         if p.max_concurrent_moves == 0 {
             return Err(bad("policy.max_concurrent_moves", "must be at least 1"));
@@ -723,6 +782,73 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.contains("clusters[1].name: \"a\" is used twice"), "{e}");
+    }
+
+    #[test]
+    fn selectors_take_label_keys_and_durations_are_bounded() {
+        let base = "clusters:\n- name: a\n  namespace: ns\n  selector: {app: a}\n  targets: {inline: [x]}\n";
+        for (key, ok) in [
+            ("app", true),
+            ("app.kubernetes.io/name", true),
+            ("leasehold.io/cluster", true),
+            ("has space", false),
+            ("-app", false),
+            ("/app", false),
+            ("Bad_Prefix/app", false),
+            ("a/b/c", false),
+            (&"k".repeat(64), false),
+        ] {
+            let r = parse(&base.replace("{app: a}", &format!("{{\"{key}\": a}}")));
+            assert_eq!(r.is_ok(), ok, "{key}: {r:?}");
+            if let Err(e) = r {
+                assert!(
+                    e.starts_with(&format!(
+                        "test.yaml: clusters[0].selector.{key}: not a label key"
+                    )),
+                    "{e}"
+                );
+            }
+        }
+        let e = parse(&base.replace("{app: a}", "{app: \"a b\"}")).unwrap_err();
+        assert!(
+            e.contains("selector.app: \"a b\" is not a label value"),
+            "{e}"
+        );
+        let e = parse(&format!(
+            "{base}  roles: [{{name: primary, selector: {{\"x y\": \"1\"}}}}]\n"
+        ))
+        .unwrap_err();
+        assert!(e.contains("clusters[0].roles[0].selector.x y"), "{e}");
+
+        let e = parse(&format!(
+            "{base}  policy: {{lease_duration: 100000h, move_timeout: 100000h}}\n"
+        ))
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "test.yaml: clusters[0].policy.lease_duration: 360000000 s is too long (at most 3600 s)"
+        );
+        let e = parse(&format!("{base}  policy: {{join_settle: 2h}}\n")).unwrap_err();
+        assert!(
+            e.contains("clusters[0].policy.join_settle: 7200 s is too long"),
+            "{e}"
+        );
+        let e = parse(&format!("control_plane: {{lease_duration: 61m}}\n{base}")).unwrap_err();
+        assert!(
+            e.contains("control_plane.lease_duration: 3660 s is too long"),
+            "{e}"
+        );
+        let e = parse(&format!("history_retention: 100000h\n{base}")).unwrap_err();
+        assert!(
+            e.contains("history_retention: 360000000 s is too long"),
+            "{e}"
+        );
+        assert!(
+            parse(&format!(
+                "{base}  policy: {{lease_duration: 1h, move_timeout: 1h}}\n"
+            ))
+            .is_ok()
+        );
     }
 
     #[test]

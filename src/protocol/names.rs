@@ -55,6 +55,18 @@ pub fn is_dns_subdomain(s: &str) -> bool {
     s.len() <= MAX_NAME && s.split('.').all(is_dns_label)
 }
 
+/// Whether `s` is a valid label key: a name (1–63 of `[A-Za-z0-9._-]`, starting and ending
+/// alphanumeric), optionally behind a DNS-subdomain prefix and `/` (`leasehold.io/cluster`).
+pub fn is_label_key(s: &str) -> bool {
+    let (prefix, name) = match s.rsplit_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, s),
+    };
+    prefix.is_none_or(|p| !p.is_empty() && is_dns_subdomain(p))
+        && !name.is_empty()
+        && is_label_value(name)
+}
+
 /// Whether `s` is a valid label value (empty, or ≤ 63 of `[A-Za-z0-9._-]` starting and ending
 /// alphanumeric).
 pub fn is_label_value(s: &str) -> bool {

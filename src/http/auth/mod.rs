@@ -106,6 +106,14 @@ pub enum AuthError {
         /// What is wrong.
         why: String,
     },
+    /// The token file names no user: nobody could log in.
+    #[error(
+        "{file}: names no user, so nobody could log in (add a line token,user,uid[,\"groups\"])"
+    )]
+    TokenFileEmpty {
+        /// The file.
+        file: PathBuf,
+    },
     /// A TokenReview or SubjectAccessReview call failed (the caller answers 503).
     #[error("{review} failed: {message}")]
     Review {
@@ -177,6 +185,9 @@ impl Auth {
                     });
                 };
                 let table = TokenTable::load(file).await?;
+                if table.len() == 0 {
+                    return Err(AuthError::TokenFileEmpty { file: file.clone() });
+                }
                 tracing::info!(file = %file.display(), users = table.len(), "token file loaded");
                 Backend::Token {
                     table,

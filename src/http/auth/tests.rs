@@ -81,6 +81,27 @@ async fn settings_that_do_not_fit_are_refused() {
     assert!(Auth::new(&s, local, None).await.is_err());
 }
 
+/// A token file that names nobody (empty, or comments only) would start a server nobody can
+/// log in to: start-up stops, naming the file.
+#[tokio::test]
+async fn a_token_file_without_users_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for text in ["", "# nobody yet\n\n"] {
+        let file = dir.path().join("tokens.csv");
+        std::fs::write(&file, text).unwrap();
+        let s = AuthSettings {
+            token_file: Some(file.clone()),
+            ..settings(Mode::Token)
+        };
+        let e = Auth::new(&s, addr("0.0.0.0:8080"), None)
+            .await
+            .expect_err("refused")
+            .to_string();
+        assert!(e.starts_with(&file.display().to_string()), "{e}");
+        assert!(e.contains("names no user"), "{e}");
+    }
+}
+
 #[tokio::test]
 async fn token_mode_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
