@@ -23,6 +23,11 @@ pub struct HttpSettings {
     /// Serve HTTPS with this certificate and key (default: plain HTTP).
     #[serde(default)]
     pub tls: Option<TlsSettings>,
+    /// The host names and addresses requests may name in `Host` (no port; `*` for any).
+    /// Empty: on a loopback listen address `localhost` and the loopback addresses, on a
+    /// specific address that address and `localhost`, on `0.0.0.0`/`::` any.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for HttpSettings {
@@ -31,6 +36,7 @@ impl Default for HttpSettings {
             listen: default_listen(),
             auth: AuthSettings::default(),
             tls: None,
+            allowed_hosts: Vec::new(),
         }
     }
 }

@@ -47,6 +47,9 @@ pub enum ApiError {
     /// The request itself is wrong.
     #[error("{0}")]
     BadRequest(String),
+    /// The `Host` does not name this server (see `http::host`).
+    #[error("{0}")]
+    Host(String),
     /// The request conflicts with the current state (an operation running, wrong state).
     #[error("{0}")]
     Conflict(String),
@@ -80,6 +83,7 @@ impl ApiError {
             ApiError::Csrf(_) => ("csrf", "Cross-site request refused", S::FORBIDDEN),
             ApiError::NotFound(_) => ("not-found", "Not found", S::NOT_FOUND),
             ApiError::BadRequest(_) => ("bad-request", "Bad request", S::BAD_REQUEST),
+            ApiError::Host(_) => ("host", "Unknown host", S::BAD_REQUEST),
             ApiError::Conflict(_) => ("conflict", "Conflict", S::CONFLICT),
             ApiError::Unprocessable(_) => (
                 "unprocessable",

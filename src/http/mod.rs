@@ -19,6 +19,7 @@ pub mod csrf;
 pub mod demo;
 pub mod error;
 pub mod events;
+pub mod host;
 pub mod idempotency;
 pub mod metrics;
 pub mod state;
@@ -56,6 +57,7 @@ pub fn router(state: AppState) -> Router {
     let swagger = utoipa_swagger_ui::SwaggerUi::new("/docs").url("/openapi.json", doc);
     let demo = state.demo.is_some().then(demo::router);
     let recorder = state.engine.metrics().clone();
+    let state_for_host = state.clone();
     Router::new()
         .nest("/api/v1", api)
         .merge(demo.unwrap_or_default())
@@ -81,6 +83,7 @@ pub fn router(state: AppState) -> Router {
             TraceLayer::new_for_http()
                 .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
         )
+        .layer(middleware::from_fn_with_state(state_for_host, host::check))
         .layer(middleware::from_fn(security_headers))
         .layer(middleware::from_fn_with_state(recorder, metrics::track))
 }
@@ -97,12 +100,14 @@ pub async fn run(
     let addr = listener.local_addr()?;
     let tls = settings.tls.as_ref().map(tls::server_config).transpose()?;
     let auth = Auth::new(&settings.auth, addr, Some(engine.client().clone())).await?;
+    let hosts = host::AllowedHosts::new(&settings.allowed_hosts, addr)?;
     let state = AppState {
         engine: engine.clone(),
         auth,
         events: Hub::default(),
         tls: tls.is_some(),
         demo,
+        hosts,
     };
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(state.events.clone().run(engine.clone()));

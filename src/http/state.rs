@@ -6,6 +6,7 @@ use crate::engine::Engine;
 use super::auth::Auth;
 use super::demo::DemoControls;
 use super::events::Hub;
+use super::host::AllowedHosts;
 
 /// The state every handler shares (cheap to clone).
 #[derive(Clone)]
@@ -20,4 +21,6 @@ pub struct AppState {
     pub tls: bool,
     /// Demo-only controls; `None` outside `leasehold demo`.
     pub demo: Option<DemoControls>,
+    /// The `Host` names requests may use.
+    pub hosts: AllowedHosts,
 }

@@ -390,3 +390,52 @@ async fn auth_matrix() {
         }
     }
 }
+
+/// A page on another site whose name resolves to this server (DNS rebinding) sends its own
+/// name as `Host`, and as `Origin` with `Sec-Fetch-Site: same-origin`: the CSRF guard alone
+/// would take it for this server. The `Host` check refuses it first, for reads and writes;
+/// this server's own names, and the probes and scrapers, pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_does_not_name_this_server_is_refused() {
+    use tower::ServiceExt as _;
+    let app = app().await;
+    let send = |method: &str, uri: &str, host: &str| {
+        let req = axum::http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::HOST, host)
+            .header(header::AUTHORIZATION, "Bearer admin-token")
+            .header(header::ORIGIN, format!("http://{host}"))
+            .header("sec-fetch-site", "same-origin")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(axum::body::Body::from(if method == "POST" {
+                "{}"
+            } else {
+                ""
+            }))
+            .unwrap();
+        let router = app.router.clone();
+        async move { router.oneshot(req).await.unwrap() }
+    };
+    for (method, uri) in [
+        ("GET", "/api/v1/clusters"),
+        ("GET", "/"),
+        ("POST", "/api/v1/clusters/c/rebalance"),
+    ] {
+        let res = send(method, uri, "rebind.attacker.example:8080").await;
+        assert_eq!(res.status(), StatusCode::BAD_REQUEST, "{method} {uri}");
+        let body = axum::body::to_bytes(res.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["type"], "urn:leasehold:problem:host", "{v}");
+    }
+    for host in ["localhost:8080", "127.0.0.1:8080", "[::1]:8080"] {
+        let res = send("GET", "/api/v1/clusters", host).await;
+        assert_eq!(res.status(), StatusCode::OK, "{host}");
+    }
+    for uri in ["/healthz", "/readyz", "/metrics"] {
+        let res = send("GET", uri, "10.0.0.7:8080").await;
+        assert_eq!(res.status(), StatusCode::OK, "{uri}");
+    }
+}

@@ -15,6 +15,7 @@ use leasehold::config::Config;
 use leasehold::config::http::AuthSettings;
 use leasehold::engine::Engine;
 use leasehold::http::auth::Auth;
+use leasehold::http::host::AllowedHosts;
 use leasehold::http::state::AppState;
 use leasehold::http::{self, events::Hub};
 use leasehold::model::{OperationKind, OperationState};
@@ -122,6 +123,8 @@ async fn app_configured(tls: bool, acting: bool) -> App {
         events: Hub::default(),
         tls,
         demo: None,
+        // As `leasehold serve` listening on 127.0.0.1 with no `http.allowed_hosts`.
+        hosts: AllowedHosts::new(&[], "127.0.0.1:8080".parse().unwrap()).unwrap(),
     };
     App {
         router: http::router(state),
