@@ -587,6 +587,15 @@ impl Engine {
             .store
             .set_cordon(cluster, instance, false, by, now_ms())
             .await?;
+        // Not cordoned (the store is the truth, so a cordon made on another replica a moment
+        // ago counts) and not a member or ghost either: there is no such instance, as for a
+        // removal.
+        if !changed && self.model(cluster)?.instance(instance).is_none() {
+            return Err(EngineError::UnknownInstance {
+                cluster: cluster.to_owned(),
+                instance: instance.to_owned(),
+            });
+        }
         self.inner.load_cordons().await?;
         Ok(changed)
     }

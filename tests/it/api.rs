@@ -143,6 +143,15 @@ async fn reads_paging_filters_and_problem_errors() {
     )
     .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
+    // Removing and uncordoning an instance the cluster has never had: 404 both ways.
+    for uri in [
+        "/api/v1/clusters/c/instances/ghost/remove",
+        "/api/v1/clusters/c/instances/ghost/uncordon",
+    ] {
+        let (s, _, v) = call(&app, "POST", uri, Some("admin-token"), Some(json!({}))).await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{uri}: {v}");
+        assert_eq!(v["type"], "urn:leasehold:problem:not-found", "{uri}: {v}");
+    }
     let (s, _, _) = call(
         &app,
         "GET",
