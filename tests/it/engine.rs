@@ -153,6 +153,18 @@ impl Harness {
             .unwrap_or_else(|| &self.engines.values().next().unwrap().0)
     }
 
+    /// Waits (10 s at most) until the model shows instance `name` ready.
+    async fn wait_ready(&self, name: &str) {
+        eventually(Duration::from_secs(10), || async {
+            self.model()
+                .instance(name)
+                .is_some_and(|i| i.ready)
+                .then_some(())
+        })
+        .await
+        .unwrap_or_else(|| panic!("{name} never became ready"));
+    }
+
     /// Creates a member pod (StatefulSet style) and its agent.
     async fn add_member(&mut self, name: &str) {
         self.add_pod(name).await;
@@ -704,14 +716,7 @@ async fn moves_completed_while_the_control_plane_was_down_are_in_history() {
     h.wait_balanced(&[("c-0", 60), ("c-1", 60)], Duration::from_secs(30))
         .await;
     h.add_member("c-2").await;
-    eventually(Duration::from_secs(10), || async {
-        h.model()
-            .instance("c-2")
-            .is_some_and(|i| i.ready)
-            .then_some(())
-    })
-    .await
-    .unwrap();
+    h.wait_ready("c-2").await;
     let op = engine
         .start_rebalance(CLUSTER, &PlanRequest::default(), "bob", "test", false)
         .await
@@ -1035,31 +1040,27 @@ async fn a_proposal_that_no_longer_fits_is_refused_and_nothing_moves() {
     h.finish().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_move_whose_new_owner_never_takes_the_lease_fails_and_nothing_is_lost() {
-    let mut h = Harness::new(&config_yaml_with(
-        40,
-        LEASE_S,
-        "on_join: off, move_retries: 1",
-    ))
-    .await;
+/// 40 targets on c-0 and c-1 (lease duration [`LEASE_S`], `policy`), then a ready pod c-2
+/// whose agent never runs, and a rebalance started towards it (13 moves).
+async fn rebalance_towards_an_idle_pod(
+    policy: &str,
+) -> (Harness, Engine, leasehold::store::Operation) {
+    let mut h = Harness::new(&config_yaml_with(40, LEASE_S, policy)).await;
     let engine = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
     h.wait_balanced(&[("c-0", 20), ("c-1", 20)], Duration::from_secs(30))
         .await;
-    // A ready pod whose agent never runs.
     h.add_pod("c-2").await;
-    eventually(Duration::from_secs(10), || async {
-        h.model()
-            .instance("c-2")
-            .is_some_and(|i| i.ready)
-            .then_some(())
-    })
-    .await
-    .unwrap();
+    h.wait_ready("c-2").await;
     let op = engine
         .start_rebalance(CLUSTER, &PlanRequest::default(), "erin", "test", false)
         .await
         .unwrap();
+    (h, engine, op)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_move_whose_new_owner_never_takes_the_lease_fails_and_nothing_is_lost() {
+    let (h, engine, op) = rebalance_towards_an_idle_pod("on_join: off, move_retries: 1").await;
     assert_eq!(op.moves.len(), 13);
     let done = wait_op(&engine, &op.id, Duration::from_secs(60)).await;
     assert_eq!(done.state, OperationState::Failed);
@@ -1093,30 +1094,11 @@ async fn a_move_whose_new_owner_never_takes_the_lease_fails_and_nothing_is_lost(
 /// moving targets from a replica that no longer acted.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replica_that_stops_acting_writes_nothing_more() {
-    let mut h = Harness::new(&config_yaml_with(
-        40,
-        LEASE_S,
-        "on_join: off, move_retries: 3, max_concurrent_moves: 1",
-    ))
-    .await;
-    let engine = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
-    h.wait_balanced(&[("c-0", 20), ("c-1", 20)], Duration::from_secs(30))
-        .await;
-    // A ready pod whose agent never runs: every move to it waits out its timeout, one at a
-    // time, so the operation is still moving when the replica stops acting.
-    h.add_pod("c-2").await;
-    eventually(Duration::from_secs(10), || async {
-        h.model()
-            .instance("c-2")
-            .is_some_and(|i| i.ready)
-            .then_some(())
-    })
-    .await
-    .unwrap();
-    let op = engine
-        .start_rebalance(CLUSTER, &PlanRequest::default(), "erin", "test", false)
-        .await
-        .unwrap();
+    // Every move to the idle pod waits out its timeout, one at a time, so the operation is
+    // still moving when the replica stops acting.
+    let (h, engine, op) =
+        rebalance_towards_an_idle_pod("on_join: off, move_retries: 3, max_concurrent_moves: 1")
+            .await;
     eventually(Duration::from_secs(10), || async {
         let op = engine.operation(&op.id).await.unwrap();
         (op.state == OperationState::Running && op.moves.iter().any(|m| m.attempts > 0))
