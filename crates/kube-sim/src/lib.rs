@@ -87,27 +87,27 @@ impl Default for SimOptions {
 
 /// Per-request settings the handlers read.
 #[derive(Debug, Clone)]
-pub struct RuntimeOptions {
-    pub bookmark_interval: Duration,
+pub(crate) struct RuntimeOptions {
+    pub(crate) bookmark_interval: Duration,
     /// `host:port` clients use, for `/api`'s serverAddressByClientCIDRs.
-    pub server_address: String,
+    pub(crate) server_address: String,
     /// See [`SimOptions::anonymous`].
-    pub anonymous: bool,
+    pub(crate) anonymous: bool,
     /// See [`SimOptions::watch_list`].
-    pub watch_list: bool,
+    pub(crate) watch_list: bool,
 }
 
 /// State shared by every request.
-pub struct Shared {
-    pub store: Arc<ObjectStore>,
+pub(crate) struct Shared {
+    pub(crate) store: Arc<ObjectStore>,
     /// The Kubernetes schema, shared by every simulator in the process.
-    pub schema: &'static schema::Schema,
-    pub auth: AuthTable,
-    pub options: RuntimeOptions,
+    pub(crate) schema: &'static schema::Schema,
+    pub(crate) auth: AuthTable,
+    pub(crate) options: RuntimeOptions,
 }
 
 /// Now, as `metav1.Time` serialises it: RFC 3339, whole seconds, UTC.
-pub fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string()

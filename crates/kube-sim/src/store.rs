@@ -96,17 +96,6 @@ pub enum EventKind {
     Deleted,
 }
 
-impl EventKind {
-    /// The watch event `type`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Added => "ADDED",
-            Self::Modified => "MODIFIED",
-            Self::Deleted => "DELETED",
-        }
-    }
-}
-
 /// One committed change.
 #[derive(Debug)]
 pub struct Event {
@@ -472,11 +461,6 @@ impl Txn<'_> {
         self.inner.objects[type_id as usize]
             .get(&(namespace.to_owned(), name.to_owned()))
             .cloned()
-    }
-
-    /// The resourceVersion the next commit will get.
-    pub fn next_rv(&self) -> u64 {
-        self.inner.rv + 1
     }
 
     /// All objects of a type in a namespace (or everywhere), in key order.
