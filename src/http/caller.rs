@@ -88,11 +88,14 @@ impl Caller {
         let on = cluster
             .map(|c| format!(" on cluster {c:?}"))
             .unwrap_or_default();
-        Err(ApiError::Forbidden(format!(
-            "{:?} may not {}{on}",
-            self.principal.user,
-            action.describe()
-        )))
+        Err(ApiError::Denied {
+            actor: self.principal.user.clone(),
+            detail: format!(
+                "{:?} may not {}{on}",
+                self.principal.user,
+                action.describe()
+            ),
+        })
     }
 
     /// The name recorded as the actor of what this caller does.

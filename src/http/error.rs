@@ -14,6 +14,7 @@ use crate::engine::EngineError;
 use crate::store::StoreError;
 
 use super::auth::AuthError;
+use super::refusals::Refusal;
 
 /// A problem document.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -47,6 +48,15 @@ pub enum ApiError {
     /// The request itself is wrong.
     #[error("{0}")]
     BadRequest(String),
+    /// The authenticated caller `actor` may not do this (a 403 like [`ApiError::Forbidden`],
+    /// whose audit entry names the caller).
+    #[error("{detail}")]
+    Denied {
+        /// Who asked.
+        actor: String,
+        /// What they may not do.
+        detail: String,
+    },
     /// The `Host` does not name this server (see `http::host`).
     #[error("{0}")]
     Host(String),
@@ -79,7 +89,9 @@ impl ApiError {
         use StatusCode as S;
         match self {
             ApiError::Unauthenticated => ("unauthenticated", "Unauthenticated", S::UNAUTHORIZED),
-            ApiError::Forbidden(_) => ("forbidden", "Forbidden", S::FORBIDDEN),
+            ApiError::Forbidden(_) | ApiError::Denied { .. } => {
+                ("forbidden", "Forbidden", S::FORBIDDEN)
+            }
             ApiError::Csrf(_) => ("csrf", "Cross-site request refused", S::FORBIDDEN),
             ApiError::NotFound(_) => ("not-found", "Not found", S::NOT_FOUND),
             ApiError::BadRequest(_) => ("bad-request", "Bad request", S::BAD_REQUEST),
@@ -123,6 +135,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, problem) = self.problem();
+        let detail = problem.detail.clone();
         let mut res = (status, Json(problem)).into_response();
         res.headers_mut().insert(
             header::CONTENT_TYPE,
@@ -134,8 +147,19 @@ impl IntoResponse for ApiError {
                 HeaderValue::from_static("Bearer realm=\"leasehold\""),
             );
         }
-        if let ApiError::Internal(cause) = self {
-            res.extensions_mut().insert(InternalCause(cause));
+        // What `refusals::audit` records of a refused request.
+        let refusal = |actor: Option<String>| Refusal { actor, detail };
+        match self {
+            ApiError::Internal(cause) => {
+                res.extensions_mut().insert(InternalCause(cause));
+            }
+            ApiError::Unauthenticated | ApiError::Csrf(_) | ApiError::Forbidden(_) => {
+                res.extensions_mut().insert(refusal(None));
+            }
+            ApiError::Denied { actor, .. } => {
+                res.extensions_mut().insert(refusal(Some(actor)));
+            }
+            _ => {}
         }
         res
     }

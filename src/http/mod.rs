@@ -22,6 +22,7 @@ pub mod events;
 pub mod host;
 pub mod idempotency;
 pub mod metrics;
+pub mod refusals;
 pub mod state;
 pub mod tls;
 pub mod ui;
@@ -68,6 +69,11 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .merge(swagger)
         .layer(middleware::from_fn_with_state(state.clone(), csrf::guard))
+        // Outside the CSRF guard, so its refusals are audited too.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            refusals::audit,
+        ))
         .with_state(state.clone())
         .layer(middleware::from_fn(timeout_unless_stream))
         // Outside the timeout, so a timed-out request's 503 still releases its key.
@@ -108,6 +114,7 @@ pub async fn run(
         tls: tls.is_some(),
         demo,
         hosts,
+        refusals: refusals::Budget::default(),
     };
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(state.events.clone().run(engine.clone()));

@@ -7,6 +7,7 @@ use super::auth::Auth;
 use super::demo::DemoControls;
 use super::events::Hub;
 use super::host::AllowedHosts;
+use super::refusals::Budget;
 
 /// The state every handler shares (cheap to clone).
 #[derive(Clone)]
@@ -23,4 +24,6 @@ pub struct AppState {
     pub demo: Option<DemoControls>,
     /// The `Host` names requests may use.
     pub hosts: AllowedHosts,
+    /// How many refused requests may still be audited this minute.
+    pub refusals: Budget,
 }

@@ -448,3 +448,65 @@ async fn a_host_that_does_not_name_this_server_is_refused() {
         assert_eq!(res.status(), StatusCode::OK, "{uri}");
     }
 }
+
+/// Refused mutating requests are audited — who (the user when known), what, why — and at
+/// most `refusals::PER_MINUTE` of them a minute, so a flood cannot fill the history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_mutating_requests_are_audited_within_a_budget() {
+    let app = app().await;
+    let rebalance = "/api/v1/clusters/c/rebalance";
+    let (s, _, _) = call(
+        &app,
+        "POST",
+        rebalance,
+        Some("viewer-token"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, _, _) = call(&app, "POST", rebalance, None, Some(json!({}))).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, _, _) = call(
+        &app,
+        "POST",
+        rebalance,
+        Some("wrong-token"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    // Reads are not audited, refused or not.
+    let (s, _, _) = call(&app, "GET", "/api/v1/clusters", None, None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let audit = |limit: u32| {
+        let app = &app;
+        async move {
+            let uri = format!("/api/v1/history?kind=audit&limit={limit}");
+            let (s, _, v) = call(app, "GET", &uri, Some("admin-token"), None).await;
+            assert_eq!(s, StatusCode::OK, "{v}");
+            v["items"].as_array().unwrap().clone()
+        }
+    };
+    let entries = audit(100).await;
+    assert_eq!(entries.len(), 3, "{entries:#?}");
+    let text = serde_json::to_string(&entries).unwrap();
+    assert!(text.contains("\"vera\""), "{text}");
+    assert!(text.contains("may not rebalance"), "{text}");
+    assert!(text.matches("unauthenticated").count() >= 2, "{text}");
+    assert!(text.contains("POST /api/v1/clusters/c/rebalance"), "{text}");
+    assert!(
+        !text.contains("wrong-token"),
+        "a token in the audit: {text}"
+    );
+    // A flood: only the budget's worth is recorded this minute.
+    for _ in 0..100 {
+        call(&app, "POST", rebalance, None, Some(json!({}))).await;
+    }
+    let entries = audit(1000).await;
+    assert_eq!(
+        entries.len(),
+        leasehold::http::refusals::PER_MINUTE as usize,
+        "{}",
+        entries.len()
+    );
+}

@@ -125,6 +125,7 @@ async fn app_configured(tls: bool, acting: bool) -> App {
         demo: None,
         // As `leasehold serve` listening on 127.0.0.1 with no `http.allowed_hosts`.
         hosts: AllowedHosts::new(&[], "127.0.0.1:8080".parse().unwrap()).unwrap(),
+        refusals: Default::default(),
     };
     App {
         router: http::router(state),
