@@ -46,7 +46,7 @@ echo "== schemathesis against $base/openapi.json"
 status=0
 (cd "$target_dir" && timeout $((MAX_TIME + 120)) "$venv/bin/schemathesis" run "$base/openapi.json" \
   -H "Authorization: Bearer demo" \
-  --checks not_a_server_error,content_type_conformance,response_schema_conformance \
+  --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
   --exclude-path /events \
   --max-examples "$MAX_EXAMPLES" \
   --max-time "$MAX_TIME" \

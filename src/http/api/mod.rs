@@ -68,7 +68,73 @@ pub fn api_router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .merge(events::router())
         .split_for_parts();
     doc.servers = Some(vec![utoipa::openapi::Server::new("/api/v1")]);
+    document_common_errors(&mut doc);
     (router, doc)
+}
+
+/// Adds to every operation the errors any of them can answer, from the layers in front of the
+/// handlers: 400 (a parameter or body that does not parse, or a `Host` this server does not
+/// answer to), 401 and 403 (authentication, authorisation, the CSRF guard), 503 (the
+/// authentication backend is down, the model is stale, or the request timed out); and to every
+/// POST those of `Idempotency-Key` and the body limit: 409 (the same key in flight), 413, 422
+/// (the key reused with another body). A handler's own description of a status is kept.
+fn document_common_errors(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::schema::Ref;
+    use utoipa::openapi::{ContentBuilder, RefOr, ResponseBuilder};
+    let problem = |description: &str| {
+        RefOr::T(
+            ResponseBuilder::new()
+                .description(description)
+                .content(
+                    "application/problem+json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name("Problem")))
+                        .build(),
+                )
+                .build(),
+        )
+    };
+    let every = [
+        (
+            "400",
+            "A parameter or body that does not parse, or a Host this server does not answer to",
+        ),
+        ("401", "No credential, or one nobody holds"),
+        (
+            "403",
+            "The caller may not do this, or the request came from another site",
+        ),
+        (
+            "503",
+            "The authentication backend or the model is unavailable, or the request timed out",
+        ),
+    ];
+    let posts = [
+        (
+            "409",
+            "A request with this Idempotency-Key is still being processed",
+        ),
+        ("413", "The body is larger than the server takes"),
+        ("422", "This Idempotency-Key was used with another body"),
+    ];
+    for item in doc.paths.paths.values_mut() {
+        let ops = [
+            (&mut item.get, false),
+            (&mut item.post, true),
+            (&mut item.put, true),
+            (&mut item.delete, true),
+        ];
+        for (op, mutating) in ops {
+            let Some(op) = op.as_mut() else { continue };
+            let extra = every.iter().chain(if mutating { &posts[..] } else { &[] });
+            for (status, description) in extra {
+                op.responses
+                    .responses
+                    .entry((*status).to_owned())
+                    .or_insert_with(|| problem(description));
+            }
+        }
+    }
 }
 
 /// The OpenAPI document as committed (pretty JSON with a final newline).
