@@ -243,7 +243,8 @@ async fn run_move(
                 // The history recorder writes this handoff when the index sees it; if no
                 // replica was watching when it happened (the control plane was down
                 // mid-operation), nobody did. Recording it here too is idempotent (one row
-                // per acquisition), so the move is in history either way.
+                // per acquisition), so the move is in history either way; `at_ms` is, as
+                // everywhere in history, when Leasehold saw it.
                 if let Some(at) = acquired_at_ms {
                     inner
                         .store
@@ -254,7 +255,7 @@ async fn run_move(
                             to: Some(mv.to.clone()),
                             cause,
                             operation: Some(op_id.to_owned()),
-                            at_ms: at,
+                            at_ms: now_ms(),
                             acquired_at_ms: Some(at),
                         })
                         .await?;
