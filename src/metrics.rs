@@ -73,8 +73,9 @@ fn http_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 14))
 }
 
+/// The labels of a per-cluster family (shared with the families other modules register).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ClusterLabels {
+pub(crate) struct ClusterLabels {
     cluster: String,
 }
 
@@ -349,7 +350,7 @@ fn gauge_value(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn cluster_labels(cluster: &str) -> ClusterLabels {
+pub(crate) fn cluster_labels(cluster: &str) -> ClusterLabels {
     ClusterLabels {
         cluster: cluster.to_owned(),
     }

@@ -62,6 +62,7 @@ impl AllowedHosts {
             if ip.is_loopback() {
                 names.extend(["127.0.0.1".to_owned(), "::1".to_owned()]);
             }
+            names.sort();
             names.dedup();
             return Ok(AllowedHosts { any: false, names });
         }

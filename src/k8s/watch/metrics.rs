@@ -11,7 +11,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
 use crate::k8s::index::{Change, Kind};
-use crate::metrics::Metrics;
+use crate::metrics::{ClusterLabels, Metrics, cluster_labels};
 
 /// Handoff gaps: 10 ms to ~80 s (a release is picked up within a member's poll; an expiry
 /// takes up to a lease duration plus the new holder's own observation).
@@ -36,11 +36,6 @@ struct WatchEventLabels {
 struct CauseLabels {
     cluster: String,
     cause: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ClusterLabels {
-    cluster: String,
 }
 
 /// What a watch delivered.
@@ -154,9 +149,7 @@ impl WatchMetrics {
                     .inc();
                 if let Some(ms) = gap_ms {
                     self.handoff_gap
-                        .get_or_create(&ClusterLabels {
-                            cluster: cluster.clone(),
-                        })
+                        .get_or_create(&cluster_labels(cluster))
                         .observe(*ms as f64 / 1000.0);
                 }
             }
