@@ -79,6 +79,15 @@ pub struct AgentArgs {
     /// Bound on concurrent Lease writes.
     #[arg(long, default_value_t = crate::agent::DEFAULT_MAX_PARALLEL)]
     pub max_parallel: usize,
+    /// Version of the member protocol: 1, or 2 (one member Lease for liveness; the cluster's
+    /// `protocol_version` must say the same). See docs/protocol.md.
+    #[arg(long, env = "LEASEHOLD_PROTOCOL_VERSION", default_value_t = 1)]
+    pub protocol_version: u8,
+    /// Protocol v2: on SIGTERM, how long (seconds) to wait for the control plane to move this
+    /// member's targets away before releasing what is left and exiting. Keep it under the
+    /// pod's termination grace period.
+    #[arg(long, default_value_t = 10)]
+    pub drain_timeout: u64,
     /// Shell command run when a target is acquired (env LEASEHOLD_TARGET, LEASEHOLD_EVENT,
     /// LEASEHOLD_GENERATION, LEASEHOLD_CLUSTER, LEASEHOLD_INSTANCE).
     #[arg(long, conflicts_with = "hook_url")]
@@ -295,6 +304,27 @@ impl AgentArgs {
         if self.max_parallel == 0 {
             return bad("max-parallel", "must be at least 1".into());
         }
+        if !matches!(self.protocol_version, 1 | 2) {
+            return bad(
+                "protocol-version",
+                format!("{} is not 1 or 2", self.protocol_version),
+            );
+        }
+        if self.drain_timeout > 3600 {
+            return bad(
+                "drain-timeout",
+                format!("{} is more than 3600 seconds", self.drain_timeout),
+            );
+        }
+        if self.protocol_version == 2 && self.hook_timeout * 3 > self.lease_duration {
+            return bad(
+                "hook-timeout",
+                format!(
+                    "{} s must be at most a third of --lease-duration ({} s) in protocol v2: the work must stop before the control plane may give the targets away",
+                    self.hook_timeout, self.lease_duration
+                ),
+            );
+        }
         if let Some(url) = &self.hook_url {
             let plain_http = url
                 .strip_prefix("http://")
@@ -336,6 +366,8 @@ async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
         default_lease_duration: Duration::from_secs(a.lease_duration),
         hook_timeout: Duration::from_secs(a.hook_timeout),
         max_parallel: a.max_parallel,
+        protocol_version: a.protocol_version,
+        drain_timeout: Duration::from_secs(a.drain_timeout),
         ..AgentConfig::new(&a.cluster, &a.namespace, &a.identity)
     };
     agent::run(client, cfg, hooks, shutdown_signal()).await

@@ -38,7 +38,7 @@ use tokio::time::Instant;
 
 use super::AgentConfig;
 use super::hooks::{Assignment, HookEvent, Hooks, call_bounded};
-use super::state::{Held, Phase, Seen, is_newer};
+use super::state::{Heart, Held, Phase, Seen, is_newer};
 use super::writes::{self, WriteError};
 use crate::k8s::election::{self, Action};
 use crate::protocol::{self, LeaseRole, Observation};
@@ -73,6 +73,12 @@ enum Done {
         event: HookEvent,
         result: Result<(), String>,
     },
+    /// Protocol v2: a member Lease write.
+    Heartbeat {
+        sent: Instant,
+        leaving: bool,
+        result: Result<Lease, WriteError>,
+    },
 }
 
 pub(super) struct Member {
@@ -102,7 +108,13 @@ pub(super) struct Member {
     /// The published set of held targets may have changed.
     publish_due: bool,
     synced: bool,
+    /// Watches that have listed once (a bit each).
+    synced_sources: u8,
     stopping: bool,
+    /// Protocol v2: the member Lease.
+    heart: Option<Heart>,
+    /// Protocol v2: shutting down; targets are being moved away until then.
+    drain_until: Option<Instant>,
 }
 
 impl Member {
@@ -113,6 +125,8 @@ impl Member {
         published: watch::Sender<BTreeSet<String>>,
         overruns: watch::Sender<u64>,
     ) -> Self {
+        let cfg_v2 = cfg.protocol_version == 2;
+        let heart_duration = cfg.default_lease_duration;
         Self {
             overruns,
             api: Api::namespaced(client, &cfg.namespace),
@@ -131,8 +145,23 @@ impl Member {
             candidates: BTreeSet::new(),
             publish_due: false,
             synced: false,
+            synced_sources: 0,
             stopping: false,
+            heart: (cfg_v2).then(|| Heart {
+                lease: None,
+                renewed: None,
+                duration: heart_duration,
+                writing: false,
+                retry_at: Instant::now(),
+                leaving: false,
+                leaving_written: false,
+            }),
+            drain_until: None,
         }
+    }
+
+    fn v2(&self) -> bool {
+        self.heart.is_some()
     }
 
     fn now_ms(&self) -> i64 {
@@ -145,23 +174,52 @@ impl Member {
 
     /// Runs until `shutdown`, then releases everything and returns.
     pub(super) async fn run(mut self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-        let selector = format!("{}={}", protocol::LABEL_CLUSTER, self.cfg.cluster);
-        let stream = watcher::watcher(
-            self.api.clone(),
-            watcher::Config::default().labels(&selector),
-        )
-        .default_backoff();
+        let cluster = format!("{}={}", protocol::LABEL_CLUSTER, self.cfg.cluster);
+        let watch = |selector: String, source: u8| {
+            watcher::watcher(
+                self.api.clone(),
+                watcher::Config::default().labels(&selector),
+            )
+            .default_backoff()
+            .map(move |ev| (source, ev))
+        };
+        // v1: every Lease of the cluster. v2: only the target Leases desired for this member
+        // and those it holds (two label selectors), so it hears of its own targets' moves only.
+        let stream = if self.v2() {
+            let me = protocol::names::identity_label(&self.cfg.identity);
+            futures::stream::select(
+                watch(
+                    format!("{cluster},{}={me}", protocol::LABEL_DESIRED_OWNER),
+                    0,
+                ),
+                watch(format!("{cluster},{}={me}", protocol::LABEL_HOLDER), 1),
+            )
+            .boxed()
+        } else {
+            watch(cluster, 0).boxed()
+        };
         tokio::pin!(stream, shutdown);
-        let mut init: Vec<Lease> = Vec::new();
+        let mut init: [Vec<Lease>; 2] = [Vec::new(), Vec::new()];
         let mut wake = Instant::now();
         loop {
             if self.stopping && self.held.is_empty() && self.tasks.is_empty() {
+                self.sign_off().await;
                 return Ok(());
             }
             tokio::select! {
-                () = &mut shutdown, if !self.stopping => {
-                    self.stopping = true;
-                    self.dirty.extend(self.held.keys().cloned());
+                () = &mut shutdown, if !self.stopping && self.drain_until.is_none() => {
+                    let now = Instant::now();
+                    match &mut self.heart {
+                        Some(h) if h.authority(now) && !self.held.is_empty() && !self.cfg.drain_timeout.is_zero() => {
+                            tracing::info!(targets = self.held.len(), "shutting down: asking for this member's targets to be moved away first");
+                            h.leaving = true;
+                            self.drain_until = Some(now + self.cfg.drain_timeout);
+                        }
+                        _ => {
+                            self.stopping = true;
+                            self.dirty.extend(self.held.keys().cloned());
+                        }
+                    }
                 }
                 ev = stream.next(), if !self.stopping => self.on_watch(ev, &mut init)?,
                 Some(done) = self.tasks.join_next() => self.on_joined(done)?,
@@ -192,12 +250,12 @@ impl Member {
 
     fn on_watch(
         &mut self,
-        ev: Option<Result<Event<Lease>, watcher::Error>>,
-        init: &mut Vec<Lease>,
+        ev: Option<(u8, Result<Event<Lease>, watcher::Error>)>,
+        init: &mut [Vec<Lease>; 2],
     ) -> anyhow::Result<()> {
         match ev {
-            Some(Ok(ev)) => self.on_event(ev, init),
-            Some(Err(error)) => tracing::warn!(%error, "lease watch failed; retrying"),
+            Some((source, Ok(ev))) => self.on_event(ev, source, &mut init[usize::from(source)]),
+            Some((_, Err(error))) => tracing::warn!(%error, "lease watch failed; retrying"),
             None => anyhow::bail!("the lease watch ended"),
         }
         Ok(())
@@ -213,11 +271,23 @@ impl Member {
         Ok(())
     }
 
-    fn on_event(&mut self, ev: Event<Lease>, init: &mut Vec<Lease>) {
+    fn on_event(&mut self, ev: Event<Lease>, source: u8, init: &mut Vec<Lease>) {
+        let bit = 1u8 << source;
         match ev {
-            Event::Apply(lease) => self.apply(lease),
+            Event::Apply(lease) => self.apply_from(lease, Some(bit)),
             Event::Delete(lease) => {
-                if let Some(name) = lease.metadata.name {
+                // Deleted, or (v2) no longer matching this watch's selector: gone once no
+                // watch lists it.
+                let Some(name) = lease.metadata.name.clone() else {
+                    return;
+                };
+                let listed = self.seen.get_mut(&name).is_some_and(|s| {
+                    s.sources &= !bit;
+                    s.sources != 0
+                });
+                if listed {
+                    self.apply(lease);
+                } else {
                     self.seen.remove(&name);
                     self.dirty.insert(name);
                 }
@@ -230,23 +300,33 @@ impl Member {
                     .filter_map(|l| l.metadata.name.clone())
                     .collect();
                 let dirty = &mut self.dirty;
-                self.seen.retain(|n, _| {
-                    let keep = names.contains(n);
+                self.seen.retain(|n, s| {
+                    if !names.contains(n) {
+                        s.sources &= !bit;
+                    }
+                    let keep = s.sources != 0;
                     if !keep {
                         dirty.insert(n.clone());
                     }
                     keep
                 });
                 for lease in init.drain(..) {
-                    self.apply(lease);
+                    self.apply_from(lease, Some(bit));
                 }
-                self.synced = true;
+                self.synced_sources |= bit;
+                self.synced = self.synced_sources == if self.v2() { 0b11 } else { 0b01 };
             }
         }
     }
 
-    /// Takes in a copy of a Lease (from the watcher, or a fresh read after a 409).
-    fn apply(&mut self, mut lease: Lease) {
+    /// Takes in a copy of a Lease from a fresh read or a write's answer.
+    fn apply(&mut self, lease: Lease) {
+        self.apply_from(lease, None);
+    }
+
+    /// Takes in a copy of a Lease; `source` is the watch bit when a watch listed it. In v2 a
+    /// copy no watch lists is not added (it does not concern this member, or will be listed).
+    fn apply_from(&mut self, mut lease: Lease, source: Option<u8>) {
         lease.metadata.managed_fields = None;
         let Some(view) = protocol::parse_native(&lease, &self.cfg.cluster) else {
             // Not (or no longer) one of ours: forget it, as if deleted.
@@ -271,6 +351,10 @@ impl Member {
                 && !matches!(h.phase, Phase::Acquiring | Phase::Releasing)
             {
                 tracing::warn!(target = %h.target, holder = ?view.holding.holder, "lease taken by another holder; stopping work");
+                let ended = self
+                    .heart
+                    .as_ref()
+                    .map(|hb| hb.renewed.map(|r| r + hb.duration));
                 Self::lose(
                     &mut self.tasks,
                     &self.hooks,
@@ -278,17 +362,21 @@ impl Member {
                     &self.overruns,
                     &name,
                     h,
+                    ended,
                 );
             }
         }
+        let v2 = self.v2();
         match self.seen.get_mut(&name) {
             Some(s) => {
+                s.sources |= source.unwrap_or(0);
                 if is_newer(&lease, &s.lease) {
                     s.observed.observe(&view.holding, now_ms);
                     s.lease = lease;
                     s.view = view;
                 }
             }
+            None if source.is_none() && v2 => {}
             None => {
                 let observed = Observation::new(view.holding.clone(), now_ms);
                 self.seen.insert(
@@ -297,6 +385,7 @@ impl Member {
                         lease,
                         view,
                         observed,
+                        sources: source.unwrap_or(1),
                     },
                 );
             }
@@ -307,6 +396,8 @@ impl Member {
     /// release write. The app is told with the full hook timeout even when the hold has already
     /// ended by our clock (we were paused past it): cutting the call short there would leave
     /// the app working beside the next owner indefinitely, never told.
+    /// `ended` is, in v2, when the member Lease's hold ended by our clock (`Some(None)`: no
+    /// authority known); `None` in v1, where each hold has its own.
     fn lose(
         tasks: &mut JoinSet<Done>,
         hooks: &Arc<dyn Hooks>,
@@ -314,6 +405,7 @@ impl Member {
         overruns: &watch::Sender<u64>,
         name: &str,
         h: &mut Held,
+        ended: Option<Option<Instant>>,
     ) {
         if let Some(a) = h.starting.take() {
             a.abort();
@@ -322,7 +414,10 @@ impl Member {
             Phase::Stopping { .. } => h.phase = Phase::Stopping { release: false },
             Phase::Starting | Phase::Working => {
                 h.phase = Phase::Stopping { release: false };
-                let ended = h.renewed + h.duration;
+                let ended = match ended {
+                    Some(v2) => v2.unwrap_or(h.renewed + h.duration),
+                    None => h.renewed + h.duration,
+                };
                 let now = Instant::now();
                 if now > ended {
                     tracing::error!(
@@ -340,11 +435,23 @@ impl Member {
     }
 
     fn on_done(&mut self, done: Done) {
+        let done = match done {
+            Done::Heartbeat {
+                sent,
+                leaving,
+                result,
+            } => {
+                self.on_heartbeat(sent, leaving, result);
+                return;
+            }
+            other => other,
+        };
         let name = match &done {
             Done::Acquired { name, .. }
             | Done::Renewed { name, .. }
             | Done::Released { name, .. }
             | Done::Hook { name, .. } => name.clone(),
+            Done::Heartbeat { .. } => return,
         };
         self.publish_due |= !matches!(done, Done::Renewed { .. });
         self.dirty.insert(name);
@@ -359,7 +466,11 @@ impl Member {
                         h.renewed = sent;
                         h.lease = lease.clone();
                         tracing::info!(target = %h.target, "acquired");
-                        if self.stopping {
+                        let authority = self
+                            .heart
+                            .as_ref()
+                            .is_none_or(|hb| hb.authority(Instant::now()) && !hb.leaving);
+                        if self.stopping || !authority {
                             // Never started: give it straight back.
                             h.phase = Phase::Releasing;
                         } else {
@@ -429,6 +540,7 @@ impl Member {
                     }
                 }
             }
+            Done::Heartbeat { .. } => {}
             Done::Hook {
                 name,
                 event,
@@ -481,6 +593,7 @@ impl Member {
     fn step(&mut self) -> Instant {
         let now = Instant::now();
         let now_ms = self.now_ms();
+        let heart_wake = self.step_heart(now);
         while let Some(Reverse((at, _))) = self.timers.peek()
             && *at <= now
         {
@@ -498,6 +611,9 @@ impl Member {
             self.classify(name);
         }
         let mut wake = now + TICK.min(self.cfg.default_lease_duration / 3);
+        if let Some(at) = heart_wake {
+            wake = wake.min(at);
+        }
         if let Some(Reverse((at, _))) = self.timers.peek() {
             wake = wake.min(*at);
         }
@@ -529,6 +645,7 @@ impl Member {
                 &self.overruns,
                 name,
                 h,
+                None,
             );
             return;
         }
@@ -604,6 +721,12 @@ impl Member {
         let mut acquire = Vec::new();
         let mut strays = Vec::new();
         let now = Instant::now();
+        // v2: acquire only under a live member Lease, and not while leaving.
+        let may_acquire = self
+            .heart
+            .as_ref()
+            .is_none_or(|h| h.authority(now) && !h.leaving);
+        let v2 = self.v2();
         self.not_before.retain(|_, t| *t > now);
         for name in &self.candidates {
             if self.not_before.contains_key(name) {
@@ -621,14 +744,33 @@ impl Member {
                 }
                 continue;
             }
-            match election::decide(&s.observed, me, now_ms) {
+            if !may_acquire {
+                continue;
+            }
+            // v2: a target Lease is taken only when free (or still naming us from an earlier
+            // term); another member's hold ends by its release or the control plane's revoke,
+            // never by our observation.
+            let action = if v2 {
+                match s.view.holding.holder.as_deref() {
+                    None => Action::Acquire,
+                    Some(h) if h == me => Action::Acquire,
+                    Some(_) => continue,
+                }
+            } else {
+                election::decide(&s.observed, me, now_ms)
+            };
+            match action {
                 Action::Acquire | Action::Renew => {
-                    let secs = s
-                        .view
-                        .desired_duration_s
-                        .map(|d| u64::try_from(d).unwrap_or(1))
-                        .unwrap_or(self.cfg.default_lease_duration.as_secs())
-                        .max(1);
+                    // v2: a hold lasts as long as the member Lease; its duration is that one's.
+                    let secs = if v2 {
+                        self.cfg.default_lease_duration.as_secs().max(1)
+                    } else {
+                        s.view
+                            .desired_duration_s
+                            .map(|d| u64::try_from(d).unwrap_or(1))
+                            .unwrap_or(self.cfg.default_lease_duration.as_secs())
+                            .max(1)
+                    };
                     acquire.push((
                         name.clone(),
                         target.clone(),
@@ -653,6 +795,7 @@ impl Member {
                     writing: true,
                     retry_at: Instant::now(),
                     starting: None,
+                    v2,
                 },
             );
             self.spawn_write(name, lease, duration, true);
@@ -670,13 +813,18 @@ impl Member {
 
     /// Acquire (`acquiring`) or renew, as an owned task within the write budget.
     fn spawn_write(&mut self, name: String, lease: Lease, duration: Duration, acquiring: bool) {
+        let v2 = self.v2();
         let api = self.api.clone();
         let me = self.cfg.identity.clone();
         let writes = self.writes.clone();
         self.tasks.spawn(async move {
             let _permit = writes.acquire_owned().await;
             let sent = Instant::now();
-            let result = writes::hold(&api, &name, &lease, &me, duration).await;
+            let result = if v2 {
+                writes::acquire_v2(&api, &name, &lease, &me, duration).await
+            } else {
+                writes::hold(&api, &name, &lease, &me, duration).await
+            };
             if acquiring {
                 Done::Acquired { name, sent, result }
             } else {
@@ -695,6 +843,158 @@ impl Member {
             let result = writes::release(&api, &name, lease, &me).await;
             Done::Released { name, result }
         });
+    }
+
+    /// Protocol v2: keeps the member Lease. Past the renew deadline every hold is lost (the
+    /// work stops; nothing is written), and the next successful write starts a new term.
+    /// Writes when due; ends the drain on shutdown. Returns when it next needs a look.
+    fn step_heart(&mut self, now: Instant) -> Option<Instant> {
+        let drained = self.held.is_empty();
+        if let Some(until) = self.drain_until
+            && !self.stopping
+            && (drained || now >= until)
+        {
+            if drained {
+                tracing::info!("every target moved away; stopping");
+            } else {
+                tracing::warn!(
+                    targets = self.held.len(),
+                    "drain timeout: releasing what was not moved away"
+                );
+            }
+            self.stopping = true;
+            self.dirty.extend(self.held.keys().cloned());
+        }
+        let heart = self.heart.as_mut()?;
+        if let Some(deadline) = heart.deadline()
+            && now >= deadline
+        {
+            tracing::warn!("member lease not renewed within its renew deadline; stopping all work");
+            self.lose_all(Some(deadline + self.cfg.default_lease_duration / 2));
+            let heart = self.heart.as_mut()?;
+            heart.renewed = None;
+        }
+        let heart = self.heart.as_mut()?;
+        // Signing off: no more renewals once nothing is held (the exit releases the Lease).
+        if heart.writing || (self.stopping && self.held.is_empty()) {
+            return heart.deadline();
+        }
+        if now >= heart.due() {
+            heart.writing = true;
+            let api = self.api.clone();
+            let current = heart.lease.clone();
+            let (prefix, cluster, me) = (
+                self.cfg.lease_prefix.clone(),
+                self.cfg.cluster.clone(),
+                self.cfg.identity.clone(),
+            );
+            let (duration, leaving) = (heart.duration, heart.leaving);
+            self.tasks.spawn(async move {
+                let sent = Instant::now();
+                let result = writes::heartbeat(
+                    &api,
+                    current.as_ref(),
+                    (&prefix, &cluster, &me),
+                    duration,
+                    leaving,
+                )
+                .await;
+                Done::Heartbeat {
+                    sent,
+                    leaving,
+                    result,
+                }
+            });
+            return heart.deadline();
+        }
+        Some(heart.deadline().map_or(heart.due(), |d| d.min(heart.due())))
+    }
+
+    /// Protocol v2: a member Lease write came back.
+    fn on_heartbeat(&mut self, sent: Instant, leaving: bool, result: Result<Lease, WriteError>) {
+        let me = self.cfg.identity.clone();
+        let Some(heart) = self.heart.as_mut() else {
+            return;
+        };
+        heart.writing = false;
+        match result {
+            Ok(lease) => {
+                if heart.renewed.is_none() {
+                    tracing::info!("member lease held: this member may work");
+                }
+                heart.lease = Some(lease);
+                heart.renewed = Some(sent);
+                heart.leaving_written = leaving;
+            }
+            Err(WriteError::Conflict(Some(fresh))) => {
+                let holder = protocol::Holding::of(fresh.spec.as_ref()).holder;
+                heart.lease = Some(*fresh);
+                if holder.as_deref() != Some(me.as_str()) && heart.renewed.is_some() {
+                    // Fenced by the control plane (or released by an earlier run): whatever
+                    // it decided, this member's holds may be given away now.
+                    tracing::warn!(
+                        ?holder,
+                        "member lease fenced or taken: stopping all work and registering again"
+                    );
+                    let ended = heart.renewed.map(|r| r + heart.duration);
+                    heart.renewed = None;
+                    self.lose_all(ended);
+                }
+            }
+            Err(WriteError::NotFound) => {
+                heart.lease = None;
+                if heart.renewed.is_some() {
+                    tracing::warn!("member lease deleted: stopping all work and registering again");
+                    let ended = heart.renewed.map(|r| r + heart.duration);
+                    heart.renewed = None;
+                    self.lose_all(ended);
+                }
+            }
+            Err(WriteError::Conflict(None)) | Err(WriteError::Other(_)) => {
+                heart.retry_at = Instant::now() + WRITE_BACKOFF;
+                if let Err(WriteError::Other(error)) = &result {
+                    tracing::warn!(%error, "member lease write failed");
+                }
+            }
+        }
+    }
+
+    /// Protocol v2: every hold ends (the authority is gone): stop the work, write nothing.
+    fn lose_all(&mut self, ended: Option<Instant>) {
+        for (name, h) in self.held.iter_mut() {
+            if h.v2 {
+                Self::lose(
+                    &mut self.tasks,
+                    &self.hooks,
+                    self.cfg.hook_timeout,
+                    &self.overruns,
+                    name,
+                    h,
+                    Some(ended),
+                );
+                self.dirty.insert(name.clone());
+            }
+        }
+        self.publish_due = true;
+    }
+
+    /// Protocol v2, at exit: releases the member Lease, telling the control plane that this
+    /// member has stopped all its work (its remaining holds may be revoked at once).
+    async fn sign_off(&mut self) {
+        let Some(lease) = self.heart.as_ref().and_then(|h| h.lease.clone()) else {
+            return;
+        };
+        let name = protocol::names::member_lease(
+            &self.cfg.lease_prefix,
+            &self.cfg.cluster,
+            &self.cfg.identity,
+        );
+        match writes::release(&self.api, &name, lease, &self.cfg.identity).await {
+            Ok(_) => tracing::info!("member lease released"),
+            Err(error) => {
+                tracing::warn!(%error, "releasing the member lease failed; it will expire")
+            }
+        }
     }
 
     fn publish(&self) {

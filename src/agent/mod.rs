@@ -36,6 +36,8 @@ pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
 /// Default bound on one hook call. Kept under a third of the default duration: a member that
 /// loses its Lease (renew deadline at 2/3) must have stopped the work before the Lease expires.
 pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default wait, on shutdown in protocol v2, for the targets to be moved away.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default bound on concurrent Lease writes (a rebalance can move many targets at once; the
 /// API server's mutating-call budget is shared with everyone).
 pub const DEFAULT_MAX_PARALLEL: usize = 16;
@@ -58,6 +60,13 @@ pub struct AgentConfig {
     pub hook_timeout: Duration,
     /// Bound on concurrent Lease writes.
     pub max_parallel: usize,
+    /// Member protocol version: 1 (renew every held target Lease) or 2 (renew one member Lease,
+    /// of duration [`Self::default_lease_duration`]; target Leases are written only on
+    /// acquire and release).
+    pub protocol_version: u8,
+    /// Protocol v2: on shutdown, how long to wait for the control plane to move this member's
+    /// targets away (it announces `leaving` on its member Lease) before releasing the rest.
+    pub drain_timeout: Duration,
 }
 
 impl AgentConfig {
@@ -71,6 +80,8 @@ impl AgentConfig {
             default_lease_duration: DEFAULT_LEASE_DURATION,
             hook_timeout: DEFAULT_HOOK_TIMEOUT,
             max_parallel: DEFAULT_MAX_PARALLEL,
+            protocol_version: 1,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
         }
     }
 

@@ -1,5 +1,6 @@
 //! What the member loop keeps per Lease: the copy last seen with its [`Observation`], and for
-//! the Leases it holds, the phase of the handoff and the renewal clock. Plain data and pure
+//! the Leases it holds, the phase of the handoff and the renewal clock; in protocol v2 also
+//! the member Lease ([`Heart`]), whose renew deadline bounds all the member's work. Plain data and pure
 //! helpers; the loop in `member` drives them.
 
 use std::time::Duration;
@@ -15,6 +16,45 @@ pub(super) struct Seen {
     pub(super) lease: Lease,
     pub(super) view: LeaseView,
     pub(super) observed: Observation,
+    /// Which watches currently list it (a bit per watch; protocol v2 has two, by label).
+    pub(super) sources: u8,
+}
+
+/// Protocol v2: this member's own member Lease, its authority to work on anything.
+pub(super) struct Heart {
+    /// The freshest copy known (`None`: create it).
+    pub(super) lease: Option<Lease>,
+    /// When the last successful write of the current term was sent; `None` when the member
+    /// has no authority (not registered yet, fenced, or past its renew deadline).
+    pub(super) renewed: Option<Instant>,
+    pub(super) duration: Duration,
+    pub(super) writing: bool,
+    /// No write before this (after a failed one).
+    pub(super) retry_at: Instant,
+    /// The member is stopping and wants its targets moved away first.
+    pub(super) leaving: bool,
+    /// `leaving` as last written.
+    pub(super) leaving_written: bool,
+}
+
+impl Heart {
+    /// The renew deadline of the current term: past it, all work stops.
+    pub(super) fn deadline(&self) -> Option<Instant> {
+        self.renewed.map(|r| r + self.duration * 2 / 3)
+    }
+    /// Whether the member may work at `now`.
+    pub(super) fn authority(&self, now: Instant) -> bool {
+        self.deadline().is_some_and(|d| now < d)
+    }
+    /// When the next write is due.
+    pub(super) fn due(&self) -> Instant {
+        match self.renewed {
+            Some(r) if self.leaving == self.leaving_written => {
+                (r + self.duration / 3).max(self.retry_at)
+            }
+            _ => self.retry_at,
+        }
+    }
 }
 
 /// Where a held target is in its life on this member.
@@ -47,6 +87,8 @@ pub(super) struct Held {
     pub(super) retry_at: Instant,
     /// The running `on_acquire`, aborted if the Lease is lost meanwhile.
     pub(super) starting: Option<AbortHandle>,
+    /// Held under protocol v2: never renewed; the member Lease is the authority.
+    pub(super) v2: bool,
 }
 
 impl Held {
@@ -57,10 +99,11 @@ impl Held {
         self.renewed + self.duration * 2 / 3
     }
     pub(super) fn renews(&self) -> bool {
-        matches!(
-            self.phase,
-            Phase::Starting | Phase::Working | Phase::Stopping { release: true }
-        )
+        !self.v2
+            && matches!(
+                self.phase,
+                Phase::Starting | Phase::Working | Phase::Stopping { release: true }
+            )
     }
 }
 

@@ -42,6 +42,58 @@ pub(super) async fn hold(
     put(api, name, &next, duration / 3).await
 }
 
+/// Protocol v2 acquire: `protocol::acquired_v2` (always a new hold, the generation moves),
+/// bounded by a third of the duration.
+pub(super) async fn acquire_v2(
+    api: &Api<Lease>,
+    name: &str,
+    lease: &Lease,
+    me: &str,
+    duration: Duration,
+) -> Result<Lease, WriteError> {
+    let secs = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
+    let next = protocol::acquired_v2(lease, me, jiff::Timestamp::now(), secs);
+    put(api, name, &next, duration / 3).await
+}
+
+/// Protocol v2: registers (creates, or takes again after a release or a fence) or renews the
+/// member Lease `name` of `me`, carrying `leaving`. `current` is the freshest copy known
+/// (`None`: create it). A create that finds the Lease already there answers like a 409, with
+/// the copy read after it.
+pub(super) async fn heartbeat(
+    api: &Api<Lease>,
+    current: Option<&Lease>,
+    (prefix, cluster, me): (&str, &str, &str),
+    duration: Duration,
+    leaving: bool,
+) -> Result<Lease, WriteError> {
+    let secs = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
+    let now = jiff::Timestamp::now();
+    let name = protocol::names::member_lease(prefix, cluster, me);
+    let timeout = (duration / 3).max(MIN_WRITE_TIMEOUT);
+    match current {
+        Some(l) => {
+            let next = protocol::member_renewed(l, me, now, secs, leaving);
+            put(api, &name, &next, timeout).await
+        }
+        None => {
+            let new = protocol::new_member_lease(prefix, cluster, me, now, secs, leaving);
+            let res = tokio::time::timeout(timeout, api.create(&PostParams::default(), &new)).await;
+            match res {
+                Ok(Ok(l)) => Ok(l),
+                Ok(Err(e)) if is_conflict(&e) => {
+                    match tokio::time::timeout(timeout, api.get_opt(&name)).await {
+                        Ok(Ok(Some(l))) => Err(WriteError::Conflict(Some(Box::new(l)))),
+                        _ => Err(WriteError::Conflict(None)),
+                    }
+                }
+                Ok(Err(e)) => Err(WriteError::Other(e.to_string())),
+                Err(_) => Err(WriteError::Other(format!("no answer within {timeout:?}"))),
+            }
+        }
+    }
+}
+
 /// Release: `protocol::released`; on a 409, release the fresh copy again only if it still
 /// names us. Returns the Lease as last written or read (None when it is gone).
 pub(super) async fn release(

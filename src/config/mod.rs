@@ -79,6 +79,11 @@ pub struct Cluster {
     /// Who drives the Leases.
     #[serde(default = "default_protocol")]
     pub protocol: Protocol,
+    /// Version of the native protocol: 1 (each holder renews every target Lease) or 2 (one
+    /// member Lease per member; target Leases written only when ownership changes). Members
+    /// must run `leasehold agent --protocol-version` with the same value.
+    #[serde(default = "default_protocol_version")]
+    pub protocol_version: u8,
     /// First part of Lease names (`<prefix>-<cluster>-…`); `gnmic` for gnmic clusters.
     #[serde(default)]
     pub lease_prefix: Option<String>,
@@ -345,6 +350,10 @@ fn default_cp_lease() -> String {
 fn default_cp_duration() -> Duration {
     Duration::from_secs(15)
 }
+fn default_protocol_version() -> u8 {
+    1
+}
+
 fn default_protocol() -> Protocol {
     Protocol::Native
 }
@@ -618,6 +627,15 @@ impl Cluster {
                     format!("{:?} is listed twice", t.key),
                 ));
             }
+        }
+        if !matches!(self.protocol_version, 1 | 2) {
+            return Err(bad("protocol_version", "must be 1 or 2"));
+        }
+        if self.protocol == Protocol::Gnmic && self.protocol_version != 1 {
+            return Err(bad(
+                "protocol_version",
+                "applies to native clusters only (gnmic's layout is observed as it is)",
+            ));
         }
         if self.protocol == Protocol::Native
             && self.targets.inline.is_empty()

@@ -169,30 +169,112 @@ async fn reconcile(inner: &Inner, spec: &Cluster, view: &Arc<View>, busy: HashSe
     }
     debug!(cluster = %spec.name, actions = actions.len(), "reconciling");
     let api: Api<Lease> = Api::namespaced(inner.client.clone(), &spec.namespace);
+    // Fences first: a revoke in the second batch re-reads the member Lease and goes ahead only
+    // if it is fenced (or released) by then.
+    let (fences, rest): (Vec<Action>, Vec<Action>) = actions
+        .into_iter()
+        .partition(|a| matches!(a, Action::Fence { .. }));
+    for batch in [fences, rest] {
+        write_batch(inner, spec, &api, duration_s, batch).await;
+    }
+    true
+}
+
+/// Makes one batch of writes, up to [`WRITE_PARALLELISM`] at once.
+async fn write_batch(
+    inner: &Inner,
+    spec: &Cluster,
+    api: &Api<Lease>,
+    duration_s: i32,
+    actions: Vec<Action>,
+) {
     let prefix = spec.prefix();
+    let cluster = spec.name.as_str();
+    let observed = |member: &str| {
+        let member = member.to_owned();
+        move || {
+            inner
+                .shared
+                .read(|ix| ix.member_record(cluster, &member, jiff::Timestamp::now()))
+        }
+    };
     futures::stream::iter(actions)
         .for_each_concurrent(WRITE_PARALLELISM, |action| {
-            let api = &api;
+            let observed = &observed;
             async move {
                 let result = match &action {
                     Action::Desire {
                         key,
                         desire,
                         expect,
+                        revoke: None,
                     } => {
-                        leases::set_desire(api, prefix, &spec.name, key, |current| {
+                        leases::set_desire(api, prefix, cluster, key, |current| {
                             // Someone (an operation, another replica) decided first: leave it.
                             let now = current.and_then(|v| v.desired.clone());
                             (now == *expect).then(|| desire.clone())
                         })
                         .await
                     }
+                    Action::Desire {
+                        key,
+                        desire,
+                        expect,
+                        revoke: Some(holder),
+                    } => {
+                        let seen = observed(holder);
+                        leases::desire_or_revoke(
+                            api,
+                            prefix,
+                            cluster,
+                            key,
+                            holder,
+                            |current| {
+                                let now = current.and_then(|v| v.desired.clone());
+                                (now == *expect).then(|| desire.clone())
+                            },
+                            |hold_s| {
+                                leases::may_revoke(api, prefix, cluster, holder, hold_s, &seen)
+                            },
+                        )
+                        .await
+                    }
+                    Action::Revoke { key, holder } => {
+                        let seen = observed(holder);
+                        leases::desire_or_revoke(
+                            api,
+                            prefix,
+                            cluster,
+                            key,
+                            holder,
+                            |_| None,
+                            |hold_s| {
+                                leases::may_revoke(api, prefix, cluster, holder, hold_s, &seen)
+                            },
+                        )
+                        .await
+                    }
+                    Action::Fence { member } => {
+                        let member = member.as_str();
+                        leases::fence(api, prefix, cluster, member, duration_s, || {
+                            inner.shared.read(|ix| {
+                                ix.member_record(cluster, member, jiff::Timestamp::now())
+                                    .filter(|(record, unchanged_ms)| {
+                                        record.holder.as_deref() == Some(member)
+                                            && *unchanged_ms
+                                                >= i64::from(record.duration_s.max(1)) * 1000
+                                    })
+                                    .map(|(record, _)| record)
+                            })
+                        })
+                        .await
+                    }
                     Action::Delete { lease, .. } => {
                         leases::delete_if(api, lease, |l| {
                             // Still not one of the configured targets.
-                            protocol::parse_native(l, &spec.name).is_some_and(|v| {
+                            protocol::parse_native(l, cluster).is_some_and(|v| {
                                 matches!(v.role, protocol::LeaseRole::Target(ref k) if inner
-                                    .model_has_unconfigured(&spec.name, k))
+                                    .model_has_unconfigured(cluster, k))
                             })
                         })
                         .await
@@ -215,7 +297,6 @@ async fn reconcile(inner: &Inner, spec: &Cluster, view: &Arc<View>, busy: HashSe
             }
         })
         .await;
-    true
 }
 
 impl Inner {

@@ -101,10 +101,11 @@ async fn execute(inner: &Arc<Inner>, op: Operation) -> anyhow::Result<()> {
         inner.metrics.operation_started(&op.cluster, op.kind);
     }
     let ghost = op.kind == OperationKind::RemoveInstance
-        && op
-            .instance
-            .as_deref()
-            .is_some_and(|i| !inner.shared.read(|ix| ix.alive(&op.cluster, i)));
+        && op.instance.as_deref().is_some_and(|i| {
+            !inner
+                .shared
+                .read(|ix| ix.alive(&op.cluster, i, jiff::Timestamp::now()))
+        });
     let failed = run_moves(inner, &spec, &op, ghost).await?;
     if !still_running(inner, &op.id).await? {
         info!("operation cancelled; moves in flight finished");
@@ -213,7 +214,10 @@ async fn run_move(
     loop {
         attempts += 1;
         record(MoveState::InProgress, attempts, None).await?;
-        if !inner.shared.read(|ix| ix.alive(&spec.name, &mv.to)) {
+        if !inner
+            .shared
+            .read(|ix| ix.alive(&spec.name, &mv.to, jiff::Timestamp::now()))
+        {
             let why = format!("destination {} is not a live member", mv.to);
             record(MoveState::Failed, attempts, Some(why)).await?;
             inner.metrics.move_finished(&spec.name, kind, false);
@@ -291,7 +295,7 @@ async fn wait_held(
         let now = inner.shared.read(|ix| {
             (
                 ix.target(cluster, target, Timestamp::now()),
-                ix.alive(cluster, to),
+                ix.alive(cluster, to, jiff::Timestamp::now()),
             )
         });
         match now {

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use crate::engine::planner::{self, Member, MemberState};
-use crate::k8s::model::{ClusterModel, Instance, Target, TargetState};
+use crate::k8s::model::{ClusterModel, Instance, Liveness, Target, TargetState};
 use crate::model::Cause;
 use crate::protocol::{Desire, Protocol};
 
@@ -25,6 +25,23 @@ pub enum Action {
         desire: Desire,
         /// The desired owner seen when deciding.
         expect: Option<String>,
+        /// Protocol v2: the holder to clear in the same write, if its member Lease is still
+        /// fenced or released on a fresh read.
+        revoke: Option<String>,
+    },
+    /// Protocol v2: fence `member`'s member Lease — its record was seen unchanged for a full
+    /// duration (or it has none) — so that its holds can be revoked.
+    Fence {
+        /// The member.
+        member: String,
+    },
+    /// Protocol v2: clear the holder of target `key`, held by `holder` whose member Lease is
+    /// fenced or released, leaving the desired owner as it is.
+    Revoke {
+        /// Target key.
+        key: String,
+        /// The holder to clear.
+        holder: String,
     },
     /// Delete the Lease of a target that is no longer configured.
     Delete {
@@ -35,10 +52,10 @@ pub enum Action {
     },
 }
 
-/// A live member: a ready pod, not terminating (cordoned members are live: they keep what
-/// they have).
+/// A live member: a ready pod, not terminating, and in protocol v2 a live member Lease that
+/// does not say it is leaving (cordoned members are live: they keep what they have).
 pub fn alive(i: &Instance) -> bool {
-    i.ready && !i.ghost && !i.terminating
+    i.ready && !i.ghost && !i.terminating && i.heartbeat_ok()
 }
 
 /// A desired owner that leaves its target free this long (e.g. its agent stopped while its pod
@@ -172,6 +189,42 @@ pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> 
     let targets = targets(model, busy, duration_ms);
     let plan = planner::place(&members, &targets);
     let mut actions = Vec::new();
+    // Protocol v2: holds of members whose member Lease is no longer live are revoked once the
+    // member Lease is fenced (or released by the member); a member Lease seen unchanged for a
+    // full duration (or missing) is fenced first, in the same pass (see docs/protocol.md). The
+    // write re-reads the member Lease and revokes only if it is still fenced or released.
+    let mut fence: Vec<&str> = Vec::new();
+    if model.protocol_version == 2 {
+        fence = model
+            .targets
+            .iter()
+            .filter(|t| t.state == TargetState::Expired)
+            .filter_map(|t| t.owner.as_deref())
+            .filter(|h| {
+                model.instance(h).is_none_or(|i| {
+                    i.member_lease
+                        .as_ref()
+                        .is_none_or(|m| matches!(m.liveness, Liveness::Expired | Liveness::Absent))
+                })
+            })
+            .collect();
+        fence.sort_unstable();
+        fence.dedup();
+        actions.extend(fence.iter().map(|m| Action::Fence {
+            member: (*m).to_owned(),
+        }));
+    }
+    let revocable: HashSet<&str> = model
+        .instances
+        .iter()
+        .filter(|i| i.member_lease.as_ref().is_some_and(|m| m.revocable))
+        .map(|i| i.name.as_str())
+        .chain(fence.iter().copied())
+        .collect();
+    let revoke = |t: &Target| -> Option<String> {
+        let h = t.owner.as_deref()?;
+        (t.state == TargetState::Expired && revocable.contains(h)).then(|| h.to_owned())
+    };
     for mv in plan.moves {
         let Some(t) = model.target(&mv.target) else {
             continue;
@@ -194,6 +247,7 @@ pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> 
                 duration_s,
             },
             expect: t.desired.as_deref().map(str::to_owned),
+            revoke: revoke(t),
         });
     }
     // Adopt: held by a live member but never given a desired owner (e.g. written before
@@ -202,9 +256,18 @@ pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> 
         .iter()
         .filter_map(|a| match a {
             Action::Desire { key, .. } => Some(key.as_str()),
-            Action::Delete { .. } => None,
+            _ => None,
         })
         .collect();
+    let mut revokes = Vec::new();
+    for t in model.targets.iter().filter(|t| !placed.contains(&*t.key)) {
+        if let Some(holder) = revoke(t) {
+            revokes.push(Action::Revoke {
+                key: t.key.to_string(),
+                holder,
+            });
+        }
+    }
     let mut adopt = Vec::new();
     for t in targets.iter().filter(|t| !placed.contains(t.key.as_str())) {
         if let Some(owner) = &t.owner
@@ -219,10 +282,12 @@ pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> 
                     duration_s,
                 },
                 expect: None,
+                revoke: None,
             });
         }
     }
     actions.extend(adopt);
+    actions.extend(revokes);
     // Leases of targets no longer configured — but never while the target list itself is in
     // doubt (a broken ConfigMap keeps the last good list and stops deletions).
     if model.targets_error.is_none() {
@@ -256,7 +321,7 @@ mod tests {
                 Action::Desire { key, desire, .. } => {
                     Some((key.clone(), desire.owner.clone(), desire.cause))
                 }
-                Action::Delete { .. } => None,
+                _ => None,
             })
             .collect();
         out.sort();
@@ -464,5 +529,71 @@ mod tests {
         m.stale = false;
         m.protocol = Protocol::Gnmic;
         assert!(decide(&m, 10, &HashSet::new()).is_empty());
+    }
+
+    #[test]
+    fn v2_fences_a_silent_member_and_revokes_only_what_is_revocable() {
+        use crate::k8s::model::{Liveness, MemberLease};
+        let ml = |liveness, revocable| {
+            Some(MemberLease {
+                liveness,
+                unchanged_ms: Some(0),
+                revocable,
+            })
+        };
+        let mut a = Instance::for_tests("a", true, false, false);
+        a.member_lease = ml(Liveness::Live, false);
+        let mut b = Instance::for_tests("b", true, false, false);
+        b.member_lease = ml(Liveness::Expired, false);
+        let mut c = Instance::for_tests("c", true, false, false);
+        c.member_lease = ml(Liveness::Released, true);
+        let mut t = vec![
+            Target::for_tests("t1", Some("a"), Some("a"), TargetState::Owned, true),
+            Target::for_tests("t2", Some("b"), Some("b"), TargetState::Expired, true),
+            Target::for_tests("t3", Some("c"), Some("a"), TargetState::Expired, true),
+        ];
+        t.sort_by(|x, y| x.key.cmp(&y.key));
+        let mut m = ClusterModel::for_tests(vec![a, b, c], t);
+        m.protocol_version = 2;
+        let actions = decide(&m, 10, &HashSet::new());
+        // b's member Lease went silent: fenced, and its target moved with a revoke (the write
+        // checks the fence took). c released its member Lease: t3, already desired on a, has
+        // its holder cleared. a's live hold is left alone.
+        assert!(
+            actions.contains(&Action::Fence { member: "b".into() }),
+            "{actions:?}"
+        );
+        assert!(
+            actions.iter().any(|x| matches!(x,
+            Action::Desire { key, desire, revoke: Some(h), .. }
+                if key == "t2" && desire.owner == "a" && h == "b")),
+            "{actions:?}"
+        );
+        assert!(
+            actions.contains(&Action::Revoke {
+                key: "t3".into(),
+                holder: "c".into()
+            }),
+            "{actions:?}"
+        );
+        assert!(!actions.iter().any(|x| matches!(x,
+            Action::Desire { key, .. } | Action::Revoke { key, .. } if key == "t1")));
+        // The same model in v1 fences and revokes nothing.
+        m.protocol_version = 1;
+        for i in &mut m.instances {
+            i.member_lease = None;
+        }
+        let v1 = decide(&m, 10, &HashSet::new());
+        assert!(
+            !v1.iter()
+                .any(|x| matches!(x, Action::Fence { .. } | Action::Revoke { .. }))
+        );
+        assert!(!v1.iter().any(|x| matches!(
+            x,
+            Action::Desire {
+                revoke: Some(_),
+                ..
+            }
+        )));
     }
 }

@@ -1,14 +1,16 @@
 //! The control plane's Lease writes. Each is a compare-and-swap on `resourceVersion`: read the
 //! Lease fresh from the API server, let the caller decide on what is really there, write with
 //! the version read. A 409 means someone else wrote in between: read again and decide again,
-//! never retry blindly. Members' writes (holder) live in `agent`; this module never touches
-//! `spec`.
+//! never retry blindly. Members' writes (holder) live in `agent`; this module touches `spec`
+//! only in protocol v2, to fence a dead member's member Lease and revoke its holds.
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams, Preconditions};
 
-use crate::protocol::{self, Desire, LeaseView, Protocol};
+use std::future::Future;
+
+use crate::protocol::{self, Desire, Fence, Holding, LeaseView, Protocol};
 
 /// How often one write re-reads after conflicts before giving up for this round (the next
 /// reconcile tries again with fresh data).
@@ -74,6 +76,133 @@ pub async fn set_desire(
         match result {
             Err(kube::Error::Api(s)) if s.code == 409 => continue,
             other => return other,
+        }
+    }
+    Ok(Outcome::Unchanged)
+}
+
+/// Protocol v2: fences `member`'s member Lease. If it is missing, creates it fenced
+/// ([`Fence::Absent`]; a create is a compare-and-swap on absence). If it exists, fences it
+/// ([`Fence::Expired`]) only when `expired()` — the record the index saw unchanged for a full
+/// duration — is exactly the record read now: then the member's renew deadline has passed,
+/// and no renewal it sent can succeed after this write (they carry the older version).
+pub async fn fence(
+    api: &Api<Lease>,
+    prefix: &str,
+    cluster: &str,
+    member: &str,
+    duration_s: i32,
+    expired: impl Fn() -> Option<Holding>,
+) -> kube::Result<Outcome> {
+    let name = protocol::names::member_lease(prefix, cluster, member);
+    let now = jiff::Timestamp::now();
+    match api.get_opt(&name).await? {
+        None => {
+            let lease = protocol::new_fenced_member_lease(prefix, cluster, member, now, duration_s);
+            match api.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(Outcome::Created),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(Outcome::Unchanged),
+                Err(e) => Err(e),
+            }
+        }
+        Some(lease) => {
+            let fresh = Holding::of(lease.spec.as_ref());
+            if fresh.holder.as_deref() != Some(member) || expired().as_ref() != Some(&fresh) {
+                return Ok(Outcome::Unchanged);
+            }
+            let fenced = protocol::fenced(&lease, Fence::Expired, now);
+            match api.replace(&name, &PostParams::default(), &fenced).await {
+                Ok(_) => Ok(Outcome::Updated),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(Outcome::Unchanged),
+                Err(e) => Err(e),
+            }
+        }
+    }
+}
+
+/// Protocol v2: whether the holds of `member` may be revoked, on a fresh read of its member
+/// Lease: released by the member, or fenced after its renew deadline had passed — or, when the
+/// control plane created it fenced for want of one ([`Fence::Absent`]), only once the index
+/// has seen exactly the record read now unchanged for the longer of its duration and the
+/// hold's (`hold_s`): a member whose Lease was deleted may still have been within its renew
+/// deadline when the fenced one was created.
+pub async fn may_revoke(
+    api: &Api<Lease>,
+    prefix: &str,
+    cluster: &str,
+    member: &str,
+    hold_s: i32,
+    observed: impl Fn() -> Option<(Holding, i64)>,
+) -> kube::Result<bool> {
+    let name = protocol::names::member_lease(prefix, cluster, member);
+    let Some(lease) = api.get_opt(&name).await? else {
+        return Ok(false);
+    };
+    let Some(view) = protocol::parse_native(&lease, cluster) else {
+        return Ok(false);
+    };
+    if view.holding.holder.is_some() {
+        return Ok(false);
+    }
+    Ok(match view.fence {
+        Some(Fence::Absent) => observed().is_some_and(|(record, unchanged_ms)| {
+            let wait_s = view.holding.duration_s.max(hold_s).max(1);
+            record == view.holding && unchanged_ms >= i64::from(wait_s) * 1000
+        }),
+        _ => true,
+    })
+}
+
+/// Protocol v2: sets the desired owner of target `key` (as [`set_desire`]; `desire` `None`
+/// keeps the annotations) and clears its holder in the same write if the holder is still
+/// `holder` and `revocable(hold duration)` says so — asked *after* the target was read, so that a member
+/// that registers again and re-takes the target in between makes this write fail with 409
+/// (and be decided again) instead of undoing its hold.
+pub async fn desire_or_revoke<F, Fut>(
+    api: &Api<Lease>,
+    prefix: &str,
+    cluster: &str,
+    key: &str,
+    holder: &str,
+    mut decide: impl FnMut(Option<&LeaseView>) -> Option<Desire>,
+    revocable: F,
+) -> kube::Result<Outcome>
+where
+    F: Fn(i32) -> Fut,
+    Fut: Future<Output = kube::Result<bool>>,
+{
+    let name = protocol::names::target_lease(prefix, cluster, key);
+    for _ in 0..MAX_CONFLICTS {
+        let Some(current) = api.get_opt(&name).await? else {
+            return Ok(Outcome::Unchanged);
+        };
+        let Some(view) = protocol::parse_native(&current, cluster) else {
+            return Ok(Outcome::Unchanged);
+        };
+        let desire = decide(Some(&view));
+        let held = view.holding.holder.as_deref() == Some(holder)
+            && desire.as_ref().is_none_or(|d| d.owner != holder);
+        let unchanged = desire.as_ref().is_none_or(|d| {
+            view.desired.as_deref() == Some(d.owner.as_str())
+                && view.operation == d.operation
+                && view.desired_duration_s == Some(d.duration_s)
+        });
+        let next = if held && revocable(view.holding.duration_s).await? {
+            let now = jiff::Timestamp::now();
+            match &desire {
+                Some(d) => protocol::revoked(&current, d, now),
+                None => protocol::released(&current, now),
+            }
+        } else {
+            match &desire {
+                Some(d) if !unchanged => protocol::with_desire(&current, d),
+                _ => return Ok(Outcome::Unchanged),
+            }
+        };
+        match api.replace(&name, &PostParams::default(), &next).await {
+            Ok(_) => return Ok(Outcome::Updated),
+            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(e) => return Err(e),
         }
     }
     Ok(Outcome::Unchanged)

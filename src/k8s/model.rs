@@ -18,6 +18,9 @@ pub struct ClusterModel {
     pub namespace: String,
     /// Its Lease layout.
     pub protocol: Protocol,
+    /// The version of the native protocol in force: 1 (every target Lease renewed by its
+    /// holder) or 2 (one member Lease per member; see `docs/protocol.md`).
+    pub protocol_version: u8,
     /// Every watch it depends on has synced at least once.
     pub synced: bool,
     /// A watch it depends on is down: this is the last known state, not to be acted on.
@@ -78,13 +81,54 @@ pub struct Instance {
     pub ghost: bool,
     /// Holds the cluster's leader Lease.
     pub leader: bool,
+    /// Its member Lease (protocol v2 only; `None` in v1 clusters).
+    pub member_lease: Option<MemberLease>,
 }
 
 impl Instance {
-    /// May receive targets: a ready pod, not cordoned.
+    /// May receive targets: a ready pod, not cordoned, and in protocol v2 a live member Lease
+    /// that does not say it is leaving.
     pub fn eligible(&self) -> bool {
-        self.ready && !self.cordoned && !self.ghost && !self.terminating
+        self.ready && !self.cordoned && !self.ghost && !self.terminating && self.heartbeat_ok()
     }
+
+    /// In protocol v2, whether its member Lease is live (renewed within its duration, as we
+    /// observed it) and not leaving; always true in v1.
+    pub fn heartbeat_ok(&self) -> bool {
+        self.member_lease
+            .as_ref()
+            .is_none_or(|m| m.liveness == Liveness::Live)
+    }
+}
+
+/// A member's liveness as its member Lease shows it (protocol v2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Liveness {
+    /// Renewed within its duration, as we observed it.
+    Live,
+    /// Live, and stopping: its targets are being moved away before it exits.
+    Leaving,
+    /// Not renewed for a full duration, as we observed it: about to be fenced.
+    Expired,
+    /// Fenced by the control plane: it may do no work until it registers again.
+    Fenced,
+    /// Released by the member itself after it stopped all its work.
+    Released,
+    /// It has no member Lease.
+    Absent,
+}
+
+/// What the control plane knows of a member Lease (protocol v2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct MemberLease {
+    /// How alive it is.
+    pub liveness: Liveness,
+    /// Milliseconds since its record last changed, as we observed it.
+    pub unchanged_ms: Option<i64>,
+    /// The control plane may take this member's targets away now (clear their holder): it
+    /// released its member Lease, or was fenced after its renew deadline had passed.
+    pub revocable: bool,
 }
 
 /// Where a target is.
@@ -213,6 +257,7 @@ impl ClusterModel {
             name: "c".into(),
             namespace: "ns".into(),
             protocol: Protocol::Native,
+            protocol_version: 1,
             synced: true,
             stale: false,
             leader: None,
@@ -249,6 +294,7 @@ impl Instance {
             cordoned,
             ghost,
             leader: false,
+            member_lease: None,
         }
     }
 }

@@ -2,9 +2,10 @@
 //! `docs/protocol.md`, shared by the control plane (`engine`), the members (`agent`) and the
 //! index (`k8s`). It owns the names, labels and annotations, reads a Lease into a
 //! [`LeaseView`], and builds the one change each party is allowed to make: the control plane
-//! writes only the desired owner (annotations), members write only the holder (`spec`). Every
-//! write built here is sent as a compare-and-swap on `resourceVersion` by the caller. Pure: no
-//! I/O, no clock (`now` is passed in).
+//! writes the desired owner (annotations and a label), and in protocol v2 also revokes a dead
+//! member's holds and fences its member Lease; members write the holder (`spec`, and the holder
+//! label) and their own member Lease. Every write built here is sent as a compare-and-swap on
+//! `resourceVersion` by the caller. Pure: no I/O, no clock (`now` is passed in).
 
 pub mod names;
 
@@ -24,6 +25,22 @@ pub const LABEL_ROLE: &str = "leasehold.io/lease-role";
 pub const ROLE_LEADER: &str = "leader";
 /// Value of [`LABEL_ROLE`] on a target Lease.
 pub const ROLE_TARGET: &str = "target";
+/// Value of [`LABEL_ROLE`] on a member Lease (protocol v2).
+pub const ROLE_MEMBER: &str = "member";
+/// Label on a target Lease: the desired owner as a label value
+/// ([`names::identity_label`]), so a member can watch the Leases desired for it.
+pub const LABEL_DESIRED_OWNER: &str = "leasehold.io/desired-owner";
+/// Label on a target Lease: the holder as a label value, written with the holder (v2 members).
+pub const LABEL_HOLDER: &str = "leasehold.io/holder";
+/// Annotation on a member Lease: the member's identity, raw (the name may be hashed).
+pub const ANN_IDENTITY: &str = "leasehold.io/identity";
+/// Annotation on a member Lease: `"true"` while the member is stopping and wants its targets
+/// moved away before it exits.
+pub const ANN_LEAVING: &str = "leasehold.io/leaving";
+/// Annotation on a member Lease the control plane fenced: why ([`Fence`]).
+pub const ANN_FENCED: &str = "leasehold.io/fenced";
+/// Annotation on a member Lease: the protocol versions the member speaks (`"2"`).
+pub const ANN_PROTOCOL_VERSIONS: &str = "leasehold.io/protocol-versions";
 /// Annotation holding the raw target key (names may be hashed; this never is).
 pub const ANN_TARGET_KEY: &str = "leasehold.io/target-key";
 /// Annotation naming the member that should hold the target. Written only by the acting
@@ -73,6 +90,30 @@ pub enum LeaseRole {
     Leader,
     /// Ownership of one target.
     Target(String),
+    /// A member's liveness (protocol v2): the identity it stands for.
+    Member(String),
+}
+
+/// Why the control plane fenced a member Lease (emptied its holder).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fence {
+    /// The member's record was seen unchanged for a full duration and was still the current
+    /// one when fenced: the member's renew deadline had passed. Its holds may be revoked at once.
+    Expired,
+    /// The member had no member Lease at all; the control plane created it fenced. Its holds may
+    /// be revoked once this record has stood unchanged for a full duration (a member that lost
+    /// its Lease to a deletion may still be within its renew deadline when it is created).
+    Absent,
+}
+
+impl Fence {
+    /// The annotation value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fence::Expired => "expired",
+            Fence::Absent => "absent",
+        }
+    }
 }
 
 /// The holder record of a Lease: the part the leader-election rule compares. A candidate may
@@ -111,6 +152,10 @@ pub struct LeaseView {
     pub operation: Option<String>,
     /// The duration members should promise when holding it.
     pub desired_duration_s: Option<i32>,
+    /// A member Lease: the member is stopping and wants its targets moved first.
+    pub leaving: bool,
+    /// A member Lease the control plane fenced, and why.
+    pub fence: Option<Fence>,
 }
 
 impl Holding {
@@ -146,6 +191,7 @@ pub fn parse_native(lease: &Lease, cluster: &str) -> Option<LeaseView> {
     let role = match label(meta, LABEL_ROLE)? {
         ROLE_LEADER => LeaseRole::Leader,
         ROLE_TARGET => LeaseRole::Target(annotation(meta, ANN_TARGET_KEY)?.to_owned()),
+        ROLE_MEMBER => LeaseRole::Member(annotation(meta, ANN_IDENTITY)?.to_owned()),
         _ => return None,
     };
     Some(LeaseView {
@@ -163,6 +209,12 @@ pub fn parse_native(lease: &Lease, cluster: &str) -> Option<LeaseView> {
         desired_duration_s: annotation(meta, ANN_DURATION)
             .and_then(|d| d.parse().ok())
             .filter(|d| *d > 0),
+        leaving: annotation(meta, ANN_LEAVING) == Some("true"),
+        fence: match annotation(meta, ANN_FENCED) {
+            Some("expired") => Some(Fence::Expired),
+            Some("absent") => Some(Fence::Absent),
+            _ => None,
+        },
     })
 }
 
@@ -196,6 +248,8 @@ pub fn parse_gnmic(lease: &Lease, cluster: &str) -> Option<LeaseView> {
         cause: None,
         operation: None,
         desired_duration_s: None,
+        leaving: false,
+        fence: None,
     })
 }
 
@@ -220,6 +274,14 @@ pub struct Desire {
     pub duration_s: i32,
 }
 
+fn set_label(meta: &mut ObjectMeta, key: &str, value: Option<&str>) {
+    let labels = meta.labels.get_or_insert_with(Default::default);
+    match value {
+        Some(v) => labels.insert(key.to_owned(), names::identity_label(v)),
+        None => labels.remove(key),
+    };
+}
+
 fn desire_annotations(d: &Desire, into: &mut BTreeMap<String, String>) {
     into.insert(ANN_DESIRED_OWNER.into(), d.owner.clone());
     into.insert(ANN_CAUSE.into(), d.cause.as_str().into());
@@ -234,16 +296,18 @@ fn desire_annotations(d: &Desire, into: &mut BTreeMap<String, String>) {
 pub fn new_target_lease(prefix: &str, cluster: &str, key: &str, desire: &Desire) -> Lease {
     let mut annotations = BTreeMap::from([(ANN_TARGET_KEY.to_owned(), key.to_owned())]);
     desire_annotations(desire, &mut annotations);
+    let mut metadata = ObjectMeta {
+        name: Some(names::target_lease(prefix, cluster, key)),
+        labels: Some(BTreeMap::from([
+            (LABEL_CLUSTER.to_owned(), cluster.to_owned()),
+            (LABEL_ROLE.to_owned(), ROLE_TARGET.to_owned()),
+        ])),
+        annotations: Some(annotations),
+        ..Default::default()
+    };
+    set_label(&mut metadata, LABEL_DESIRED_OWNER, Some(&desire.owner));
     Lease {
-        metadata: ObjectMeta {
-            name: Some(names::target_lease(prefix, cluster, key)),
-            labels: Some(BTreeMap::from([
-                (LABEL_CLUSTER.to_owned(), cluster.to_owned()),
-                (LABEL_ROLE.to_owned(), ROLE_TARGET.to_owned()),
-            ])),
-            annotations: Some(annotations),
-            ..Default::default()
-        },
+        metadata,
         spec: Some(LeaseSpec::default()),
     }
 }
@@ -258,8 +322,16 @@ pub fn with_desire(lease: &Lease, desire: &Desire) -> Lease {
             .annotations
             .get_or_insert_with(Default::default),
     );
+    set_label(&mut out.metadata, LABEL_DESIRED_OWNER, Some(&desire.owner));
     out.metadata.managed_fields = None;
     out
+}
+
+/// `lease` revoked by the control plane (protocol v2): no holder, and the new desired owner in
+/// the same write. Sent only once the holder's member Lease is fenced or released (see
+/// `docs/protocol.md`).
+pub fn revoked(lease: &Lease, desire: &Desire, now: Timestamp) -> Lease {
+    released(&with_desire(lease, desire), now)
 }
 
 /// `lease` taken or renewed by `me` at `now` (member side): a holder change bumps
@@ -283,14 +355,127 @@ pub fn held_by(lease: &Lease, me: &str, now: Timestamp, duration_s: i32) -> Leas
     out
 }
 
-/// `lease` released (member side): no holder and a one-second duration, as client-go does.
+/// `lease` acquired by `me` at `now` in protocol v2: always a new hold (a Lease still naming
+/// `me` from an earlier term is taken again, never continued), so `acquireTime` and the fencing
+/// generation (`leaseTransitions`) move; the holder label is written with the holder.
+pub fn acquired_v2(lease: &Lease, me: &str, now: Timestamp, duration_s: i32) -> Lease {
+    let mut out = lease.clone();
+    out.metadata.managed_fields = None;
+    set_label(&mut out.metadata, LABEL_HOLDER, Some(me));
+    let spec = out.spec.get_or_insert_with(Default::default);
+    spec.acquire_time = Some(MicroTime(now));
+    spec.lease_transitions = Some(match spec.lease_transitions {
+        Some(n) => n + 1,
+        None if spec
+            .holder_identity
+            .as_deref()
+            .is_some_and(|h| !h.is_empty()) =>
+        {
+            1
+        }
+        None => 0,
+    });
+    spec.holder_identity = Some(me.to_owned());
+    spec.renew_time = Some(MicroTime(now));
+    spec.lease_duration_seconds = Some(duration_s);
+    out
+}
+
+/// `lease` released (member side): no holder and a one-second duration, as client-go does;
+/// the holder label goes with the holder.
 pub fn released(lease: &Lease, now: Timestamp) -> Lease {
     let mut out = lease.clone();
     out.metadata.managed_fields = None;
+    set_label(&mut out.metadata, LABEL_HOLDER, None);
     let spec = out.spec.get_or_insert_with(Default::default);
     spec.holder_identity = None;
     spec.renew_time = Some(MicroTime(now));
     spec.lease_duration_seconds = Some(RELEASED_DURATION_SECONDS);
+    out
+}
+
+/// A new member Lease of `identity` (protocol v2), held by it from `now`.
+pub fn new_member_lease(
+    prefix: &str,
+    cluster: &str,
+    identity: &str,
+    now: Timestamp,
+    duration_s: i32,
+    leaving: bool,
+) -> Lease {
+    let lease = Lease {
+        metadata: ObjectMeta {
+            name: Some(names::member_lease(prefix, cluster, identity)),
+            labels: Some(BTreeMap::from([
+                (LABEL_CLUSTER.to_owned(), cluster.to_owned()),
+                (LABEL_ROLE.to_owned(), ROLE_MEMBER.to_owned()),
+            ])),
+            annotations: Some(BTreeMap::from([
+                (ANN_IDENTITY.to_owned(), identity.to_owned()),
+                (ANN_PROTOCOL_VERSIONS.to_owned(), "2".to_owned()),
+            ])),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec::default()),
+    };
+    member_renewed(&lease, identity, now, duration_s, leaving)
+}
+
+/// `lease` (a member Lease) renewed by its member, or taken again after it was released or
+/// fenced — a new term: `leaseTransitions` moves and the fence annotation goes. `leaving` is
+/// written as the member's current wish.
+pub fn member_renewed(
+    lease: &Lease,
+    me: &str,
+    now: Timestamp,
+    duration_s: i32,
+    leaving: bool,
+) -> Lease {
+    let mut out = held_by(lease, me, now, duration_s);
+    let annotations = out
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    annotations.remove(ANN_FENCED);
+    annotations.insert(ANN_PROTOCOL_VERSIONS.to_owned(), "2".to_owned());
+    if leaving {
+        annotations.insert(ANN_LEAVING.to_owned(), "true".to_owned());
+    } else {
+        annotations.remove(ANN_LEAVING);
+    }
+    out
+}
+
+/// `lease` (a member Lease) fenced by the control plane: no holder, and why. After this, no
+/// renewal the member sent before can succeed (they carry the older `resourceVersion`).
+pub fn fenced(lease: &Lease, fence: Fence, now: Timestamp) -> Lease {
+    let mut out = released(lease, now);
+    out.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(ANN_FENCED.to_owned(), fence.as_str().to_owned());
+    out
+}
+
+/// A fenced member Lease for `identity`, created by the control plane when a member holds
+/// targets but has no member Lease ([`Fence::Absent`]).
+pub fn new_fenced_member_lease(
+    prefix: &str,
+    cluster: &str,
+    identity: &str,
+    now: Timestamp,
+    duration_s: i32,
+) -> Lease {
+    let lease = new_member_lease(prefix, cluster, identity, now, duration_s, false);
+    let mut out = fenced(&lease, Fence::Absent, now);
+    if let Some(spec) = out.spec.as_mut() {
+        spec.lease_duration_seconds = Some(duration_s);
+        spec.acquire_time = None;
+        spec.lease_transitions = Some(0);
+    }
+    if let Some(a) = out.metadata.annotations.as_mut() {
+        a.remove(ANN_PROTOCOL_VERSIONS);
+    }
     out
 }
 
@@ -404,6 +589,64 @@ mod tests {
         let v = parse_native(&taken, "c").unwrap();
         assert_eq!(v.operation.as_deref(), Some("op-1"));
         assert_eq!(v.cause, Some(Cause::Rebalance));
+    }
+
+    #[test]
+    fn v2_member_lease_terms_fences_and_target_labels() {
+        let m = new_member_lease("leasehold", "c", "m-0", ts(100), 10, false);
+        let v = parse_native(&m, "c").unwrap();
+        assert_eq!(v.role, LeaseRole::Member("m-0".into()));
+        assert_eq!(
+            (v.holding.holder.as_deref(), v.holding.transitions),
+            (Some("m-0"), 0)
+        );
+        assert!(!v.leaving && v.fence.is_none());
+        let leaving = member_renewed(&m, "m-0", ts(103), 10, true);
+        let v = parse_native(&leaving, "c").unwrap();
+        assert!(v.leaving);
+        assert_eq!(v.holding.transitions, 0, "a renewal is not a new term");
+        let f = fenced(&leaving, Fence::Expired, ts(120));
+        let v = parse_native(&f, "c").unwrap();
+        assert_eq!((v.holding.holder, v.fence), (None, Some(Fence::Expired)));
+        let again = member_renewed(&f, "m-0", ts(121), 10, false);
+        let v = parse_native(&again, "c").unwrap();
+        assert_eq!(v.holding.transitions, 1, "registering again is a new term");
+        assert!(v.fence.is_none() && !v.leaving);
+        let absent = new_fenced_member_lease("leasehold", "c", "Odd/Name", ts(5), 15);
+        let v = parse_native(&absent, "c").unwrap();
+        assert_eq!(v.role, LeaseRole::Member("Odd/Name".into()));
+        assert_eq!(
+            (v.holding.holder, v.fence, v.holding.duration_s),
+            (None, Some(Fence::Absent), 15)
+        );
+
+        // Target Leases: the desired owner and the holder as labels; an acquire is always a
+        // new hold (the generation moves even when the Lease still names us).
+        let t = new_target_lease("leasehold", "c", "k", &desire("Odd/Name"));
+        let labels = |l: &Lease| l.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels(&t).get(LABEL_DESIRED_OWNER),
+            Some(&names::identity_label("Odd/Name"))
+        );
+        let a = acquired_v2(&t, "m-0", ts(200), 10);
+        assert_eq!(
+            labels(&a).get(LABEL_HOLDER).map(String::as_str),
+            Some("m-0")
+        );
+        assert_eq!(Holding::of(a.spec.as_ref()).transitions, 0);
+        let again = acquired_v2(&a, "m-0", ts(210), 10);
+        assert_eq!(Holding::of(again.spec.as_ref()).transitions, 1);
+        let r = revoked(&again, &desire("m-1"), ts(220));
+        assert_eq!(Holding::of(r.spec.as_ref()).holder, None);
+        assert!(!labels(&r).contains_key(LABEL_HOLDER));
+        assert_eq!(
+            labels(&r).get(LABEL_DESIRED_OWNER).map(String::as_str),
+            Some("m-1")
+        );
+        assert_eq!(
+            parse_native(&r, "c").unwrap().desired.as_deref(),
+            Some("m-1")
+        );
     }
 
     #[test]

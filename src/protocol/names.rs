@@ -1,5 +1,6 @@
-//! Lease names for the member protocol: `<prefix>-<cluster>-leader` and
-//! `<prefix>-<cluster>-targets-<key>`. A target key that would not make a valid Lease name
+//! Lease names for the member protocol: `<prefix>-<cluster>-leader`,
+//! `<prefix>-<cluster>-targets-<key>` and (protocol v2) `<prefix>-<cluster>-member-<identity>`,
+//! and the label value that stands for an identity. A target key that would not make a valid Lease name
 //! (upper case, `/`, `_`, non-ASCII, too long, …) gets a stable hashed name instead; the raw key
 //! always travels in an annotation, so the mapping never has to be reversed. Pure functions only.
 
@@ -16,6 +17,38 @@ pub fn leader_lease(prefix: &str, cluster: &str) -> String {
     format!("{prefix}-{cluster}-leader")
 }
 
+/// Hex digits of SHA-256 in a hashed label value (`h-` + 20 digits: 80 bits).
+const LABEL_HASH_HEX: usize = 20;
+
+/// The member Lease of `identity` (protocol v2): `<prefix>-<cluster>-member-<identity>` when
+/// that is a valid name, else `<prefix>-<cluster>-member--<sha256 hex>` (as for target keys).
+pub fn member_lease(prefix: &str, cluster: &str, identity: &str) -> String {
+    let stem = format!("{prefix}-{cluster}-member-");
+    if is_dns_subdomain(identity) && stem.len() + identity.len() <= MAX_NAME {
+        return format!("{stem}{identity}");
+    }
+    format!("{stem}-{}", hex_digest(identity, HASH_HEX))
+}
+
+/// The label value standing for member `identity` (the `leasehold.io/desired-owner` and
+/// `leasehold.io/holder` labels of protocol v2): the identity itself when it is a valid label
+/// value, else `h-` and the first 20 hex digits of its SHA-256 — which no pod name can be
+/// confused with, since a valid label value is used as it is.
+pub fn identity_label(identity: &str) -> String {
+    if !identity.is_empty() && is_label_value(identity) && !identity.starts_with("h-") {
+        return identity.to_owned();
+    }
+    format!("h-{}", hex_digest(identity, LABEL_HASH_HEX))
+}
+
+fn hex_digest(s: &str, digits: usize) -> String {
+    let d = digest::digest(&digest::SHA256, s.as_bytes());
+    d.as_ref()[..digits / 2]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// The common beginning of every target Lease name of a cluster.
 pub fn target_lease_stem(prefix: &str, cluster: &str) -> String {
     format!("{prefix}-{cluster}-targets-")
@@ -30,13 +63,7 @@ pub fn target_lease(prefix: &str, cluster: &str, key: &str) -> String {
     if is_dns_subdomain(key) && stem.len() + key.len() <= MAX_NAME {
         return format!("{stem}{key}");
     }
-    let d = digest::digest(&digest::SHA256, key.as_bytes());
-    let mut name = stem;
-    name.push('-');
-    for b in &d.as_ref()[..HASH_HEX / 2] {
-        name.push_str(&format!("{b:02x}"));
-    }
-    name
+    format!("{stem}-{}", hex_digest(key, HASH_HEX))
 }
 
 /// Whether `s` is a DNS-1123 label: 1–63 of `[a-z0-9-]`, starting and ending alphanumeric.
@@ -152,6 +179,23 @@ mod tests {
         );
         let too_long = dotted(MAX_NAME - stem.len() + 1);
         assert!(target_lease("leasehold", "c", &too_long).contains("--"));
+    }
+
+    #[test]
+    fn member_leases_and_identity_labels() {
+        assert_eq!(
+            member_lease("leasehold", "c", "collector-0"),
+            "leasehold-c-member-collector-0"
+        );
+        let hashed = member_lease("leasehold", "c", "Collector_0");
+        assert!(hashed.starts_with("leasehold-c-member--") && is_dns_subdomain(&hashed));
+        assert_eq!(identity_label("collector-0"), "collector-0");
+        for odd in ["", "a/b", "-x", "h-looks-hashed", &"x".repeat(64)] {
+            let l = identity_label(odd);
+            assert!(l.starts_with("h-") && l.len() == 22, "{odd:?} -> {l}");
+            assert!(is_label_value(&l));
+        }
+        assert_ne!(identity_label("a/b"), identity_label("a/c"));
     }
 
     #[test]

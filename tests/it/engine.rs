@@ -189,6 +189,11 @@ impl Harness {
     fn start_agent(&mut self, name: &str) {
         let mut cfg = AgentConfig::new(CLUSTER, &self.ns, name);
         cfg.default_lease_duration = Duration::from_secs(LEASE_S);
+        if self.config.clusters[0].protocol_version == 2 {
+            cfg.protocol_version = 2;
+            // Work must stop within a third of the member Lease's duration.
+            cfg.hook_timeout = Duration::from_millis(600);
+        }
         let agent = Agent::new(cfg, self.checker.hooks(name, Duration::from_millis(5)));
         let (stop, rx) = oneshot::channel();
         let client = self.t.client.clone();
@@ -466,6 +471,210 @@ async fn a_crashed_member_fails_over_within_the_lease_duration() {
     .await
     .expect("30 failover rows");
     assert!(rows.iter().all(|r| r.from.as_deref() == Some("c-1")));
+    h.finish().await;
+}
+
+/// A cluster on protocol v2 (member Leases), with the failover tests' short duration.
+fn v2_yaml(targets: usize, policy: &str) -> String {
+    config_yaml_with(targets, LEASE_S, policy).replace(
+        "  headless_service: c\n",
+        "  headless_service: c\n  protocol_version: 2\n",
+    )
+}
+
+/// The resourceVersion of every Lease of the cluster, by name.
+async fn lease_versions(h: &Harness) -> BTreeMap<String, String> {
+    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
+    leases
+        .list(&ListParams::default().labels(&format!("{}={CLUSTER}", protocol::LABEL_CLUSTER)))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|l| {
+            (
+                l.metadata.name.unwrap_or_default(),
+                l.metadata.resource_version.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn protocol_v2_holds_targets_without_renewing_them() {
+    let h = three_members_with(v2_yaml(60, "on_join: off")).await;
+    h.wait_balanced(
+        &[("c-0", 20), ("c-1", 20), ("c-2", 20)],
+        Duration::from_secs(30),
+    )
+    .await;
+    let m = h.model();
+    assert_eq!(m.protocol_version, 2);
+    for i in &m.instances {
+        let ml = i.member_lease.as_ref().expect("a member lease");
+        assert_eq!(ml.liveness, leasehold::k8s::model::Liveness::Live, "{i:?}");
+    }
+    // Each target Lease names its holder and desired owner in labels, for the members'
+    // label-selected watches.
+    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
+    let t0 = leases
+        .get(&protocol::names::target_lease(
+            "leasehold",
+            CLUSTER,
+            "t-000",
+        ))
+        .await
+        .unwrap();
+    let labels = t0.metadata.labels.clone().unwrap();
+    let holder = t0.spec.unwrap().holder_identity.unwrap();
+    assert_eq!(labels.get(protocol::LABEL_HOLDER), Some(&holder));
+    assert_eq!(labels.get(protocol::LABEL_DESIRED_OWNER), Some(&holder));
+    // Steady state: over three member-Lease durations (about nine renewal periods) no target
+    // Lease is written; each member Lease is.
+    let before = lease_versions(&h).await;
+    tokio::time::sleep(Duration::from_secs(3 * LEASE_S)).await;
+    let after = lease_versions(&h).await;
+    let written: Vec<&String> = before
+        .iter()
+        .filter(|(name, rv)| after.get(*name) != Some(*rv))
+        .map(|(name, _)| name)
+        .collect();
+    let members: Vec<String> = ["c-0", "c-1", "c-2"]
+        .iter()
+        .map(|m| protocol::names::member_lease("leasehold", CLUSTER, m))
+        .collect();
+    let targets_written: Vec<_> = written.iter().filter(|n| n.contains("-targets-")).collect();
+    assert!(
+        targets_written.is_empty(),
+        "target leases written: {targets_written:?}"
+    );
+    for m in &members {
+        assert!(written.contains(&m), "{m} was not renewed: {written:?}");
+    }
+    h.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn protocol_v2_a_hung_member_is_fenced_and_its_targets_fail_over() {
+    let mut h = three_members_with(v2_yaml(60, "on_join: off")).await;
+    h.wait_balanced(
+        &[("c-0", 20), ("c-1", 20), ("c-2", 20)],
+        Duration::from_secs(30),
+    )
+    .await;
+    // The agent dies with its app, but its pod stays Ready: only the member Lease tells.
+    let m = h.members.remove("c-1").unwrap();
+    m.task.abort();
+    let _ = m.task.await;
+    h.checker.crashed("c-1");
+    let crashed = Instant::now();
+    h.wait_balanced(
+        &[("c-0", 30), ("c-2", 30)],
+        Duration::from_secs(3 * LEASE_S + 5),
+    )
+    .await;
+    let took = crashed.elapsed();
+    eprintln!("v2 failover of 20 targets of a hung member took {took:?}");
+    // Not before its member Lease could have expired.
+    assert!(
+        took >= Duration::from_millis(LEASE_S * 1000 * 9 / 10),
+        "took over too early: {took:?}"
+    );
+    let model = h.model();
+    let c1 = model.instance("c-1").unwrap();
+    assert!(c1.ready, "the pod stayed ready");
+    assert_eq!(
+        c1.member_lease.as_ref().unwrap().liveness,
+        leasehold::k8s::model::Liveness::Fenced
+    );
+    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
+    let fenced = leases
+        .get(&protocol::names::member_lease("leasehold", CLUSTER, "c-1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        fenced
+            .metadata
+            .annotations
+            .unwrap()
+            .get(protocol::ANN_FENCED)
+            .map(String::as_str),
+        Some("expired")
+    );
+    let rows = eventually(Duration::from_secs(5), || async {
+        let rows: Vec<_> = h
+            .history(HistoryKind::Ownership)
+            .await
+            .into_iter()
+            .filter(|r| r.from.as_deref() == Some("c-1"))
+            .collect();
+        (rows.len() == 20).then_some(rows)
+    })
+    .await
+    .expect("20 ownership rows from c-1");
+    assert!(
+        rows.iter().all(|r| r.cause == Some(Cause::Failover)),
+        "{rows:?}"
+    );
+    h.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn protocol_v2_a_stopping_member_hands_its_targets_over_before_it_exits() {
+    let mut h = three_members_with(v2_yaml(60, "on_join: off")).await;
+    h.wait_balanced(
+        &[("c-0", 20), ("c-1", 20), ("c-2", 20)],
+        Duration::from_secs(30),
+    )
+    .await;
+    // SIGTERM to the agent (its shutdown signal) while its pod stays Ready.
+    let mut m = h.members.remove("c-1").unwrap();
+    let asked = Instant::now();
+    m.stop.take().unwrap().send(()).unwrap();
+    m.task.await.unwrap().unwrap();
+    let exited = Instant::now();
+    let took = asked.elapsed();
+    eprintln!("a stopping v2 member handed 20 targets over and exited after {took:?}");
+    // Every target moved by handoff before the agent exited: they are owned by the others
+    // right away, with no wait for any expiry, and well within the drain timeout (10 s).
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+    h.wait_balanced(&[("c-0", 30), ("c-2", 30)], Duration::from_secs(2))
+        .await;
+    assert!(h.checker.working_on("c-1").is_empty());
+    // The gap of each handoff, from c-1's app stopping to the next owner's app starting.
+    use common::invariant::Kind;
+    let log = h.checker.log();
+    let mut gaps: Vec<Duration> = log
+        .iter()
+        .filter(|r| r.member == "c-1" && r.kind == Kind::Released)
+        .map(|stop| {
+            let next = log
+                .iter()
+                .find(|r| r.target == stop.target && r.kind == Kind::Acquired && r.at >= stop.at)
+                .unwrap_or_else(|| panic!("{} never taken over", stop.target));
+            assert!(
+                next.at <= exited,
+                "{} was taken over only after c-1 exited",
+                stop.target
+            );
+            next.at - stop.at
+        })
+        .collect();
+    assert_eq!(gaps.len(), 20, "every target of c-1 was handed over");
+    gaps.sort();
+    eprintln!("handoff gaps: median {:?}, max {:?}", gaps[10], gaps[19]);
+    assert!(gaps[19] < Duration::from_secs(1), "gaps {gaps:?}");
+    let model = h.model();
+    assert_eq!(
+        model
+            .instance("c-1")
+            .unwrap()
+            .member_lease
+            .as_ref()
+            .unwrap()
+            .liveness,
+        leasehold::k8s::model::Liveness::Released
+    );
     h.finish().await;
 }
 

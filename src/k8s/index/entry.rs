@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 
-use crate::protocol::{Holding, LeaseView};
+use crate::k8s::model::{Liveness, MemberLease};
+use crate::protocol::{Fence, Holding, LeaseView};
 
 /// Shared copies of strings that repeat across records.
 #[derive(Debug, Default)]
@@ -145,6 +146,17 @@ impl LeaseEntry {
         seen
     }
 
+    /// The holder record as last seen.
+    pub(super) fn record(&self) -> Holding {
+        Holding {
+            holder: self.holder.as_deref().map(str::to_owned),
+            acquire: self.acquire,
+            renew: self.renew,
+            duration_s: self.duration_s,
+            transitions: self.transitions,
+        }
+    }
+
     fn same_record(&self, h: &Holding) -> bool {
         self.holder.as_deref() == h.holder.as_deref()
             && self.acquire == h.acquire
@@ -189,6 +201,66 @@ impl LeaseEntry {
     }
 }
 
+/// A member Lease (protocol v2) as the index keeps it.
+#[derive(Debug, Clone)]
+pub(super) struct MemberEntry {
+    pub(super) entry: LeaseEntry,
+    pub(super) leaving: bool,
+    pub(super) fence: Option<Fence>,
+}
+
+impl MemberEntry {
+    /// Takes in a newer copy; whether the model changed beyond ages.
+    pub(super) fn observe(&mut self, view: &LeaseView, now_ms: i64, ix: &mut Interner) -> bool {
+        let flags = self.leaving != view.leaving || self.fence != view.fence;
+        self.leaving = view.leaving;
+        self.fence = view.fence;
+        let seen = self.entry.observe(view, now_ms, ix);
+        flags || seen == Observed::Changed
+    }
+
+    /// How alive `identity` is at `now_ms`, by this record.
+    pub(super) fn state(&self, identity: &str, now_ms: i64) -> MemberLease {
+        let e = &self.entry;
+        let unchanged_ms = Some(now_ms - e.since_ms);
+        let (liveness, revocable) = match (e.holder.as_deref(), self.fence) {
+            (Some(h), _) if h == identity => {
+                if e.is_expired(now_ms) {
+                    (Liveness::Expired, false)
+                } else if self.leaving {
+                    (Liveness::Leaving, false)
+                } else {
+                    (Liveness::Live, false)
+                }
+            }
+            // Held by another identity: not a record this member can work under.
+            (Some(_), _) => (Liveness::Absent, false),
+            (None, None) => (Liveness::Released, true),
+            (None, Some(Fence::Expired)) => (Liveness::Fenced, true),
+            (None, Some(Fence::Absent)) => (
+                Liveness::Fenced,
+                now_ms - e.since_ms >= i64::from(e.duration_s.max(1)) * 1000,
+            ),
+        };
+        MemberLease {
+            liveness,
+            unchanged_ms,
+            revocable,
+        }
+    }
+
+    /// When (observer's clock, ms) [`Self::state`] changes by the clock alone, if it will.
+    pub(super) fn changes_at_ms(&self) -> Option<i64> {
+        match (self.entry.holder.as_ref(), self.fence) {
+            (Some(_), _) => self.entry.expires_at_ms(),
+            (None, Some(Fence::Absent)) => {
+                Some(self.entry.since_ms + i64::from(self.entry.duration_s.max(1)) * 1000)
+            }
+            (None, _) => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,6 +282,8 @@ mod tests {
             cause: None,
             operation: None,
             desired_duration_s: None,
+            leaving: false,
+            fence: None,
         }
     }
 

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Resource;
 
+use super::entry::MemberEntry;
 use super::entry::Observed;
 use super::{ClusterState, Emit, Kind, LeaseEntry, PodInfo};
 use crate::config::parse_target_list;
@@ -315,7 +316,8 @@ impl Indexed for Lease {
             // Not (or no longer) one of ours: a change only if it was.
             let name = lease.metadata.name.as_deref().unwrap_or_default();
             emit.changed = state.leader.as_ref().is_some_and(|l| *l.name == *name)
-                || state.lease_keys.contains_key(name);
+                || state.lease_keys.contains_key(name)
+                || state.member_leases.contains_key(name);
             Self::delete(state, name, emit);
             return;
         };
@@ -348,6 +350,33 @@ impl Indexed for Lease {
                 return;
             }
             LeaseRole::Target(key) => key.as_str(),
+            LeaseRole::Member(identity) => {
+                let id: Arc<str> = ix.get(identity);
+                let name: Arc<str> = view.name.as_str().into();
+                if let Some(old) = state.member_leases.insert(name.clone(), id.clone())
+                    && old != id
+                {
+                    state.members.remove(&old);
+                }
+                match state.members.get_mut(&id) {
+                    Some(m) => {
+                        m.entry.name = name;
+                        emit.changed = m.observe(&view, now, ix);
+                    }
+                    None => {
+                        state.members.insert(
+                            id,
+                            MemberEntry {
+                                entry: LeaseEntry::new(name, &view, now, ix),
+                                leaving: view.leaving,
+                                fence: view.fence,
+                            },
+                        );
+                        emit.changed = true;
+                    }
+                }
+                return;
+            }
         };
         // Whether the Lease now maps to another key or the key to another Lease.
         let mut remapped = false;
@@ -410,6 +439,11 @@ impl Indexed for Lease {
     }
 
     fn delete(state: &mut ClusterState, name: &str, emit: &mut Emit<'_>) {
+        if let Some(id) = state.member_leases.remove(name) {
+            state.members.remove(&id);
+            emit.changed = true;
+            return;
+        }
         if state.leader.as_ref().is_some_and(|l| *l.name == *name) {
             if let Some(h) = state.leader.take().and_then(|l| l.holder) {
                 emit.instance(&h, InstanceEventKind::LeaderLost);
@@ -443,6 +477,7 @@ impl Indexed for Lease {
             .keys()
             .map(|n| n.to_string())
             .chain(state.leader.iter().map(|l| l.name.to_string()))
+            .chain(state.member_leases.keys().map(|n| n.to_string()))
             .collect()
     }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use self::entry::{Interner, LeaseEntry};
+use self::entry::{Interner, LeaseEntry, MemberEntry};
 use crate::config::{Cluster, TargetSpec};
 use crate::model::{Cause, InstanceEventKind};
 
@@ -154,6 +154,10 @@ pub struct ClusterState {
     /// Target keys by Lease name (names may be hashed, so not derivable from the key).
     lease_keys: HashMap<Arc<str>, Arc<str>>,
     leader: Option<LeaseEntry>,
+    /// Member Leases (protocol v2) by identity.
+    members: HashMap<Arc<str>, MemberEntry>,
+    /// Member identities by Lease name (names may be hashed).
+    member_leases: HashMap<Arc<str>, Arc<str>>,
     interner: Interner,
     config_map_targets: Vec<TargetSpec>,
     configured: BTreeMap<Arc<str>, TargetSpec>,
@@ -372,13 +376,34 @@ impl Index {
     }
 
     /// Whether `instance` of `cluster` is a live member: its pod exists, is ready and is not
-    /// terminating.
-    pub fn alive(&self, cluster: &str, instance: &str) -> bool {
+    /// terminating, and in protocol v2 its member Lease is live and not leaving.
+    pub fn alive(&self, cluster: &str, instance: &str, now: Timestamp) -> bool {
         self.clusters
             .iter()
             .find(|c| c.spec.name == cluster)
-            .and_then(|c| c.pods.get(instance))
-            .is_some_and(|p| p.ready && !p.terminating)
+            .is_some_and(|c| {
+                c.pods
+                    .get(instance)
+                    .is_some_and(|p| p.ready && !p.terminating)
+                    && (!c.v2()
+                        || c.members.get(instance).is_some_and(|m| {
+                            m.state(instance, now.as_millisecond()).liveness
+                                == crate::k8s::model::Liveness::Live
+                        }))
+            })
+    }
+
+    /// The holder record of `member`'s member Lease as last seen, and how long (ms) the index
+    /// has seen it unchanged.
+    pub fn member_record(
+        &self,
+        cluster: &str,
+        member: &str,
+        now: Timestamp,
+    ) -> Option<(crate::protocol::Holding, i64)> {
+        let c = self.clusters.iter().find(|c| c.spec.name == cluster)?;
+        let m = c.members.get(member)?;
+        Some((m.entry.record(), now.as_millisecond() - m.entry.since_ms))
     }
 
     /// The names of the managed clusters, in configuration order.
@@ -436,6 +461,8 @@ impl ClusterState {
             targets: HashMap::new(),
             lease_keys: HashMap::new(),
             leader: None,
+            members: HashMap::new(),
+            member_leases: HashMap::new(),
             interner: Interner::default(),
             config_map_targets: Vec::new(),
             configured: BTreeMap::new(),

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use super::{ClusterState, Kind, LeaseEntry, PodInfo};
 use crate::config::TargetSpec;
-use crate::k8s::model::{ClusterModel, Instance, Target, TargetCounts, TargetState};
+use crate::k8s::model::{
+    ClusterModel, Instance, Liveness, MemberLease, Target, TargetCounts, TargetState,
+};
 use crate::protocol::Protocol;
 
 /// The cluster DNS domain stable names are built in (Kubernetes' default).
@@ -38,11 +40,29 @@ impl ClusterState {
 
         // Holders are looked up per target: in a hash set of the pod names, not the sorted map.
         let pods: HashSet<&str> = self.pods.keys().map(String::as_str).collect();
+        // Protocol v2: a hold is live while its holder's member Lease is (target Leases are
+        // never renewed). Each member's state is worked out once.
+        let v2 = self.v2();
+        let mut heartbeats: HashMap<&'s str, bool> = HashMap::new();
+        if v2 {
+            for (id, m) in &self.members {
+                expiring(m.changes_at_ms());
+                let live = matches!(
+                    m.state(id, now_ms).liveness,
+                    Liveness::Live | Liveness::Leaving
+                );
+                heartbeats.insert(&**id, live);
+            }
+        }
         let mut add = |key: &Arc<str>, conf: Option<&TargetSpec>, entry: Option<&'s LeaseEntry>| {
             let configured = all_configured || conf.is_some();
             let holder = entry.and_then(|e| e.holder.as_ref());
-            let expired = entry.is_some_and(|e| e.is_expired(now_ms));
-            expiring(entry.and_then(LeaseEntry::expires_at_ms));
+            let expired = if v2 {
+                holder.is_some_and(|h| !heartbeats.get(&**h).copied().unwrap_or(false))
+            } else {
+                expiring(entry.and_then(LeaseEntry::expires_at_ms));
+                entry.is_some_and(|e| e.is_expired(now_ms))
+            };
             let desired = entry.and_then(|e| e.desired.clone());
             let state = match holder {
                 None if configured => TargetState::Unassigned,
@@ -176,6 +196,7 @@ impl ClusterState {
             name: spec.name.clone(),
             namespace: spec.namespace.clone(),
             protocol: spec.protocol,
+            protocol_version: if v2 { 2 } else { 1 },
             synced: Kind::ALL.iter().all(|k| self.synced.contains(k)),
             stale: !self.stale.is_empty(),
             leader,
@@ -200,6 +221,16 @@ impl ClusterState {
         endpoints: &BTreeMap<&str, bool>,
     ) -> Instance {
         let ns = &self.spec.namespace;
+        let member_lease = self.v2().then(|| {
+            self.members.get(name).map_or(
+                MemberLease {
+                    liveness: Liveness::Absent,
+                    unchanged_ms: None,
+                    revocable: false,
+                },
+                |m| m.state(name, now_ms),
+            )
+        });
         let dns = pod.and_then(|p| {
             let svc = headless?;
             match &p.host {
@@ -225,13 +256,25 @@ impl ClusterState {
             endpoint_ready: endpoints.get(name).copied(),
             restarts: pod.map_or(0, |p| p.restarts),
             created: pod.and_then(|p| p.created).map(|t| t.to_string()),
-            lease_renew_age_ms: load.and_then(|l| l.freshest_ms).map(|s| now_ms - s),
+            lease_renew_age_ms: match &member_lease {
+                Some(m) if matches!(m.liveness, Liveness::Live | Liveness::Leaving) => {
+                    m.unchanged_ms
+                }
+                Some(_) => None,
+                None => load.and_then(|l| l.freshest_ms).map(|s| now_ms - s),
+            },
             capacity: pod.map_or(1, |p| p.capacity),
             owned: load.map_or(0, |l| l.owned),
             owned_weight: load.map_or(0, |l| l.weight),
             cordoned: self.cordoned.contains(name),
             ghost: false,
             leader: leader == Some(name),
+            member_lease,
         }
+    }
+
+    /// Whether the cluster runs protocol v2.
+    pub(super) fn v2(&self) -> bool {
+        self.spec.protocol == Protocol::Native && self.spec.protocol_version == 2
     }
 }
