@@ -17,6 +17,12 @@
 //! measured from when the last successful write was *sent*) goes straight to stopping and is
 //! then forgotten without a write, so the work stops before anyone else may take the Lease.
 //!
+//! Protocol v2 (`AgentConfig::protocol_version`): holds are not renewed; the member Lease
+//! (`Heart`) is renewed instead, and past its renew deadline — or when it is found fenced or
+//! deleted — every hold is lost at once. Two label-selected watches feed `seen`, each Lease
+//! remembering which of them list it. On shutdown the member first drains: it writes `leaving`
+//! and waits (at most the drain timeout) until the control plane has moved everything away.
+//!
 //! A failing `on_acquire` is logged and the Lease is kept: the desired owner is still this
 //! member, giving the Lease up would only make the control plane move it back, and the app can
 //! retry on its own. `on_release` failures are logged too; the release goes ahead.

@@ -6,7 +6,11 @@
 //! cluster's leader election (`k8s::election`).
 //!
 //! It writes only the holder side of a Lease (`spec`, via `protocol::held_by` / `released`),
-//! every write a compare-and-swap on `resourceVersion`; it never writes desired owners.
+//! every write a compare-and-swap on `resourceVersion`; it never writes desired owners. With
+//! `protocol_version: 2` it instead renews one member Lease, its authority to work on anything,
+//! takes only free target Leases and never renews them, watches only the target Leases desired
+//! for it or held by it (label selectors), and on shutdown asks for its targets to be moved
+//! away before it exits (`docs/protocol.md`, "Protocol v2").
 //! `member` holds the decision loop, `state` what it keeps per Lease, `writes` the Lease writes,
 //! `hooks` the ways of telling the app.
 
