@@ -258,13 +258,7 @@ async fn write_batch(
                         let member = member.as_str();
                         leases::fence(api, prefix, cluster, member, duration_s, || {
                             inner.shared.read(|ix| {
-                                ix.member_record(cluster, member, jiff::Timestamp::now())
-                                    .filter(|(record, unchanged_ms)| {
-                                        record.holder.as_deref() == Some(member)
-                                            && *unchanged_ms
-                                                >= i64::from(record.duration_s.max(1)) * 1000
-                                    })
-                                    .map(|(record, _)| record)
+                                ix.expired_member_record(cluster, member, jiff::Timestamp::now())
                             })
                         })
                         .await

@@ -48,11 +48,7 @@ pub async fn set_desire(
         let Some(desire) = decide(view.as_ref()) else {
             return Ok(Outcome::Unchanged);
         };
-        if view.as_ref().is_some_and(|v| {
-            v.desired.as_deref() == Some(desire.owner.as_str())
-                && v.operation == desire.operation
-                && v.desired_duration_s == Some(desire.duration_s)
-        }) {
+        if view.as_ref().is_some_and(|v| already(v, &desire)) {
             return Ok(Outcome::Unchanged);
         }
         let result = match &current {
@@ -182,11 +178,7 @@ where
         let desire = decide(Some(&view));
         let held = view.holding.holder.as_deref() == Some(holder)
             && desire.as_ref().is_none_or(|d| d.owner != holder);
-        let unchanged = desire.as_ref().is_none_or(|d| {
-            view.desired.as_deref() == Some(d.owner.as_str())
-                && view.operation == d.operation
-                && view.desired_duration_s == Some(d.duration_s)
-        });
+        let unchanged = desire.as_ref().is_none_or(|d| already(&view, d));
         let next = if held && revocable(view.holding.duration_s).await? {
             let now = jiff::Timestamp::now();
             match &desire {
@@ -206,6 +198,13 @@ where
         }
     }
     Ok(Outcome::Unchanged)
+}
+
+/// Whether the Lease already asks for exactly `desire`.
+fn already(view: &LeaseView, desire: &Desire) -> bool {
+    view.desired.as_deref() == Some(desire.owner.as_str())
+        && view.operation == desire.operation
+        && view.desired_duration_s == Some(desire.duration_s)
 }
 
 /// Deletes Lease `name` if `decide` still wants it gone on fresh data; the delete carries the

@@ -393,6 +393,21 @@ impl Index {
             })
     }
 
+    /// The holder record of `member`'s member Lease if the index has seen it held by the member
+    /// and unchanged for a full duration ([`crate::k8s::model::Liveness::Expired`]) — what the
+    /// control plane may fence, if a fresh read still shows exactly this record.
+    pub fn expired_member_record(
+        &self,
+        cluster: &str,
+        member: &str,
+        now: Timestamp,
+    ) -> Option<crate::protocol::Holding> {
+        let c = self.clusters.iter().find(|c| c.spec.name == cluster)?;
+        let m = c.members.get(member)?;
+        (m.state(member, now.as_millisecond()).liveness == crate::k8s::model::Liveness::Expired)
+            .then(|| m.entry.record())
+    }
+
     /// The holder record of `member`'s member Lease as last seen, and how long (ms) the index
     /// has seen it unchanged.
     pub fn member_record(
