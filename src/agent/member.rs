@@ -283,17 +283,19 @@ impl Member {
             Event::Apply(lease) => self.apply_from(lease, Some(bit)),
             Event::Delete(lease) => {
                 // Deleted, or (v2) no longer matching this watch's selector: gone once no
-                // watch lists it.
-                let Some(name) = lease.metadata.name.clone() else {
+                // watch lists it. A watch that stops listing an object that still exists sends
+                // the content it had *before* the change under the change's resourceVersion
+                // (the kube-apiserver's watch cache does; so does the simulator): never take
+                // that copy in — as the newest version it would hide the real change, which
+                // the other watch brings, and become the base of our next write, undoing it.
+                let Some(name) = lease.metadata.name else {
                     return;
                 };
                 let listed = self.seen.get_mut(&name).is_some_and(|s| {
                     s.sources &= !bit;
                     s.sources != 0
                 });
-                if listed {
-                    self.apply(lease);
-                } else {
+                if !listed {
                     self.seen.remove(&name);
                     self.dirty.insert(name);
                 }
@@ -1043,4 +1045,87 @@ fn spawn_hook(
             result,
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::hooks::NoHooks;
+    use crate::model::Cause;
+    use crate::protocol::Desire;
+
+    fn member_v2() -> Member {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let mut cfg = AgentConfig::new("c", "apps", "c-1");
+        cfg.protocol_version = 2;
+        Member::new(
+            client,
+            cfg,
+            Arc::new(NoHooks),
+            watch::channel(BTreeSet::new()).0,
+            watch::channel(0).0,
+        )
+    }
+
+    fn at_rv(mut lease: Lease, rv: u64) -> Lease {
+        lease.metadata.resource_version = Some(rv.to_string());
+        lease
+    }
+
+    fn desired(m: &Member, name: &str) -> Option<String> {
+        m.seen.get(name).and_then(|s| s.view.desired.clone())
+    }
+
+    /// The control plane moves a target held by c-1 to c-2: the watch by desired owner stops
+    /// listing it and sends the pre-change content under the new resourceVersion (as the
+    /// kube-apiserver's watch cache does); the watch by holder sends the change. In either
+    /// order, the member must end with the change — the old content at the new version once
+    /// hid it (the move was never noticed and the release wrote the old desired owner back).
+    #[tokio::test]
+    async fn a_watch_that_stops_listing_a_lease_does_not_hide_the_change_the_other_brings() {
+        let desire = |owner: &str| Desire {
+            owner: owner.to_owned(),
+            cause: Cause::Initial,
+            operation: None,
+            duration_s: 2,
+        };
+        let created = protocol::new_target_lease("leasehold", "c", "t-1", &desire("c-1"));
+        let held = at_rv(
+            protocol::acquired_v2(&created, "c-1", jiff::Timestamp::now(), 2),
+            10,
+        );
+        let moved = at_rv(protocol::with_desire(&held, &desire("c-2")), 11);
+        // What the desired-owner watch sends: the old content, the new version.
+        let unlisted = at_rv(held.clone(), 11);
+        let name = held.metadata.name.clone().unwrap();
+        for delete_first in [true, false] {
+            let mut m = member_v2();
+            let mut init = Vec::new();
+            m.on_event(Event::Apply(held.clone()), 0, &mut init);
+            m.on_event(Event::Apply(held.clone()), 1, &mut init);
+            assert_eq!(desired(&m, &name).as_deref(), Some("c-1"));
+            let events = [
+                (Event::Delete(unlisted.clone()), 0),
+                (Event::Apply(moved.clone()), 1),
+            ];
+            let order: Vec<_> = if delete_first {
+                events.into_iter().collect()
+            } else {
+                events.into_iter().rev().collect()
+            };
+            for (ev, source) in order {
+                m.on_event(ev, source, &mut init);
+            }
+            assert_eq!(
+                desired(&m, &name).as_deref(),
+                Some("c-2"),
+                "delete first: {delete_first}"
+            );
+            assert_eq!(m.seen[&name].sources, 0b10);
+            // Once the holder watch stops listing it too (released), it is forgotten.
+            m.on_event(Event::Delete(at_rv(moved.clone(), 12)), 1, &mut init);
+            assert!(!m.seen.contains_key(&name));
+        }
+    }
 }

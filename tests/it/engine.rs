@@ -621,10 +621,6 @@ async fn protocol_v2_a_hung_member_is_fenced_and_its_targets_fail_over() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn protocol_v2_a_stopping_member_hands_its_targets_over_before_it_exits() {
-    // KNOWN DEFECT, open in issue 15: on the real kube-apiserver the control plane did not move
-    // the leaving member's targets and the agent hit its 10 s drain timeout (seen in CI's real
-    // tier, 2026-11-26). Until that is found, this runs on the simulator only.
-    kube_sim::sim_only!("v2 planned-stop drain fails on the real kube-apiserver (open defect)");
     let mut h = three_members_with(v2_yaml(60, "on_join: off")).await;
     h.wait_balanced(
         &[("c-0", 20), ("c-1", 20), ("c-2", 20)],
@@ -644,35 +640,43 @@ async fn protocol_v2_a_stopping_member_hands_its_targets_over_before_it_exits() 
     h.wait_balanced(&[("c-0", 30), ("c-2", 30)], Duration::from_secs(2))
         .await;
     assert!(h.checker.working_on("c-1").is_empty());
-    // The gap of each handoff, from c-1's app stopping to the next owner's app starting.
+    // The gap of each handoff, from c-1's app stopping to the next owner's app starting (its
+    // `on_acquire` runs just after its Lease write, which the model may show first).
     use common::invariant::Kind;
-    let log = h.checker.log();
-    let mut gaps: Vec<Duration> = log
-        .iter()
-        .filter(|r| r.member == "c-1" && r.kind == Kind::Released)
-        .map(|stop| {
-            let next = log
-                .iter()
-                .find(|r| r.target == stop.target && r.kind == Kind::Acquired && r.at >= stop.at)
-                .unwrap_or_else(|| panic!("{} never taken over", stop.target));
-            next.at - stop.at
-        })
-        .collect();
+    let gaps = |log: &[common::invariant::Record]| -> Result<Vec<Duration>, String> {
+        log.iter()
+            .filter(|r| r.member == "c-1" && r.kind == Kind::Released)
+            .map(|stop| {
+                log.iter()
+                    .find(|r| {
+                        r.target == stop.target && r.kind == Kind::Acquired && r.at >= stop.at
+                    })
+                    .map(|next| next.at - stop.at)
+                    .ok_or_else(|| format!("{} never taken over", stop.target))
+            })
+            .collect()
+    };
+    eventually(Duration::from_secs(2), || async {
+        gaps(&h.checker.log()).ok()
+    })
+    .await;
+    let mut gaps = gaps(&h.checker.log()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(gaps.len(), 20, "every target of c-1 was handed over");
     gaps.sort();
     eprintln!("handoff gaps: median {:?}, max {:?}", gaps[10], gaps[19]);
     assert!(gaps[19] < Duration::from_secs(1), "gaps {gaps:?}");
-    let model = h.model();
-    assert_eq!(
-        model
+    // The member Lease was released at exit (the control plane's watch may see it a moment
+    // after the agent returned).
+    let liveness = |h: &Harness| {
+        h.model()
             .instance("c-1")
-            .unwrap()
-            .member_lease
-            .as_ref()
-            .unwrap()
-            .liveness,
-        leasehold::k8s::model::Liveness::Released
-    );
+            .and_then(|i| i.member_lease.as_ref().map(|m| m.liveness))
+    };
+    let released = eventually(Duration::from_secs(2), || async {
+        (liveness(&h) == Some(leasehold::k8s::model::Liveness::Released)).then_some(())
+    })
+    .await;
+    assert!(released.is_some(), "{:?}", liveness(&h));
     h.finish().await;
 }
 
