@@ -1,0 +1,473 @@
+//! What each member protocol costs the API server in steady state, side by side in one run
+//! (issue 15): protocol v1 renews every target Lease every D/3 (`targets × 3/D` writes/s),
+//! protocol v2 renews one member Lease per member (`members × 3/D`) and writes a target Lease
+//! only when its owner changes.
+//!
+//! Run on the real kube-apiserver + etcd (the tier capacity claims are made on):
+//! `scripts/envtest.sh run -- cargo bench --bench protocol_load`; without envtest it runs
+//! against an in-process simulator. Options after `--`: `--members N` (10), `--lease-s D`
+//! (10), `--window S` (60 s of steady state), `--runs 1:1000,2:5000` (protocol:targets, in
+//! order). Under `cargo test --all-targets` it does a small smoke run on the simulator.
+//!
+//! Each run gets a fresh backend namespace (real tier) or simulator, member pods made Ready by
+//! the test kit's kubelet loop, one real `Agent` per pod and the control plane (`Engine`,
+//! SQLite in a tempdir) in this process; their hooks record who works on what, so a moment when
+//! two members work on one target is counted. Once every target is owned it waits one D, then
+//! for the window: counts every Lease change a watch of the cluster's Leases delivers (by kind:
+//! target, member, leader), the target Leases whose holder changed, the events one member's own
+//! watches receive (v1: every Lease of the cluster; v2: those whose desired-owner or holder
+//! label names it), the fewest targets owned in 2 Hz samples of the model, and — on the real
+//! tier — the API server's own count of Lease writes (`apiserver_request_total`, verbs POST,
+//! PUT, PATCH, APPLY).
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{MachineCpu, cpu_s};
+use futures::future::BoxFuture;
+use futures::{FutureExt as _, StreamExt as _};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::Api;
+use kube::api::PostParams;
+use kube::runtime::watcher::{self, Event};
+use leasehold::agent::{Agent, AgentConfig, Assignment, Hooks};
+use leasehold::config::Config;
+use leasehold::engine::Engine;
+use leasehold::protocol::{self, LeaseRole};
+use leasehold::store::Store;
+use serde_json::json;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const CLUSTER: &str = "c";
+/// The simulator's namespace (a real apiserver gives each run a fresh one).
+const SIM_NS: &str = "apps";
+
+struct Args {
+    full: bool,
+    members: usize,
+    lease_s: u64,
+    window: Duration,
+    runs: Vec<(u8, usize)>,
+}
+
+fn args() -> anyhow::Result<Args> {
+    let full = std::env::args().any(|a| a == "--bench");
+    let mut a = if full {
+        Args {
+            full,
+            members: 10,
+            lease_s: 10,
+            window: Duration::from_secs(60),
+            runs: vec![(1, 1_000), (2, 1_000), (1, 2_000), (2, 5_000)],
+        }
+    } else {
+        Args {
+            full,
+            members: 3,
+            lease_s: 2,
+            window: Duration::from_secs(3),
+            runs: vec![(1, 30), (2, 30)],
+        }
+    };
+    let argv: Vec<String> = std::env::args().collect();
+    let mut i = 1;
+    while i < argv.len() {
+        let value = || {
+            argv.get(i + 1)
+                .ok_or_else(|| anyhow::anyhow!("{} needs a value", argv[i]))
+        };
+        match argv[i].as_str() {
+            "--members" => a.members = value()?.parse()?,
+            "--lease-s" => a.lease_s = value()?.parse()?,
+            "--window" => a.window = Duration::from_secs(value()?.parse()?),
+            "--runs" => {
+                a.runs = value()?
+                    .split(',')
+                    .map(|r| {
+                        let (v, n) = r
+                            .split_once(':')
+                            .ok_or_else(|| anyhow::anyhow!("--runs: {r:?} is not protocol:targets"))?;
+                        let v: u8 = v.parse()?;
+                        anyhow::ensure!(v == 1 || v == 2, "--runs: protocol {v} is not 1 or 2");
+                        Ok((v, n.replace('_', "").parse()?))
+                    })
+                    .collect::<anyhow::Result<_>>()?
+            }
+            _ => {
+                i += 1;
+                continue;
+            }
+        }
+        i += 2;
+    }
+    anyhow::ensure!(a.members > 0 && a.lease_s >= 2, "--members ≥ 1 and --lease-s ≥ 2");
+    Ok(a)
+}
+
+fn member(i: usize) -> String {
+    format!("{CLUSTER}-{i}")
+}
+
+fn config_yaml(ns: &str, db: &str, version: u8, targets: usize, lease_s: u64) -> String {
+    let list: Vec<String> = (0..targets).map(|i| format!("t-{i:05}")).collect();
+    format!(
+        "database: {db}
+control_plane: {{namespace: {ns}}}
+clusters:
+- name: {CLUSTER}
+  namespace: {ns}
+  selector: {{app: {CLUSTER}}}
+  headless_service: {CLUSTER}
+  protocol_version: {version}
+  targets: {{inline: [{}]}}
+  policy: {{lease_duration: {lease_s}s, on_join: 'off', join_settle: 1s, move_timeout: {}s}}
+",
+        list.join(", "),
+        lease_s.max(10),
+    )
+}
+
+/// Who works on what, from the hooks; a start while another member works is an overlap.
+#[derive(Clone, Default)]
+struct Work {
+    working: Arc<Mutex<HashMap<String, String>>>,
+    overlaps: Arc<AtomicU64>,
+    starts: Arc<AtomicU64>,
+}
+
+struct WorkHooks {
+    work: Work,
+    member: String,
+}
+
+impl Hooks for WorkHooks {
+    fn on_acquire(&self, a: &Assignment) -> BoxFuture<'_, Result<(), String>> {
+        let mut w = self.work.working.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(other) = w.insert(a.target.clone(), self.member.clone())
+            && other != self.member
+        {
+            self.work.overlaps.fetch_add(1, Ordering::Relaxed);
+        }
+        self.work.starts.fetch_add(1, Ordering::Relaxed);
+        async { Ok(()) }.boxed()
+    }
+
+    fn on_release(&self, a: &Assignment) -> BoxFuture<'_, Result<(), String>> {
+        let mut w = self.work.working.lock().unwrap_or_else(|e| e.into_inner());
+        if w.get(&a.target) == Some(&self.member) {
+            w.remove(&a.target);
+        }
+        async { Ok(()) }.boxed()
+    }
+}
+
+/// Lease changes seen by a watch of the cluster's Leases once it has listed them.
+#[derive(Default)]
+struct Counts {
+    target: u64,
+    member: u64,
+    leader: u64,
+    holder_changes: u64,
+    /// Events member 0's own watches would receive.
+    member0: u64,
+}
+
+/// Counts Lease changes in `ns` into `counts` until aborted; `listed` fires once it has listed.
+fn count_changes(
+    client: kube::Client,
+    ns: String,
+    version: u8,
+    counts: Arc<Mutex<Counts>>,
+    listed: oneshot::Sender<()>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let api: Api<Lease> = Api::namespaced(client, &ns);
+        let cfg = watcher::Config::default().labels(&format!("{}={CLUSTER}", protocol::LABEL_CLUSTER));
+        let me = protocol::names::identity_label(&member(0));
+        let concerns_me = |l: &Lease| {
+            l.metadata.labels.as_ref().is_some_and(|ls| {
+                [protocol::LABEL_DESIRED_OWNER, protocol::LABEL_HOLDER]
+                    .iter()
+                    .any(|k| ls.get(*k) == Some(&me))
+            })
+        };
+        // name → (holder, concerns member 0)
+        let mut last: HashMap<String, (Option<String>, bool)> = HashMap::new();
+        let mut listed = Some(listed);
+        let mut stream = watcher::watcher(api, cfg).boxed();
+        while let Some(ev) = stream.next().await {
+            let lease = match ev {
+                Ok(Event::InitApply(l)) => {
+                    let holder = l.spec.as_ref().and_then(|s| s.holder_identity.clone());
+                    let mine = concerns_me(&l);
+                    last.insert(l.metadata.name.clone().unwrap_or_default(), (holder, mine));
+                    continue;
+                }
+                Ok(Event::InitDone) => {
+                    if let Some(tx) = listed.take() {
+                        let _ = tx.send(());
+                    }
+                    continue;
+                }
+                Ok(Event::Apply(l)) => l,
+                Ok(_) | Err(_) => continue,
+            };
+            let Some(view) = protocol::parse_native(&lease, CLUSTER) else {
+                continue;
+            };
+            let name = view.name.to_string();
+            let mine = concerns_me(&lease);
+            let before = last.insert(name, (view.holding.holder.clone(), mine));
+            let mut c = counts.lock().unwrap_or_else(|e| e.into_inner());
+            match view.role {
+                LeaseRole::Target(_) => {
+                    c.target += 1;
+                    if before.as_ref().is_some_and(|(h, _)| *h != view.holding.holder) {
+                        c.holder_changes += 1;
+                    }
+                }
+                LeaseRole::Member(_) => c.member += 1,
+                LeaseRole::Leader => c.leader += 1,
+            }
+            // v1 members watch every Lease of the cluster; a v2 member only its own targets
+            // (it also gets an event when a Lease stops naming it).
+            if version == 1 || mine || before.is_some_and(|(_, was)| was) {
+                c.member0 += 1;
+            }
+        }
+    })
+}
+
+/// The API server's count of Lease writes so far (real tier; `None` where it has no metrics).
+async fn apiserver_lease_writes(client: &kube::Client) -> Option<f64> {
+    let req = http::Request::get("/metrics").body(Vec::new()).ok()?;
+    let text = client.request_text(req).await.ok()?;
+    let mut sum = None;
+    for line in text.lines() {
+        if line.starts_with("apiserver_request_total{")
+            && line.contains("resource=\"leases\"")
+            && ["POST", "PUT", "PATCH", "APPLY"]
+                .iter()
+                .any(|v| line.contains(&format!("verb=\"{v}\"")))
+        {
+            let v: f64 = line.rsplit(' ').next()?.parse().ok()?;
+            *sum.get_or_insert(0.0) += v;
+        }
+    }
+    sum
+}
+
+struct Row {
+    version: u8,
+    targets: usize,
+    placed: Duration,
+    secs: f64,
+    counts: Counts,
+    apiserver: Option<f64>,
+    min_owned: usize,
+    overlaps: u64,
+    process_cpu: f64,
+    machine_cpu: f64,
+}
+
+async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
+    let mut t = kube_sim::testkit::start().await;
+    t.spawn_kubelet();
+    let ns = if t.is_real() {
+        t.ns.clone()
+    } else {
+        let nss: Api<Namespace> = Api::all(t.client.clone());
+        nss.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": SIM_NS}}))?,
+        )
+        .await?;
+        SIM_NS.to_owned()
+    };
+    let client = t.client.clone();
+    let d = Duration::from_secs(a.lease_s);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let work = Work::default();
+    let mut agents = Vec::new();
+    for i in 0..a.members {
+        let name = member(i);
+        let pod = json!({
+            "metadata": {"name": name, "labels": {"app": CLUSTER},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": CLUSTER, "uid": "sts-uid"}]},
+            "spec": {"containers": [{"name": "app", "image": "example/collector:1"}]}
+        });
+        pods.create(&PostParams::default(), &serde_json::from_value(pod)?)
+            .await?;
+        let mut cfg = AgentConfig::new(CLUSTER, &ns, &name);
+        cfg.default_lease_duration = d;
+        cfg.protocol_version = version;
+        cfg.hook_timeout = cfg.hook_timeout.min(d / 3);
+        let hooks = Arc::new(WorkHooks {
+            work: work.clone(),
+            member: name,
+        });
+        let client = client.clone();
+        agents.push(tokio::spawn(async move {
+            Agent::new(cfg, hooks)
+                .run(client, std::future::pending())
+                .await
+        }));
+    }
+    let dir = tempfile::tempdir()?;
+    let db = format!("sqlite:{}", dir.path().join("history.db").display());
+    let yaml = config_yaml(&ns, &db, version, targets, a.lease_s);
+    let config = Config::parse(&yaml, Path::new("protocol_load.yaml"))?;
+    let engine = Engine::new(
+        config,
+        client.clone(),
+        Store::connect(&db).await?,
+        "cp-bench".into(),
+    );
+    let e = engine.clone();
+    let engine_task = tokio::spawn(async move { e.run(std::future::pending()).await });
+    let t0 = Instant::now();
+    let limit = Duration::from_secs(60 + targets as u64 / 20);
+    loop {
+        if engine
+            .model(CLUSTER)
+            .is_ok_and(|m| m.counts.owned == targets)
+        {
+            break;
+        }
+        if t0.elapsed() > limit {
+            let counts = engine.model(CLUSTER).map(|m| format!("{:?}", m.counts));
+            anyhow::bail!("v{version}, {targets} targets: not all owned after {limit:?}: {counts:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let placed = t0.elapsed();
+    eprintln!("v{version}, {targets} targets: all owned after {placed:.1?}; settling for one D");
+    tokio::time::sleep(d).await;
+
+    let counts = Arc::new(Mutex::new(Counts::default()));
+    let (tx, rx) = oneshot::channel();
+    let counter = count_changes(client.clone(), ns.clone(), version, counts.clone(), tx);
+    rx.await?;
+    let overlaps0 = work.overlaps.load(Ordering::Relaxed);
+    let writes0 = apiserver_lease_writes(&client).await;
+    let cpu0 = cpu_s(std::process::id());
+    let machine0 = MachineCpu::now();
+    let w0 = Instant::now();
+    let mut min_owned = targets;
+    while w0.elapsed() < a.window {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if let Ok(m) = engine.model(CLUSTER) {
+            min_owned = min_owned.min(m.counts.owned);
+        }
+    }
+    let secs = w0.elapsed().as_secs_f64();
+    let writes1 = apiserver_lease_writes(&client).await;
+    let process_cpu = 100.0 * (cpu_s(std::process::id()) - cpu0) / secs;
+    let (machine_cpu, _) = MachineCpu::now().since(&machine0);
+    let overlaps = work.overlaps.load(Ordering::Relaxed) - overlaps0;
+    counter.abort();
+    engine_task.abort();
+    for a in &agents {
+        a.abort();
+    }
+    let _ = engine_task.await;
+    for a in agents {
+        let _ = a.await;
+    }
+    let counts = std::mem::take(&mut *counts.lock().unwrap_or_else(|e| e.into_inner()));
+    drop(t);
+    Ok(Row {
+        version,
+        targets,
+        placed,
+        secs,
+        counts,
+        apiserver: writes0.zip(writes1).map(|(a, b)| (b - a) / secs),
+        min_owned,
+        overlaps,
+        process_cpu,
+        machine_cpu,
+    })
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let a = args()?;
+    let tier = if kube_sim::testkit::real_tier() {
+        "real kube-apiserver + etcd"
+    } else {
+        "simulator (in-process)"
+    };
+    let mut rows = Vec::new();
+    for &(version, targets) in &a.runs {
+        rows.push(run(&a, version, targets).await?);
+    }
+    println!(
+        "{} · {tier} · {} members, D = {} s, {:.0} s window",
+        if a.full { "full" } else { "smoke" },
+        a.members,
+        a.lease_s,
+        a.window.as_secs_f64()
+    );
+    println!(
+        "| protocol | targets | all owned after | Lease writes/s seen (target + member + leader) | \
+         expected 3·N/D | apiserver Lease writes/s | holder changes | fewest owned | overlaps | \
+         events/s one member receives | CPU: this process / machine |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let mut by_version: BTreeMap<u8, usize> = BTreeMap::new();
+    for r in &rows {
+        *by_version.entry(r.version).or_default() += 1;
+        let c = &r.counts;
+        let per_s = |n: u64| n as f64 / r.secs;
+        let expected = 3.0
+            * if r.version == 1 {
+                r.targets as f64
+            } else {
+                a.members as f64
+            }
+            / a.lease_s as f64;
+        println!(
+            "| v{} | {} | {:.1} s | {:.1} ({:.1} + {:.1} + {:.1}) | {expected:.1} | {} | {} | {} of {} | {} | {:.1} | {:.0}% / {:.0}% |",
+            r.version,
+            r.targets,
+            r.placed.as_secs_f64(),
+            per_s(c.target + c.member + c.leader),
+            per_s(c.target),
+            per_s(c.member),
+            per_s(c.leader),
+            r.apiserver.map_or("—".to_owned(), |w| format!("{w:.1}")),
+            c.holder_changes,
+            r.min_owned,
+            r.targets,
+            r.overlaps,
+            per_s(c.member0),
+            r.process_cpu,
+            r.machine_cpu,
+        );
+    }
+    // The smoke run checks the harness and the protocols' basic shape, not figures.
+    if !a.full {
+        for r in &rows {
+            anyhow::ensure!(r.overlaps == 0, "v{}: work overlaps", r.version);
+            if r.version == 2 {
+                anyhow::ensure!(
+                    r.counts.target == 0,
+                    "v2 wrote target Leases in steady state"
+                );
+            }
+        }
+    }
+    Ok(())
+}
