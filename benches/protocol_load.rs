@@ -91,9 +91,9 @@ fn args() -> anyhow::Result<Args> {
                 a.runs = value()?
                     .split(',')
                     .map(|r| {
-                        let (v, n) = r
-                            .split_once(':')
-                            .ok_or_else(|| anyhow::anyhow!("--runs: {r:?} is not protocol:targets"))?;
+                        let (v, n) = r.split_once(':').ok_or_else(|| {
+                            anyhow::anyhow!("--runs: {r:?} is not protocol:targets")
+                        })?;
                         let v: u8 = v.parse()?;
                         anyhow::ensure!(v == 1 || v == 2, "--runs: protocol {v} is not 1 or 2");
                         Ok((v, n.replace('_', "").parse()?))
@@ -107,7 +107,10 @@ fn args() -> anyhow::Result<Args> {
         }
         i += 2;
     }
-    anyhow::ensure!(a.members > 0 && a.lease_s >= 2, "--members ≥ 1 and --lease-s ≥ 2");
+    anyhow::ensure!(
+        a.members > 0 && a.lease_s >= 2,
+        "--members ≥ 1 and --lease-s ≥ 2"
+    );
     Ok(a)
 }
 
@@ -189,7 +192,8 @@ fn count_changes(
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let api: Api<Lease> = Api::namespaced(client, &ns);
-        let cfg = watcher::Config::default().labels(&format!("{}={CLUSTER}", protocol::LABEL_CLUSTER));
+        let cfg =
+            watcher::Config::default().labels(&format!("{}={CLUSTER}", protocol::LABEL_CLUSTER));
         let me = protocol::names::identity_label(&member(0));
         let concerns_me = |l: &Lease| {
             l.metadata.labels.as_ref().is_some_and(|ls| {
@@ -229,7 +233,10 @@ fn count_changes(
             match view.role {
                 LeaseRole::Target(_) => {
                     c.target += 1;
-                    if before.as_ref().is_some_and(|(h, _)| *h != view.holding.holder) {
+                    if before
+                        .as_ref()
+                        .is_some_and(|(h, _)| *h != view.holding.holder)
+                    {
                         c.holder_changes += 1;
                     }
                 }
@@ -267,7 +274,8 @@ async fn apiserver_lease_writes(client: &kube::Client) -> Option<f64> {
 struct Row {
     version: u8,
     targets: usize,
-    placed: Duration,
+    /// When every target was first owned (`None`: never, within the limit).
+    placed: Option<Duration>,
     secs: f64,
     counts: Counts,
     apiserver: Option<f64>,
@@ -342,13 +350,17 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
             break;
         }
         if t0.elapsed() > limit {
+            // Past what the API server sustains (v1 at large sizes): measure what it does.
             let counts = engine.model(CLUSTER).map(|m| format!("{:?}", m.counts));
-            anyhow::bail!("v{version}, {targets} targets: not all owned after {limit:?}: {counts:?}");
+            eprintln!("v{version}, {targets} targets: not all owned after {limit:?}: {counts:?}");
+            break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let placed = t0.elapsed();
-    eprintln!("v{version}, {targets} targets: all owned after {placed:.1?}; settling for one D");
+    let placed = (t0.elapsed() <= limit).then(|| t0.elapsed());
+    if let Some(p) = placed {
+        eprintln!("v{version}, {targets} targets: all owned after {p:.1?}; settling for one D");
+    }
     tokio::time::sleep(d).await;
 
     let counts = Arc::new(Mutex::new(Counts::default()));
@@ -431,18 +443,18 @@ async fn main() -> anyhow::Result<()> {
         *by_version.entry(r.version).or_default() += 1;
         let c = &r.counts;
         let per_s = |n: u64| n as f64 / r.secs;
-        let expected = 3.0
-            * if r.version == 1 {
+        let expected =
+            3.0 * if r.version == 1 {
                 r.targets as f64
             } else {
                 a.members as f64
-            }
-            / a.lease_s as f64;
+            } / a.lease_s as f64;
         println!(
-            "| v{} | {} | {:.1} s | {:.1} ({:.1} + {:.1} + {:.1}) | {expected:.1} | {} | {} | {} of {} | {} | {:.1} | {:.0}% / {:.0}% |",
+            "| v{} | {} | {} | {:.1} ({:.1} + {:.1} + {:.1}) | {expected:.1} | {} | {} | {} of {} | {} | {:.1} | {:.0}% / {:.0}% |",
             r.version,
             r.targets,
-            r.placed.as_secs_f64(),
+            r.placed
+                .map_or("never".to_owned(), |p| format!("{:.1} s", p.as_secs_f64())),
             per_s(c.target + c.member + c.leader),
             per_s(c.target),
             per_s(c.member),
@@ -461,6 +473,7 @@ async fn main() -> anyhow::Result<()> {
     if !a.full {
         for r in &rows {
             anyhow::ensure!(r.overlaps == 0, "v{}: work overlaps", r.version);
+            anyhow::ensure!(r.placed.is_some(), "v{}: not all owned", r.version);
             if r.version == 2 {
                 anyhow::ensure!(
                     r.counts.target == 0,

@@ -263,6 +263,19 @@ async fn write_batch(
                         })
                         .await
                     }
+                    Action::DeleteMember { member } => {
+                        let name = protocol::names::member_lease(prefix, cluster, member);
+                        leases::delete_if(api, &name, |l| {
+                            // Still this member's, still not held, and still garbage.
+                            protocol::parse_native(l, cluster).is_some_and(|v| {
+                                matches!(v.role, protocol::LeaseRole::Member(ref m) if m == member)
+                                    && v.holding.holder.is_none()
+                            }) && inner.shared.read(|ix| {
+                                ix.member_lease_is_garbage(cluster, member, jiff::Timestamp::now())
+                            })
+                        })
+                        .await
+                    }
                     Action::Delete { lease, .. } => {
                         leases::delete_if(api, lease, |l| {
                             // Still not one of the configured targets.

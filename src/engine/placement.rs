@@ -2,8 +2,9 @@
 //! model: give a home to every target without a live desired owner (first placement, or
 //! failover when its owner's pod is gone, not ready, terminating, or stopped renewing), adopt
 //! targets already held before Leasehold managed them, and remove Leases of targets no longer
-//! configured. Targets inside a running operation are left to it. No I/O: the control loop
-//! carries out the returned actions as compare-and-swap writes.
+//! configured. Targets inside a running operation are left to it. Protocol v2: fence silent
+//! members, revoke the holds of fenced and stopped ones, delete the member Leases of departed
+//! pods. No I/O: the control loop carries out the returned actions as compare-and-swap writes.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -42,6 +43,12 @@ pub enum Action {
         key: String,
         /// The holder to clear.
         holder: String,
+    },
+    /// Protocol v2: delete the member Lease of a member whose pod is gone, that holds nothing
+    /// and stopped (released) or was fenced — if a fresh read still says so.
+    DeleteMember {
+        /// The member.
+        member: String,
     },
     /// Delete the Lease of a target that is no longer configured.
     Delete {
@@ -288,6 +295,12 @@ pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> 
     }
     actions.extend(adopt);
     actions.extend(revokes);
+    actions.extend(
+        model
+            .departed_member_leases
+            .iter()
+            .map(|m| Action::DeleteMember { member: m.clone() }),
+    );
     // Leases of targets no longer configured — but never while the target list itself is in
     // doubt (a broken ConfigMap keeps the last good list and stops deletions).
     if model.targets_error.is_none() {

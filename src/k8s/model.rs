@@ -37,6 +37,9 @@ pub struct ClusterModel {
     pub counts: TargetCounts,
     /// Why the target list (a ConfigMap) could not be used, if so; the last good list stays.
     pub targets_error: Option<String>,
+    /// Protocol v2: members whose pod is gone, who hold no target, and whose member Lease says
+    /// they stopped (released) or were fenced — garbage the control plane deletes.
+    pub departed_member_leases: Vec<String>,
 }
 
 /// A member instance (a pod matching the selector), or a ghost: an identity that still holds
@@ -265,6 +268,7 @@ impl ClusterModel {
             targets,
             services: Vec::new(),
             counts: TargetCounts::default(),
+            departed_member_leases: Vec::new(),
             targets_error: None,
         }
     }

@@ -677,6 +677,30 @@ async fn protocol_v2_a_stopping_member_hands_its_targets_over_before_it_exits() 
     })
     .await;
     assert!(released.is_some(), "{:?}", liveness(&h));
+    // Its pod goes away (scale-down): the released member Lease is garbage, and the control
+    // plane deletes it; the others' stay.
+    let pods: Api<Pod> = Api::namespaced(h.t.client.clone(), &h.ns);
+    pods.delete("c-1", &kube::api::DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
+    let name = |m: &str| protocol::names::member_lease("leasehold", CLUSTER, m);
+    let gone = eventually(Duration::from_secs(10), || async {
+        leases
+            .get_opt(&name("c-1"))
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the departed member's Lease was deleted");
+    for kept in ["c-0", "c-2"] {
+        assert!(
+            leases.get_opt(&name(kept)).await.unwrap().is_some(),
+            "{kept}"
+        );
+    }
     h.finish().await;
 }
 

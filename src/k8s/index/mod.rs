@@ -421,6 +421,19 @@ impl Index {
         Some((m.entry.record(), now.as_millisecond() - m.entry.since_ms))
     }
 
+    /// Protocol v2: whether `member`'s member Lease may be deleted now: its pod is gone, the
+    /// Lease says it stopped or was fenced, and no target Lease names it as holder.
+    pub fn member_lease_is_garbage(&self, cluster: &str, member: &str, now: Timestamp) -> bool {
+        let Some(c) = self.clusters.iter().find(|c| c.spec.name == cluster) else {
+            return false;
+        };
+        c.departed_member(member, now.as_millisecond())
+            && !c
+                .targets
+                .values()
+                .any(|e| e.holder.as_deref() == Some(member))
+    }
+
     /// The names of the managed clusters, in configuration order.
     pub fn cluster_names(&self) -> Vec<String> {
         self.clusters.iter().map(|c| c.spec.name.clone()).collect()

@@ -191,6 +191,20 @@ impl ClusterState {
             instances.push(i);
         }
         instances.sort_by(|a, b| a.name.cmp(&b.name));
+        let departed_member_leases = if v2 {
+            let holders: HashSet<&str> =
+                targets.iter().filter_map(|t| t.owner.as_deref()).collect();
+            let mut gone: Vec<String> = self
+                .members
+                .keys()
+                .filter(|id| !holders.contains(&***id) && self.departed_member(id, now_ms))
+                .map(|id| id.to_string())
+                .collect();
+            gone.sort_unstable();
+            gone
+        } else {
+            Vec::new()
+        };
 
         let model = ClusterModel {
             name: spec.name.clone(),
@@ -205,6 +219,7 @@ impl ClusterState {
             services: self.services.values().cloned().collect(),
             counts,
             targets_error: self.targets_error.clone(),
+            departed_member_leases,
         };
         (model, next_expiry)
     }
@@ -271,6 +286,19 @@ impl ClusterState {
             leader: leader == Some(name),
             member_lease,
         }
+    }
+
+    /// Protocol v2: whether `member`'s member Lease is garbage but for the targets it may hold:
+    /// its pod is gone and the Lease says the member stopped (released) or was fenced. Only
+    /// then may it be deleted — a member that comes back registers anew.
+    pub(super) fn departed_member(&self, member: &str, now_ms: i64) -> bool {
+        !self.pods.contains_key(member)
+            && self.members.get(member).is_some_and(|m| {
+                matches!(
+                    m.state(member, now_ms).liveness,
+                    Liveness::Released | Liveness::Fenced
+                )
+            })
     }
 
     /// Whether the cluster runs protocol v2.

@@ -466,3 +466,57 @@ fn a_new_desired_owner_restarts_its_own_clock_only() {
         (Some(28_500), Some(500))
     );
 }
+
+#[test]
+fn v2_member_leases_of_departed_pods_that_hold_nothing_and_stopped_are_garbage() {
+    use crate::protocol::Fence;
+    let yaml = CONFIG.replace(
+        "  headless_service: c\n",
+        "  headless_service: c\n  protocol_version: 2\n",
+    );
+    let config = Config::parse(&yaml, Path::new("t.yaml")).unwrap();
+    let mut ix = Index::new(&config.clusters);
+    ix.reset::<Pod>("ns", &[mk_pod("c-0", true, json!({}))], at(0));
+    ix.reset::<Lease>("ns", &[], at(0));
+    ix.reset::<ConfigMap>("ns", &[], at(0));
+    let member = |id: &str| {
+        let mut l = protocol::new_member_lease("leasehold", "c", id, at(0), 10, false);
+        l.metadata.namespace = Some("ns".into());
+        l
+    };
+    // c-0: pod present, released. c-1: pod gone, released. c-2: pod gone, fenced, still
+    // named as holder of t1. c-3: pod gone, member Lease live (a partitioned agent).
+    ix.apply(&protocol::released(&member("c-0"), at(1)), at(1));
+    ix.apply(&protocol::released(&member("c-1"), at(1)), at(1));
+    ix.apply(
+        &protocol::fenced(&member("c-2"), Fence::Expired, at(1)),
+        at(1),
+    );
+    ix.apply(&member("c-3"), at(1));
+    let mut t1 = protocol::acquired_v2(&mk_lease("t1", "c-2", None, 0), "c-2", at(0), 10);
+    t1.metadata.resource_version = Some("1".into());
+    ix.apply(&t1, at(1));
+    let now = at(2000);
+    assert_eq!(ix.model("c", now).unwrap().departed_member_leases, ["c-1"]);
+    assert!(ix.member_lease_is_garbage("c", "c-1", now));
+    for kept in ["c-0", "c-2", "c-3"] {
+        assert!(!ix.member_lease_is_garbage("c", kept, now), "{kept}");
+    }
+    // Once t1 is revoked (its holder cleared), c-2's fenced Lease is garbage too.
+    let mut revoked = protocol::released(&t1, at(3));
+    revoked.metadata.resource_version = Some("2".into());
+    ix.apply(&revoked, at(3));
+    assert_eq!(
+        ix.model("c", now).unwrap().departed_member_leases,
+        ["c-1", "c-2"]
+    );
+    assert!(ix.member_lease_is_garbage("c", "c-2", now));
+    // In v1 there is no such thing.
+    assert!(
+        index()
+            .model("c", now)
+            .unwrap()
+            .departed_member_leases
+            .is_empty()
+    );
+}
