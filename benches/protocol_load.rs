@@ -7,7 +7,7 @@
 //! `scripts/envtest.sh run -- cargo bench --bench protocol_load`; without envtest it runs
 //! against an in-process simulator. Options after `--`: `--members N` (10), `--lease-s D`
 //! (10), `--window S` (60 s of steady state), `--runs 1:1000,2:5000` (protocol:targets, in
-//! order). Under `cargo test --all-targets` it does a small smoke run on the simulator.
+//! order), `--shared-client` (one connection for all agents instead of one each). Under `cargo test --all-targets` it does a small smoke run on the simulator.
 //!
 //! Each run gets a fresh backend namespace (real tier) or simulator, member pods made Ready by
 //! the test kit's kubelet loop, one real `Agent` per pod and the control plane (`Engine`,
@@ -55,6 +55,8 @@ struct Args {
     lease_s: u64,
     window: Duration,
     runs: Vec<(u8, usize)>,
+    /// One kube client (one HTTP/2 connection) for every agent, instead of one each.
+    shared_client: bool,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -66,6 +68,7 @@ fn args() -> anyhow::Result<Args> {
             lease_s: 10,
             window: Duration::from_secs(60),
             runs: vec![(1, 1_000), (2, 1_000), (1, 2_000), (2, 5_000)],
+            shared_client: false,
         }
     } else {
         Args {
@@ -74,6 +77,7 @@ fn args() -> anyhow::Result<Args> {
             lease_s: 2,
             window: Duration::from_secs(3),
             runs: vec![(1, 30), (2, 30)],
+            shared_client: false,
         }
     };
     let argv: Vec<String> = std::env::args().collect();
@@ -99,6 +103,11 @@ fn args() -> anyhow::Result<Args> {
                         Ok((v, n.replace('_', "").parse()?))
                     })
                     .collect::<anyhow::Result<_>>()?
+            }
+            "--shared-client" => {
+                a.shared_client = true;
+                i += 1;
+                continue;
             }
             _ => {
                 i += 1;
@@ -321,7 +330,19 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
             work: work.clone(),
             member: name,
         });
-        let client = client.clone();
+        // Like a member pod, each agent has its own connection to the API server (with one
+        // shared HTTP/2 connection, 2,000 watch streams share one flow-control window).
+        let client = if a.shared_client {
+            client.clone()
+        } else {
+            let kc = kube::config::Kubeconfig::read_from(&t.kubeconfig)?;
+            let config = kube::Config::from_custom_kubeconfig(
+                kc,
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await?;
+            kube::Client::try_from(config)?
+        };
         agents.push(tokio::spawn(async move {
             Agent::new(cfg, hooks)
                 .run(client, std::future::pending())
