@@ -32,7 +32,7 @@ use common::{MachineCpu, cpu_s};
 use futures::future::BoxFuture;
 use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
 use kube::runtime::watcher::{self, Event};
@@ -297,17 +297,7 @@ struct Row {
 async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     let mut t = kube_sim::testkit::start().await;
     t.spawn_kubelet();
-    let ns = if t.is_real() {
-        t.ns.clone()
-    } else {
-        let nss: Api<Namespace> = Api::all(t.client.clone());
-        nss.create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": SIM_NS}}))?,
-        )
-        .await?;
-        SIM_NS.to_owned()
-    };
+    let ns = t.namespace_or(SIM_NS).await;
     let client = t.client.clone();
     let d = Duration::from_secs(a.lease_s);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);

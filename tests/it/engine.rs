@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use leasehold::agent::{Agent, AgentConfig};
@@ -90,18 +90,7 @@ impl Harness {
         t.spawn_kubelet();
         // On the simulator the cluster lives in NS; a real apiserver gives the test a
         // namespace of its own, which the configuration then names.
-        let ns = if t.is_real() {
-            t.ns.clone()
-        } else {
-            let nss: Api<Namespace> = Api::all(t.client.clone());
-            nss.create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
-            )
-            .await
-            .unwrap();
-            NS.to_owned()
-        };
+        let ns = t.namespace_or(NS).await;
         let yaml = yaml.replace(&format!("namespace: {NS}"), &format!("namespace: {ns}"));
         Harness {
             _serial: serial,

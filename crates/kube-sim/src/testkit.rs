@@ -171,6 +171,23 @@ impl TestSim {
         matches!(self.backend, Backend::Real { .. })
     }
 
+    /// The namespace for the objects under test: on a real apiserver this test's own
+    /// ([`TestSim::ns`]; parallel tests share the apiserver), on the simulator `sim_ns`, which
+    /// this creates.
+    pub async fn namespace_or(&self, sim_ns: &str) -> String {
+        if self.is_real() {
+            return self.ns.clone();
+        }
+        let nss: Api<Namespace> = Api::all(self.client.clone());
+        nss.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": sim_ns}})).expect("namespace"),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("creating namespace {sim_ns}: {e}"));
+        sim_ns.to_owned()
+    }
+
     /// The simulator. Panics on a real apiserver: tests that need it return early through
     /// [`sim_only!`] first.
     pub fn sim(&self) -> &Simulator {

@@ -9,8 +9,6 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt as _;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, PostParams};
 use leasehold::config::Config;
 use leasehold::config::http::AuthSettings;
 use leasehold::engine::Engine;
@@ -62,18 +60,7 @@ async fn app_configured(tls: bool, acting: bool) -> App {
     let t = super::start().await;
     // The simulator's cluster lives in NS; a real apiserver gives the test a namespace of its
     // own (parallel tests share the apiserver).
-    let ns = if t.is_real() {
-        t.ns.clone()
-    } else {
-        let nss: Api<Namespace> = Api::all(t.client.clone());
-        nss.create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap(),
-        )
-        .await
-        .unwrap();
-        NS.to_owned()
-    };
+    let ns = t.namespace_or(NS).await;
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens.csv");
     std::fs::write(&tokens, TOKENS).unwrap();
