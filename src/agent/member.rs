@@ -828,11 +828,7 @@ impl Member {
         self.tasks.spawn(async move {
             let _permit = writes.acquire_owned().await;
             let sent = Instant::now();
-            let result = if v2 {
-                writes::acquire_v2(&api, &name, &lease, &me, duration).await
-            } else {
-                writes::hold(&api, &name, &lease, &me, duration).await
-            };
+            let result = writes::hold(&api, &name, &lease, &me, duration, v2).await;
             if acquiring {
                 Done::Acquired { name, sent, result }
             } else {

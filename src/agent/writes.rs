@@ -28,31 +28,24 @@ pub(super) enum WriteError {
     Other(String),
 }
 
-/// Acquire or renew: `protocol::held_by(lease, me, now, duration)`, bounded by a third of the
-/// duration (a later answer could not keep the Lease anyway).
+/// Acquire or renew, bounded by a third of the duration (a later answer could not keep the
+/// Lease anyway): v1 `protocol::held_by`; v2 `protocol::acquired_v2` (always a new hold, the
+/// generation moves; v2 never renews a target Lease).
 pub(super) async fn hold(
     api: &Api<Lease>,
     name: &str,
     lease: &Lease,
     me: &str,
     duration: Duration,
+    v2: bool,
 ) -> Result<Lease, WriteError> {
     let secs = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
-    let next = protocol::held_by(lease, me, jiff::Timestamp::now(), secs);
-    put(api, name, &next, duration / 3).await
-}
-
-/// Protocol v2 acquire: `protocol::acquired_v2` (always a new hold, the generation moves),
-/// bounded by a third of the duration.
-pub(super) async fn acquire_v2(
-    api: &Api<Lease>,
-    name: &str,
-    lease: &Lease,
-    me: &str,
-    duration: Duration,
-) -> Result<Lease, WriteError> {
-    let secs = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
-    let next = protocol::acquired_v2(lease, me, jiff::Timestamp::now(), secs);
+    let write = if v2 {
+        protocol::acquired_v2
+    } else {
+        protocol::held_by
+    };
+    let next = write(lease, me, jiff::Timestamp::now(), secs);
     put(api, name, &next, duration / 3).await
 }
 

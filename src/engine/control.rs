@@ -180,6 +180,46 @@ async fn reconcile(inner: &Inner, spec: &Cluster, view: &Arc<View>, busy: HashSe
     true
 }
 
+/// `desire`, unless the Lease's desired owner is no longer `expect`: someone (an operation,
+/// another replica) decided first, and it is left as it is.
+fn unless_decided(
+    current: Option<&protocol::LeaseView>,
+    expect: &Option<String>,
+    desire: &protocol::Desire,
+) -> Option<protocol::Desire> {
+    let now = current.and_then(|v| v.desired.clone());
+    (now == *expect).then(|| desire.clone())
+}
+
+/// Protocol v2: one write to target `key` that clears `holder`'s hold if its member Lease is
+/// still fenced or released on a fresh read, and sets `desire` (`(expect, desire)`, as
+/// [`unless_decided`]) if given.
+async fn revoke(
+    inner: &Inner,
+    api: &Api<Lease>,
+    spec: &Cluster,
+    key: &str,
+    holder: &str,
+    desire: Option<(&Option<String>, &protocol::Desire)>,
+) -> kube::Result<leases::Outcome> {
+    let (prefix, cluster) = (spec.prefix(), spec.name.as_str());
+    let seen = || {
+        inner
+            .shared
+            .read(|ix| ix.member_record(cluster, holder, jiff::Timestamp::now()))
+    };
+    leases::desire_or_revoke(
+        api,
+        prefix,
+        cluster,
+        key,
+        holder,
+        |current| desire.and_then(|(expect, d)| unless_decided(current, expect, d)),
+        |hold_s| leases::may_revoke(api, prefix, cluster, holder, hold_s, seen),
+    )
+    .await
+}
+
 /// Makes one batch of writes, up to [`WRITE_PARALLELISM`] at once.
 async fn write_batch(
     inner: &Inner,
@@ -190,17 +230,8 @@ async fn write_batch(
 ) {
     let prefix = spec.prefix();
     let cluster = spec.name.as_str();
-    let observed = |member: &str| {
-        let member = member.to_owned();
-        move || {
-            inner
-                .shared
-                .read(|ix| ix.member_record(cluster, &member, jiff::Timestamp::now()))
-        }
-    };
     futures::stream::iter(actions)
         .for_each_concurrent(WRITE_PARALLELISM, |action| {
-            let observed = &observed;
             async move {
                 let result = match &action {
                     Action::Desire {
@@ -210,9 +241,7 @@ async fn write_batch(
                         revoke: None,
                     } => {
                         leases::set_desire(api, prefix, cluster, key, |current| {
-                            // Someone (an operation, another replica) decided first: leave it.
-                            let now = current.and_then(|v| v.desired.clone());
-                            (now == *expect).then(|| desire.clone())
+                            unless_decided(current, expect, desire)
                         })
                         .await
                     }
@@ -221,38 +250,9 @@ async fn write_batch(
                         desire,
                         expect,
                         revoke: Some(holder),
-                    } => {
-                        let seen = observed(holder);
-                        leases::desire_or_revoke(
-                            api,
-                            prefix,
-                            cluster,
-                            key,
-                            holder,
-                            |current| {
-                                let now = current.and_then(|v| v.desired.clone());
-                                (now == *expect).then(|| desire.clone())
-                            },
-                            |hold_s| {
-                                leases::may_revoke(api, prefix, cluster, holder, hold_s, &seen)
-                            },
-                        )
-                        .await
-                    }
+                    } => revoke(inner, api, spec, key, holder, Some((expect, desire))).await,
                     Action::Revoke { key, holder } => {
-                        let seen = observed(holder);
-                        leases::desire_or_revoke(
-                            api,
-                            prefix,
-                            cluster,
-                            key,
-                            holder,
-                            |_| None,
-                            |hold_s| {
-                                leases::may_revoke(api, prefix, cluster, holder, hold_s, &seen)
-                            },
-                        )
-                        .await
+                        revoke(inner, api, spec, key, holder, None).await
                     }
                     Action::Fence { member } => {
                         let member = member.as_str();

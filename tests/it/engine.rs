@@ -471,6 +471,17 @@ fn v2_yaml(targets: usize, policy: &str) -> String {
     )
 }
 
+/// Protocol v2: three members sharing 60 targets, 20 each.
+async fn v2_three_members_balanced() -> Harness {
+    let h = three_members_with(v2_yaml(60, "on_join: off")).await;
+    h.wait_balanced(
+        &[("c-0", 20), ("c-1", 20), ("c-2", 20)],
+        Duration::from_secs(30),
+    )
+    .await;
+    h
+}
+
 /// The resourceVersion of every Lease of the cluster, by name.
 async fn lease_versions(h: &Harness) -> BTreeMap<String, String> {
     let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
@@ -491,12 +502,7 @@ async fn lease_versions(h: &Harness) -> BTreeMap<String, String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn protocol_v2_holds_targets_without_renewing_them() {
-    let h = three_members_with(v2_yaml(60, "on_join: off")).await;
-    h.wait_balanced(
-        &[("c-0", 20), ("c-1", 20), ("c-2", 20)],
-        Duration::from_secs(30),
-    )
-    .await;
+    let h = v2_three_members_balanced().await;
     let m = h.model();
     assert_eq!(m.protocol_version, 2);
     for i in &m.instances {
@@ -545,12 +551,7 @@ async fn protocol_v2_holds_targets_without_renewing_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn protocol_v2_a_hung_member_is_fenced_and_its_targets_fail_over() {
-    let mut h = three_members_with(v2_yaml(60, "on_join: off")).await;
-    h.wait_balanced(
-        &[("c-0", 20), ("c-1", 20), ("c-2", 20)],
-        Duration::from_secs(30),
-    )
-    .await;
+    let mut h = v2_three_members_balanced().await;
     // The agent dies with its app, but its pod stays Ready: only the member Lease tells.
     let m = h.members.remove("c-1").unwrap();
     m.task.abort();
@@ -610,12 +611,7 @@ async fn protocol_v2_a_hung_member_is_fenced_and_its_targets_fail_over() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn protocol_v2_a_stopping_member_hands_its_targets_over_before_it_exits() {
-    let mut h = three_members_with(v2_yaml(60, "on_join: off")).await;
-    h.wait_balanced(
-        &[("c-0", 20), ("c-1", 20), ("c-2", 20)],
-        Duration::from_secs(30),
-    )
-    .await;
+    let mut h = v2_three_members_balanced().await;
     // SIGTERM to the agent (its shutdown signal) while its pod stays Ready.
     let mut m = h.members.remove("c-1").unwrap();
     let asked = Instant::now();

@@ -156,18 +156,17 @@ impl ClusterState {
             })
             .collect();
         // Ghosts: identities holding Leases without a pod; cordoned instances without a pod.
+        let podless_holders: BTreeSet<&str> = targets
+            .iter()
+            .filter_map(|t| t.owner.as_deref())
+            .filter(|o| !self.pods.contains_key(*o))
+            .collect();
         let mut ghosts: BTreeSet<&str> = loads
             .keys()
             .copied()
             .filter(|h| !self.pods.contains_key(*h))
             .collect();
-        for t in &targets {
-            if let Some(o) = &t.owner
-                && !self.pods.contains_key(&**o)
-            {
-                ghosts.insert(o);
-            }
-        }
+        ghosts.extend(&podless_holders);
         ghosts.extend(
             self.cordoned
                 .iter()
@@ -191,13 +190,12 @@ impl ClusterState {
             instances.push(i);
         }
         instances.sort_by(|a, b| a.name.cmp(&b.name));
+        // A departed member has no pod: whether it holds anything is `podless_holders`.
         let departed_member_leases = if v2 {
-            let holders: HashSet<&str> =
-                targets.iter().filter_map(|t| t.owner.as_deref()).collect();
             let mut gone: Vec<String> = self
                 .members
                 .keys()
-                .filter(|id| !holders.contains(&***id) && self.departed_member(id, now_ms))
+                .filter(|id| !podless_holders.contains(&***id) && self.departed_member(id, now_ms))
                 .map(|id| id.to_string())
                 .collect();
             gone.sort_unstable();
