@@ -88,6 +88,10 @@ pub struct AgentArgs {
     /// pod's termination grace period.
     #[arg(long, default_value_t = 10)]
     pub drain_timeout: u64,
+    /// Protocol v2: namespace of this member's member Lease, when the cluster keeps them apart
+    /// (its `member_lease_namespace`); default: `--namespace`.
+    #[arg(long, env = "LEASEHOLD_MEMBER_LEASE_NAMESPACE")]
+    pub member_lease_namespace: Option<String>,
     /// Shell command run when a target is acquired (env LEASEHOLD_TARGET, LEASEHOLD_EVENT,
     /// LEASEHOLD_GENERATION, LEASEHOLD_CLUSTER, LEASEHOLD_INSTANCE).
     #[arg(long, conflicts_with = "hook_url")]
@@ -310,6 +314,20 @@ impl AgentArgs {
                 format!("{} is not 1 or 2", self.protocol_version),
             );
         }
+        if let Some(ns) = &self.member_lease_namespace {
+            if !names::is_dns_label(ns) {
+                return bad(
+                    "member-lease-namespace",
+                    format!("{ns:?} is not a namespace (a DNS label)"),
+                );
+            }
+            if self.protocol_version != 2 {
+                return bad(
+                    "member-lease-namespace",
+                    "needs --protocol-version 2 (protocol v1 has no member Lease)".into(),
+                );
+            }
+        }
         if self.drain_timeout > 3600 {
             return bad(
                 "drain-timeout",
@@ -368,6 +386,10 @@ async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
         max_parallel: a.max_parallel,
         protocol_version: a.protocol_version,
         drain_timeout: Duration::from_secs(a.drain_timeout),
+        member_namespace: a
+            .member_lease_namespace
+            .clone()
+            .unwrap_or_else(|| a.namespace.clone()),
         ..AgentConfig::new(&a.cluster, &a.namespace, &a.identity)
     };
     agent::run(client, cfg, hooks, shutdown_signal()).await
@@ -459,6 +481,15 @@ mod tests {
     fn agent_flags_that_cannot_work_stop_start_up_naming_the_flag() {
         assert_eq!(agent(&[]), Ok(()));
         assert_eq!(
+            agent(&[
+                "--protocol-version",
+                "2",
+                "--member-lease-namespace",
+                "ns-m"
+            ]),
+            Ok(())
+        );
+        assert_eq!(
             agent(&["--hook-url", "http://127.0.0.1:8080/{event}"]),
             Ok(())
         );
@@ -476,6 +507,14 @@ mod tests {
             (&["--hook-url", "ftp://app/hook"], "--hook-url: "),
             (&["--hook-url", "127.0.0.1:8080"], "--hook-url: "),
             (&["--hook-url", "http://"], "--hook-url: "),
+            (
+                &["--protocol-version", "2", "--member-lease-namespace", "A_b"],
+                "--member-lease-namespace: ",
+            ),
+            (
+                &["--member-lease-namespace", "ns-m"],
+                "--member-lease-namespace: ",
+            ),
         ] {
             let e = agent(args).expect_err(&format!("{args:?}"));
             assert!(e.starts_with(flag), "{args:?}: {e}");

@@ -89,6 +89,8 @@ enum Done {
 
 pub(super) struct Member {
     api: Api<Lease>,
+    /// Protocol v2: where the member Lease is ([`AgentConfig::member_namespace`]).
+    member_api: Api<Lease>,
     cfg: AgentConfig,
     hooks: Arc<dyn Hooks>,
     published: watch::Sender<BTreeSet<String>>,
@@ -135,7 +137,8 @@ impl Member {
         let heart_duration = cfg.default_lease_duration;
         Self {
             overruns,
-            api: Api::namespaced(client, &cfg.namespace),
+            api: Api::namespaced(client.clone(), &cfg.namespace),
+            member_api: Api::namespaced(client, &cfg.member_namespace),
             writes: Arc::new(Semaphore::new(cfg.max_parallel.max(1))),
             cfg,
             hooks,
@@ -885,7 +888,7 @@ impl Member {
         }
         if now >= heart.due() {
             heart.writing = true;
-            let api = self.api.clone();
+            let api = self.member_api.clone();
             let current = heart.lease.clone();
             let (prefix, cluster, me) = (
                 self.cfg.lease_prefix.clone(),
@@ -993,7 +996,7 @@ impl Member {
             &self.cfg.cluster,
             &self.cfg.identity,
         );
-        match writes::release(&self.api, &name, lease, &self.cfg.identity).await {
+        match writes::release(&self.member_api, &name, lease, &self.cfg.identity).await {
             Ok(_) => tracing::info!("member lease released"),
             Err(error) => {
                 tracing::warn!(%error, "releasing the member lease failed; it will expire")

@@ -71,6 +71,9 @@ pub struct AgentConfig {
     /// Protocol v2: on shutdown, how long to wait for the control plane to move this member's
     /// targets away (it announces `leaving` on its member Lease) before releasing the rest.
     pub drain_timeout: Duration,
+    /// Protocol v2: namespace of the member Lease (the cluster's `member_lease_namespace`);
+    /// [`Self::namespace`] unless the cluster keeps member Leases apart.
+    pub member_namespace: String,
 }
 
 impl AgentConfig {
@@ -86,6 +89,7 @@ impl AgentConfig {
             max_parallel: DEFAULT_MAX_PARALLEL,
             protocol_version: 1,
             drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+            member_namespace: namespace.to_owned(),
         }
     }
 

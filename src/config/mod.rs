@@ -84,6 +84,13 @@ pub struct Cluster {
     /// must run `leasehold agent --protocol-version` with the same value.
     #[serde(default = "default_protocol_version")]
     pub protocol_version: u8,
+    /// Protocol v2: the namespace of the member Leases, when not `namespace` (members run
+    /// `leasehold agent --member-lease-namespace` with the same value). Only the control plane
+    /// watches it; the API server hands every Lease event to every watcher of its namespace, so
+    /// with hundreds of members, member renewals kept apart from the target Leases the members
+    /// watch are what keeps that fan-out small (docs/protocol.md).
+    #[serde(default)]
+    pub member_lease_namespace: Option<String>,
     /// First part of Lease names (`<prefix>-<cluster>-…`); `gnmic` for gnmic clusters.
     #[serde(default)]
     pub lease_prefix: Option<String>,
@@ -106,6 +113,19 @@ impl Cluster {
             (None, Protocol::Native) => "leasehold",
             (None, Protocol::Gnmic) => "gnmic",
         }
+    }
+
+    /// Protocol v2: the namespace of the member Leases (`member_lease_namespace`, else
+    /// `namespace`).
+    pub fn member_namespace(&self) -> &str {
+        self.member_lease_namespace
+            .as_deref()
+            .unwrap_or(&self.namespace)
+    }
+
+    /// Protocol v2: member Leases live in a namespace of their own, watched apart.
+    pub fn separate_member_namespace(&self) -> bool {
+        self.member_namespace() != self.namespace
     }
 }
 
@@ -637,6 +657,17 @@ impl Cluster {
                 "applies to native clusters only (gnmic's layout is observed as it is)",
             ));
         }
+        if let Some(ns) = &self.member_lease_namespace {
+            if !names::is_dns_label(ns) {
+                return Err(bad("member_lease_namespace", "must be a DNS label"));
+            }
+            if self.protocol != Protocol::Native || self.protocol_version != 2 {
+                return Err(bad(
+                    "member_lease_namespace",
+                    "applies to protocol_version 2 only (protocol v1 has no member Leases)",
+                ));
+            }
+        }
         if self.protocol == Protocol::Native
             && self.targets.inline.is_empty()
             && self.targets.config_map.is_none()
@@ -800,6 +831,33 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.contains("clusters[1].name: \"a\" is used twice"), "{e}");
+    }
+
+    #[test]
+    fn member_leases_may_live_apart_in_protocol_v2_only() {
+        let base = "clusters:\n- name: a\n  namespace: ns\n  selector: {app: a}\n  targets: {inline: [x]}\n";
+        let c = parse(&format!(
+            "{base}  protocol_version: 2\n  member_lease_namespace: ns-members\n"
+        ))
+        .unwrap();
+        assert_eq!(c.clusters[0].member_namespace(), "ns-members");
+        assert!(c.clusters[0].separate_member_namespace());
+        let c = parse(&format!("{base}  protocol_version: 2\n")).unwrap();
+        assert_eq!(c.clusters[0].member_namespace(), "ns");
+        assert!(!c.clusters[0].separate_member_namespace());
+        let e = parse(&format!("{base}  member_lease_namespace: ns-members\n")).unwrap_err();
+        assert!(
+            e.contains("member_lease_namespace: applies to protocol_version 2 only"),
+            "{e}"
+        );
+        let e = parse(&format!(
+            "{base}  protocol_version: 2\n  member_lease_namespace: Members_NS\n"
+        ))
+        .unwrap_err();
+        assert!(
+            e.contains("member_lease_namespace: must be a DNS label"),
+            "{e}"
+        );
     }
 
     #[test]

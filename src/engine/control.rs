@@ -168,14 +168,17 @@ async fn reconcile(inner: &Inner, spec: &Cluster, view: &Arc<View>, busy: HashSe
         return false;
     }
     debug!(cluster = %spec.name, actions = actions.len(), "reconciling");
-    let api: Api<Lease> = Api::namespaced(inner.client.clone(), &spec.namespace);
+    let apis = LeaseApis {
+        targets: Api::namespaced(inner.client.clone(), &spec.namespace),
+        members: Api::namespaced(inner.client.clone(), spec.member_namespace()),
+    };
     // Fences first: a revoke in the second batch re-reads the member Lease and goes ahead only
     // if it is fenced (or released) by then.
     let (fences, rest): (Vec<Action>, Vec<Action>) = actions
         .into_iter()
         .partition(|a| matches!(a, Action::Fence { .. }));
     for batch in [fences, rest] {
-        write_batch(inner, spec, &api, duration_s, batch).await;
+        write_batch(inner, spec, &apis, duration_s, batch).await;
     }
     true
 }
@@ -196,7 +199,7 @@ fn unless_decided(
 /// [`unless_decided`]) if given.
 async fn revoke(
     inner: &Inner,
-    api: &Api<Lease>,
+    apis: &LeaseApis,
     spec: &Cluster,
     key: &str,
     holder: &str,
@@ -209,22 +212,29 @@ async fn revoke(
             .read(|ix| ix.member_record(cluster, holder, jiff::Timestamp::now()))
     };
     leases::desire_or_revoke(
-        api,
+        &apis.targets,
         prefix,
         cluster,
         key,
         holder,
         |current| desire.and_then(|(expect, d)| unless_decided(current, expect, d)),
-        |hold_s| leases::may_revoke(api, prefix, cluster, holder, hold_s, seen),
+        |hold_s| leases::may_revoke(&apis.members, prefix, cluster, holder, hold_s, seen),
     )
     .await
+}
+
+/// Where a cluster's Leases are written: target Leases in its namespace, member Leases in
+/// [`Cluster::member_namespace`].
+struct LeaseApis {
+    targets: Api<Lease>,
+    members: Api<Lease>,
 }
 
 /// Makes one batch of writes, up to [`WRITE_PARALLELISM`] at once.
 async fn write_batch(
     inner: &Inner,
     spec: &Cluster,
-    api: &Api<Lease>,
+    apis: &LeaseApis,
     duration_s: i32,
     actions: Vec<Action>,
 ) {
@@ -240,7 +250,7 @@ async fn write_batch(
                         expect,
                         revoke: None,
                     } => {
-                        leases::set_desire(api, prefix, cluster, key, |current| {
+                        leases::set_desire(&apis.targets, prefix, cluster, key, |current| {
                             unless_decided(current, expect, desire)
                         })
                         .await
@@ -250,13 +260,13 @@ async fn write_batch(
                         desire,
                         expect,
                         revoke: Some(holder),
-                    } => revoke(inner, api, spec, key, holder, Some((expect, desire))).await,
+                    } => revoke(inner, apis, spec, key, holder, Some((expect, desire))).await,
                     Action::Revoke { key, holder } => {
-                        revoke(inner, api, spec, key, holder, None).await
+                        revoke(inner, apis, spec, key, holder, None).await
                     }
                     Action::Fence { member } => {
                         let member = member.as_str();
-                        leases::fence(api, prefix, cluster, member, duration_s, || {
+                        leases::fence(&apis.members, prefix, cluster, member, duration_s, || {
                             inner.shared.read(|ix| {
                                 ix.expired_member_record(cluster, member, jiff::Timestamp::now())
                             })
@@ -265,7 +275,7 @@ async fn write_batch(
                     }
                     Action::DeleteMember { member } => {
                         let name = protocol::names::member_lease(prefix, cluster, member);
-                        leases::delete_if(api, &name, |l| {
+                        leases::delete_if(&apis.members, &name, |l| {
                             // Still this member's, still not held, and still garbage.
                             protocol::parse_native(l, cluster).is_some_and(|v| {
                                 matches!(v.role, protocol::LeaseRole::Member(ref m) if m == member)
@@ -277,7 +287,7 @@ async fn write_batch(
                         .await
                     }
                     Action::Delete { lease, .. } => {
-                        leases::delete_if(api, lease, |l| {
+                        leases::delete_if(&apis.targets, lease, |l| {
                             // Still not one of the configured targets.
                             protocol::parse_native(l, cluster).is_some_and(|v| {
                                 matches!(v.role, protocol::LeaseRole::Target(ref k) if inner

@@ -51,6 +51,8 @@ struct Harness {
     t: common::TestSim,
     /// The namespace of the cluster under test.
     ns: String,
+    /// The namespace of its member Leases (protocol v2): `ns`, or one kept apart.
+    member_ns: String,
     config: Config,
     db: tempfile::TempDir,
     checker: InvariantChecker,
@@ -91,12 +93,25 @@ impl Harness {
         // On the simulator the cluster lives in NS; a real apiserver gives the test a
         // namespace of its own, which the configuration then names.
         let ns = t.namespace_or(NS).await;
+        // (This also turns `member_lease_namespace: {NS}-members` into `{ns}-members`.)
         let yaml = yaml.replace(&format!("namespace: {NS}"), &format!("namespace: {ns}"));
+        let config = Config::parse(&yaml, Path::new("test.yaml")).unwrap();
+        let member_ns = config.clusters[0].member_namespace().to_owned();
+        if member_ns != ns {
+            let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(t.client.clone());
+            nss.create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": member_ns}})).unwrap(),
+            )
+            .await
+            .unwrap();
+        }
         Harness {
             _serial: serial,
             ns,
+            member_ns,
             t,
-            config: Config::parse(&yaml, Path::new("test.yaml")).unwrap(),
+            config,
             db: tempfile::tempdir().unwrap(),
             checker: InvariantChecker::new(),
             members: BTreeMap::new(),
@@ -177,6 +192,7 @@ impl Harness {
 
     fn start_agent(&mut self, name: &str) {
         let mut cfg = AgentConfig::new(CLUSTER, &self.ns, name);
+        cfg.member_namespace = self.member_ns.clone();
         cfg.default_lease_duration = Duration::from_secs(LEASE_S);
         if self.config.clusters[0].protocol_version == 2 {
             cfg.protocol_version = 2;
@@ -471,9 +487,17 @@ fn v2_yaml(targets: usize, policy: &str) -> String {
     )
 }
 
-/// Protocol v2: three members sharing 60 targets, 20 each.
-async fn v2_three_members_balanced() -> Harness {
-    let h = three_members_with(v2_yaml(60, "on_join: off")).await;
+/// Protocol v2: three members sharing 60 targets, 20 each; their member Leases in a namespace
+/// of their own when `apart`.
+async fn v2_three_members_balanced(apart: bool) -> Harness {
+    let mut yaml = v2_yaml(60, "on_join: off");
+    if apart {
+        yaml = yaml.replace(
+            "  protocol_version: 2\n",
+            &format!("  protocol_version: 2\n  member_lease_namespace: {NS}-members\n"),
+        );
+    }
+    let h = three_members_with(yaml).await;
     h.wait_balanced(
         &[("c-0", 20), ("c-1", 20), ("c-2", 20)],
         Duration::from_secs(30),
@@ -502,7 +526,7 @@ async fn lease_versions(h: &Harness) -> BTreeMap<String, String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn protocol_v2_holds_targets_without_renewing_them() {
-    let h = v2_three_members_balanced().await;
+    let h = v2_three_members_balanced(false).await;
     let m = h.model();
     assert_eq!(m.protocol_version, 2);
     for i in &m.instances {
@@ -551,7 +575,18 @@ async fn protocol_v2_holds_targets_without_renewing_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn protocol_v2_a_hung_member_is_fenced_and_its_targets_fail_over() {
-    let mut h = v2_three_members_balanced().await;
+    a_hung_member_is_fenced_and_its_targets_fail_over(false).await;
+}
+
+/// The same with member Leases in a namespace of their own: the fence and the revocations' fresh
+/// reads go there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn protocol_v2_with_member_leases_apart_a_hung_member_is_fenced_and_fails_over() {
+    a_hung_member_is_fenced_and_its_targets_fail_over(true).await;
+}
+
+async fn a_hung_member_is_fenced_and_its_targets_fail_over(apart: bool) {
+    let mut h = v2_three_members_balanced(apart).await;
     // The agent dies with its app, but its pod stays Ready: only the member Lease tells.
     let m = h.members.remove("c-1").unwrap();
     m.task.abort();
@@ -577,7 +612,7 @@ async fn protocol_v2_a_hung_member_is_fenced_and_its_targets_fail_over() {
         c1.member_lease.as_ref().unwrap().liveness,
         leasehold::k8s::model::Liveness::Fenced
     );
-    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
+    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.member_ns);
     let fenced = leases
         .get(&protocol::names::member_lease("leasehold", CLUSTER, "c-1"))
         .await
@@ -611,7 +646,18 @@ async fn protocol_v2_a_hung_member_is_fenced_and_its_targets_fail_over() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn protocol_v2_a_stopping_member_hands_its_targets_over_before_it_exits() {
-    let mut h = v2_three_members_balanced().await;
+    a_stopping_member_hands_its_targets_over_before_it_exits(false).await;
+}
+
+/// The same with member Leases in a namespace of their own: `leaving`, the release at exit and
+/// the garbage collection of the departed member's Lease happen there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn protocol_v2_with_member_leases_apart_a_stopping_member_hands_over_before_it_exits() {
+    a_stopping_member_hands_its_targets_over_before_it_exits(true).await;
+}
+
+async fn a_stopping_member_hands_its_targets_over_before_it_exits(apart: bool) {
+    let mut h = v2_three_members_balanced(apart).await;
     // SIGTERM to the agent (its shutdown signal) while its pod stays Ready.
     let mut m = h.members.remove("c-1").unwrap();
     let asked = Instant::now();
@@ -668,7 +714,7 @@ async fn protocol_v2_a_stopping_member_hands_its_targets_over_before_it_exits() 
     pods.delete("c-1", &kube::api::DeleteParams::default().grace_period(0))
         .await
         .unwrap();
-    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
+    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.member_ns);
     let name = |m: &str| protocol::names::member_lease("leasehold", CLUSTER, m);
     let gone = eventually(Duration::from_secs(10), || async {
         leases
@@ -685,6 +731,12 @@ async fn protocol_v2_a_stopping_member_hands_its_targets_over_before_it_exits() 
             leases.get_opt(&name(kept)).await.unwrap().is_some(),
             "{kept}"
         );
+    }
+    if apart {
+        let own: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
+        for m in ["c-0", "c-1", "c-2"] {
+            assert!(own.get_opt(&name(m)).await.unwrap().is_none(), "{m}");
+        }
     }
     h.finish().await;
 }

@@ -312,12 +312,16 @@ impl Indexed for Lease {
     const KIND: Kind = Kind::Lease;
 
     fn apply(state: &mut ClusterState, lease: &Lease, emit: &mut Emit<'_>) {
-        let Some(view) = protocol::parse(state.spec.protocol, lease, &state.spec.name) else {
+        let apart = state.spec.separate_member_namespace();
+        let view = protocol::parse(state.spec.protocol, lease, &state.spec.name)
+            // Member Leases kept apart count only from their own namespace.
+            .filter(|v| !(apart && matches!(v.role, LeaseRole::Member(_))));
+        let Some(view) = view else {
             // Not (or no longer) one of ours: a change only if it was.
             let name = lease.metadata.name.as_deref().unwrap_or_default();
             emit.changed = state.leader.as_ref().is_some_and(|l| *l.name == *name)
                 || state.lease_keys.contains_key(name)
-                || state.member_leases.contains_key(name);
+                || (!apart && state.member_leases.contains_key(name));
             Self::delete(state, name, emit);
             return;
         };
@@ -351,30 +355,7 @@ impl Indexed for Lease {
             }
             LeaseRole::Target(key) => key.as_str(),
             LeaseRole::Member(identity) => {
-                let id: Arc<str> = ix.get(identity);
-                let name: Arc<str> = view.name.as_str().into();
-                if let Some(old) = state.member_leases.insert(name.clone(), id.clone())
-                    && old != id
-                {
-                    state.members.remove(&old);
-                }
-                match state.members.get_mut(&id) {
-                    Some(m) => {
-                        m.entry.name = name;
-                        emit.changed = m.observe(&view, now, ix);
-                    }
-                    None => {
-                        state.members.insert(
-                            id,
-                            MemberEntry {
-                                entry: LeaseEntry::new(name, &view, now, ix),
-                                leaving: view.leaving,
-                                fence: view.fence,
-                            },
-                        );
-                        emit.changed = true;
-                    }
-                }
+                apply_member(state, identity, &view, emit);
                 return;
             }
         };
@@ -439,9 +420,7 @@ impl Indexed for Lease {
     }
 
     fn delete(state: &mut ClusterState, name: &str, emit: &mut Emit<'_>) {
-        if let Some(id) = state.member_leases.remove(name) {
-            state.members.remove(&id);
-            emit.changed = true;
+        if !state.spec.separate_member_namespace() && delete_member(state, name, emit) {
             return;
         }
         if state.leader.as_ref().is_some_and(|l| *l.name == *name) {
@@ -477,7 +456,107 @@ impl Indexed for Lease {
             .keys()
             .map(|n| n.to_string())
             .chain(state.leader.iter().map(|l| l.name.to_string()))
-            .chain(state.member_leases.keys().map(|n| n.to_string()))
+            .chain(
+                (!state.spec.separate_member_namespace())
+                    .then(|| member_names(state))
+                    .into_iter()
+                    .flatten(),
+            )
             .collect()
+    }
+}
+
+/// Protocol v2: a member Lease's record (from either kind of watch).
+fn apply_member(state: &mut ClusterState, identity: &str, view: &LeaseView, emit: &mut Emit<'_>) {
+    let now = emit.now_ms;
+    let ix = &mut state.interner;
+    let id: Arc<str> = ix.get(identity);
+    let name: Arc<str> = view.name.as_str().into();
+    if let Some(old) = state.member_leases.insert(name.clone(), id.clone())
+        && old != id
+    {
+        state.members.remove(&old);
+    }
+    match state.members.get_mut(&id) {
+        Some(m) => {
+            m.entry.name = name;
+            emit.changed = m.observe(view, now, ix);
+        }
+        None => {
+            state.members.insert(
+                id,
+                MemberEntry {
+                    entry: LeaseEntry::new(name, view, now, ix),
+                    leaving: view.leaving,
+                    fence: view.fence,
+                },
+            );
+            emit.changed = true;
+        }
+    }
+}
+
+/// Forgets the member Lease `name`; whether it was one.
+fn delete_member(state: &mut ClusterState, name: &str, emit: &mut Emit<'_>) -> bool {
+    let Some(id) = state.member_leases.remove(name) else {
+        return false;
+    };
+    state.members.remove(&id);
+    emit.changed = true;
+    true
+}
+
+fn member_names(state: &ClusterState) -> Vec<String> {
+    state.member_leases.keys().map(|n| n.to_string()).collect()
+}
+
+/// A Lease from the namespace a cluster keeps its member Leases in, apart from its own
+/// ([`Kind::MemberLease`]): only member Leases of the cluster are taken from it. The same
+/// object as [`Lease`] on the wire; a type of its own so that its watch is a kind of its own.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(transparent)]
+pub struct MemberNamespaceLease(pub Lease);
+
+impl k8s_openapi::Resource for MemberNamespaceLease {
+    const API_VERSION: &'static str = <Lease as k8s_openapi::Resource>::API_VERSION;
+    const GROUP: &'static str = <Lease as k8s_openapi::Resource>::GROUP;
+    const KIND: &'static str = <Lease as k8s_openapi::Resource>::KIND;
+    const VERSION: &'static str = <Lease as k8s_openapi::Resource>::VERSION;
+    const URL_PATH_SEGMENT: &'static str = <Lease as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+    type Scope = k8s_openapi::NamespaceResourceScope;
+}
+
+impl k8s_openapi::Metadata for MemberNamespaceLease {
+    type Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn metadata(&self) -> &Self::Ty {
+        &self.0.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut Self::Ty {
+        &mut self.0.metadata
+    }
+}
+
+impl Indexed for MemberNamespaceLease {
+    const KIND: Kind = Kind::MemberLease;
+
+    fn apply(state: &mut ClusterState, lease: &Self, emit: &mut Emit<'_>) {
+        let name = lease.0.metadata.name.as_deref().unwrap_or_default();
+        match protocol::parse(state.spec.protocol, &lease.0, &state.spec.name) {
+            Some(view) => match &view.role {
+                LeaseRole::Member(identity) => apply_member(state, identity, &view, emit),
+                _ => emit.changed = false,
+            },
+            None => emit.changed = delete_member(state, name, emit),
+        }
+    }
+
+    fn delete(state: &mut ClusterState, name: &str, emit: &mut Emit<'_>) {
+        emit.changed = delete_member(state, name, emit);
+    }
+
+    fn names(state: &ClusterState) -> Vec<String> {
+        member_names(state)
     }
 }

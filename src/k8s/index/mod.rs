@@ -19,7 +19,7 @@ use self::entry::{Interner, LeaseEntry, MemberEntry};
 use crate::config::{Cluster, TargetSpec};
 use crate::model::{Cause, InstanceEventKind};
 
-pub use kinds::Indexed;
+pub use kinds::{Indexed, MemberNamespaceLease};
 
 /// The kinds of object the index is fed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -34,10 +34,14 @@ pub enum Kind {
     Lease,
     /// The ConfigMaps holding target lists.
     ConfigMap,
+    /// Protocol v2 member Leases kept in a namespace of their own
+    /// ([`Cluster::member_lease_namespace`](crate::config::Cluster)); otherwise they come with
+    /// [`Kind::Lease`].
+    MemberLease,
 }
 
 impl Kind {
-    /// Every kind, each watched once per namespace.
+    /// Every kind watched in a cluster's own namespace, each once per namespace.
     pub const ALL: [Kind; 5] = [
         Kind::Pod,
         Kind::Service,
@@ -213,11 +217,20 @@ impl Index {
         }
     }
 
-    /// The namespaces to watch.
+    /// The namespaces to watch for every kind in [`Kind::ALL`].
     pub fn namespaces(&self) -> BTreeSet<String> {
         self.clusters
             .iter()
             .map(|c| c.spec.namespace.clone())
+            .collect()
+    }
+
+    /// The namespaces to watch for [`Kind::MemberLease`]: those kept apart for member Leases.
+    pub fn member_namespaces(&self) -> BTreeSet<String> {
+        self.clusters
+            .iter()
+            .filter(|c| c.spec.separate_member_namespace())
+            .map(|c| c.spec.member_namespace().to_owned())
             .collect()
     }
 
@@ -276,7 +289,7 @@ impl Index {
         for state in self
             .clusters
             .iter_mut()
-            .filter(|c| c.spec.namespace == namespace)
+            .filter(|c| c.watches(namespace, K::KIND))
         {
             state.synced.insert(K::KIND);
             state.stale.remove(&K::KIND);
@@ -291,7 +304,7 @@ impl Index {
         for state in self
             .clusters
             .iter_mut()
-            .filter(|c| c.spec.namespace == namespace)
+            .filter(|c| c.watches(namespace, kind))
         {
             if stale {
                 state.stale.insert(kind);
@@ -329,9 +342,7 @@ impl Index {
 
     /// Every watch has synced once.
     pub fn synced(&self) -> bool {
-        self.clusters
-            .iter()
-            .all(|c| Kind::ALL.iter().all(|k| c.synced.contains(k)))
+        self.clusters.iter().all(ClusterState::all_synced)
     }
 
     /// The model of one cluster at `now`.
@@ -457,7 +468,7 @@ impl Index {
         for state in self
             .clusters
             .iter_mut()
-            .filter(|c| c.spec.namespace == namespace)
+            .filter(|c| c.watches(namespace, kind))
         {
             let name = state.spec.name.clone();
             let quiet = !state.synced.contains(&kind);
@@ -501,6 +512,22 @@ impl ClusterState {
         };
         state.rebuild_configured();
         state
+    }
+
+    /// Whether this cluster is fed by the watch of `kind` in `namespace`.
+    fn watches(&self, namespace: &str, kind: Kind) -> bool {
+        match kind {
+            Kind::MemberLease => {
+                self.spec.separate_member_namespace() && self.spec.member_namespace() == namespace
+            }
+            _ => self.spec.namespace == namespace,
+        }
+    }
+
+    /// Every watch feeding this cluster has listed once.
+    fn all_synced(&self) -> bool {
+        Kind::ALL.iter().all(|k| self.synced.contains(k))
+            && (!self.spec.separate_member_namespace() || self.synced.contains(&Kind::MemberLease))
     }
 
     /// The configured target list: inline targets, then the ConfigMap's.

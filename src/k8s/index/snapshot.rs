@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use super::{ClusterState, Kind, LeaseEntry, PodInfo};
+use super::{ClusterState, LeaseEntry, PodInfo};
 use crate::config::TargetSpec;
 use crate::k8s::model::{
     ClusterModel, Instance, Liveness, MemberLease, Target, TargetCounts, TargetState,
@@ -209,7 +209,7 @@ impl ClusterState {
             namespace: spec.namespace.clone(),
             protocol: spec.protocol,
             protocol_version: if v2 { 2 } else { 1 },
-            synced: Kind::ALL.iter().all(|k| self.synced.contains(k)),
+            synced: self.all_synced(),
             stale: !self.stale.is_empty(),
             leader,
             instances,

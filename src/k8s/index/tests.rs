@@ -520,3 +520,54 @@ fn v2_member_leases_of_departed_pods_that_hold_nothing_and_stopped_are_garbage()
             .is_empty()
     );
 }
+
+#[test]
+fn v2_member_leases_kept_apart_count_only_from_their_own_namespace() {
+    let yaml = CONFIG.replace(
+        "  headless_service: c\n",
+        "  headless_service: c\n  protocol_version: 2\n  member_lease_namespace: ns-members\n",
+    );
+    let config = Config::parse(&yaml, Path::new("t.yaml")).unwrap();
+    let mut ix = Index::new(&config.clusters);
+    assert_eq!(
+        ix.member_namespaces(),
+        BTreeSet::from(["ns-members".into()])
+    );
+    ix.reset::<Pod>("ns", &[mk_pod("c-0", true, json!({}))], at(0));
+    ix.reset::<Lease>("ns", &[], at(0));
+    ix.reset::<ConfigMap>("ns", &[], at(0));
+    ix.reset::<k8s_openapi::api::core::v1::Service>("ns", &[], at(0));
+    ix.reset::<k8s_openapi::api::discovery::v1::EndpointSlice>("ns", &[], at(0));
+    assert!(
+        !ix.model("c", at(0)).unwrap().synced,
+        "not synced before the member Leases are listed"
+    );
+    let member = |ns: &str| {
+        let mut l = protocol::new_member_lease("leasehold", "c", "c-0", at(0), 10, false);
+        l.metadata.namespace = Some(ns.into());
+        l
+    };
+    ix.reset::<MemberNamespaceLease>("ns-members", &[], at(0));
+    assert!(ix.model("c", at(0)).unwrap().synced);
+    // A member Lease in the cluster's own namespace is not this cluster's (an agent started
+    // without --member-lease-namespace): the member is not live.
+    ix.apply(&member("ns"), at(1));
+    assert!(!ix.alive("c", "c-0", at(2)));
+    ix.apply(&MemberNamespaceLease(member("ns-members")), at(1));
+    assert!(ix.alive("c", "c-0", at(2)));
+    // A relist of the cluster's own Leases leaves the member Leases alone; theirs does not.
+    ix.reset::<Lease>("ns", &[], at(3));
+    assert!(ix.alive("c", "c-0", at(4)));
+    let stray = member("ns").metadata.name.unwrap();
+    ix.delete::<Lease>("ns", &stray, at(4));
+    assert!(
+        ix.alive("c", "c-0", at(4)),
+        "the stray's deletion is not the member's"
+    );
+    // The member-Lease watch going down makes the cluster stale.
+    ix.set_stale("ns-members", Kind::MemberLease, true);
+    assert!(ix.model("c", at(5)).unwrap().stale);
+    ix.reset::<MemberNamespaceLease>("ns-members", &[], at(6));
+    assert!(!ix.model("c", at(6)).unwrap().stale);
+    assert!(!ix.alive("c", "c-0", at(6)));
+}

@@ -171,6 +171,7 @@ fn kind_str(kind: Kind) -> &'static str {
         Kind::EndpointSlice => "endpointslice",
         Kind::Lease => "lease",
         Kind::ConfigMap => "configmap",
+        Kind::MemberLease => "member_lease",
     }
 }
 

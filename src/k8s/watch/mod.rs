@@ -1,4 +1,5 @@
-//! The watchers that feed the index: one kube-rs `watcher` per (namespace, kind), each with
+//! The watchers that feed the index: one kube-rs `watcher` per (namespace, kind) — and one of
+//! the Leases of each namespace kept apart for member Leases — each with
 //! the default backoff, applying events to the shared [`Index`] as they arrive and publishing
 //! what changed (a small broadcast for readers that resync when they lag, and a journal that
 //! the history recorder reads without gaps). A watch error marks the namespace's kind stale (the model is then shown as last
@@ -29,7 +30,7 @@ use tracing::{Instrument as _, info_span, warn};
 mod metrics;
 
 pub use self::metrics::{WatchEvent, WatchMetrics};
-use super::index::{Change, Index, Indexed};
+use super::index::{Change, Index, Indexed, MemberNamespaceLease};
 
 /// Changes kept for slow [subscribers](SharedIndex::subscribe) before they miss some (they then
 /// resync from the model). A broadcast ring is allocated whole (about 190 bytes a slot), so it
@@ -195,6 +196,9 @@ pub async fn run(
         spawn::<EndpointSlice>(&mut tasks, w, &ns);
         spawn::<Lease>(&mut tasks, w, &ns);
         spawn::<ConfigMap>(&mut tasks, w, &ns);
+    }
+    for ns in shared.read(Index::member_namespaces) {
+        spawn::<MemberNamespaceLease>(&mut tasks, w, &ns);
     }
     match tasks.join_next().await {
         Some(Ok(())) | None => anyhow::bail!("a watcher ended"),
