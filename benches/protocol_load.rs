@@ -7,7 +7,10 @@
 //! `scripts/envtest.sh run -- cargo bench --bench protocol_load`; without envtest it runs
 //! against an in-process simulator. Options after `--`: `--members N` (10), `--lease-s D`
 //! (10), `--window S` (60 s of steady state), `--runs 1:1000,2:5000` (protocol:targets, in
-//! order), `--shared-client` (one connection for all agents instead of one each). Under `cargo test --all-targets` it does a small smoke run on the simulator.
+//! order), `--shared-client` (one connection for all agents instead of one each),
+//! `--member-namespace` (v2 runs keep member Leases in a namespace of their own, the cluster's
+//! `member_lease_namespace`). Under `cargo test --all-targets` it does a small smoke run on the
+//! simulator, with member Leases apart.
 //!
 //! Each run gets a fresh backend namespace (real tier) or simulator, member pods made Ready by
 //! the test kit's kubelet loop, one real `Agent` per pod and the control plane (`Engine`,
@@ -17,8 +20,9 @@
 //! target, member, leader), the target Leases whose holder changed, the events one member's own
 //! watches receive (v1: every Lease of the cluster; v2: those whose desired-owner or holder
 //! label names it), the fewest targets owned in 2 Hz samples of the model, and — on the real
-//! tier — the API server's own count of Lease writes (`apiserver_request_total`, verbs POST,
-//! PUT, PATCH, APPLY).
+//! tier — the API server's own counts: Lease writes (`apiserver_request_total`, verbs POST,
+//! PUT, PATCH, APPLY), Lease events sent to watchers (`apiserver_watch_events_total`) and Lease
+//! watchers closed for lagging (`apiserver_terminated_watchers_total`).
 
 mod common;
 
@@ -57,6 +61,8 @@ struct Args {
     runs: Vec<(u8, usize)>,
     /// One kube client (one HTTP/2 connection) for every agent, instead of one each.
     shared_client: bool,
+    /// Protocol v2 runs keep the member Leases in a namespace of their own.
+    members_apart: bool,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -69,6 +75,7 @@ fn args() -> anyhow::Result<Args> {
             window: Duration::from_secs(60),
             runs: vec![(1, 1_000), (2, 1_000), (1, 2_000), (2, 5_000)],
             shared_client: false,
+            members_apart: false,
         }
     } else {
         Args {
@@ -78,6 +85,7 @@ fn args() -> anyhow::Result<Args> {
             window: Duration::from_secs(3),
             runs: vec![(1, 30), (2, 30)],
             shared_client: false,
+            members_apart: true,
         }
     };
     let argv: Vec<String> = std::env::args().collect();
@@ -109,6 +117,11 @@ fn args() -> anyhow::Result<Args> {
                 i += 1;
                 continue;
             }
+            "--member-namespace" => {
+                a.members_apart = true;
+                i += 1;
+                continue;
+            }
             _ => {
                 i += 1;
                 continue;
@@ -127,8 +140,19 @@ fn member(i: usize) -> String {
     format!("{CLUSTER}-{i}")
 }
 
-fn config_yaml(ns: &str, db: &str, version: u8, targets: usize, lease_s: u64) -> String {
+fn config_yaml(
+    (ns, member_ns): (&str, &str),
+    db: &str,
+    version: u8,
+    targets: usize,
+    lease_s: u64,
+) -> String {
     let list: Vec<String> = (0..targets).map(|i| format!("t-{i:05}")).collect();
+    let apart = if member_ns == ns {
+        String::new()
+    } else {
+        format!("\n  member_lease_namespace: {member_ns}")
+    };
     format!(
         "database: {db}
 control_plane: {{namespace: {ns}}}
@@ -137,7 +161,7 @@ clusters:
   namespace: {ns}
   selector: {{app: {CLUSTER}}}
   headless_service: {CLUSTER}
-  protocol_version: {version}
+  protocol_version: {version}{apart}
   targets: {{inline: [{}]}}
   policy: {{lease_duration: {lease_s}s, on_join: 'off', join_settle: 1s, move_timeout: {}s}}
 ",
@@ -261,23 +285,44 @@ fn count_changes(
     })
 }
 
-/// The API server's count of Lease writes so far (real tier; `None` where it has no metrics).
-async fn apiserver_lease_writes(client: &kube::Client) -> Option<f64> {
+/// The API server's own counters of Lease traffic (its `/metrics`; `None` on the simulator).
+#[derive(Clone, Copy, Default)]
+struct ApiserverCounts {
+    /// Lease writes: `apiserver_request_total`, verbs POST, PUT, PATCH, APPLY.
+    writes: f64,
+    /// Lease events sent to watch clients: `apiserver_watch_events_total`.
+    watch_events: f64,
+    /// Lease watchers the watch cache closed for not keeping up:
+    /// `apiserver_terminated_watchers_total`.
+    terminated_watchers: f64,
+}
+
+async fn apiserver_counts(client: &kube::Client) -> Option<ApiserverCounts> {
     let req = http::Request::get("/metrics").body(Vec::new()).ok()?;
     let text = client.request_text(req).await.ok()?;
-    let mut sum = None;
+    let mut c = ApiserverCounts::default();
+    let mut seen = false;
     for line in text.lines() {
+        let value = || line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
         if line.starts_with("apiserver_request_total{")
             && line.contains("resource=\"leases\"")
             && ["POST", "PUT", "PATCH", "APPLY"]
                 .iter()
                 .any(|v| line.contains(&format!("verb=\"{v}\"")))
         {
-            let v: f64 = line.rsplit(' ').next()?.parse().ok()?;
-            *sum.get_or_insert(0.0) += v;
+            c.writes += value()?;
+            seen = true;
+        } else if line.starts_with("apiserver_watch_events_total{")
+            && line.contains("kind=\"Lease\"")
+        {
+            c.watch_events += value()?;
+        } else if line.starts_with("apiserver_terminated_watchers_total{")
+            && line.contains("resource=\"leases.coordination.k8s.io\"")
+        {
+            c.terminated_watchers += value()?;
         }
     }
-    sum
+    seen.then_some(c)
 }
 
 struct Row {
@@ -287,7 +332,8 @@ struct Row {
     placed: Option<Duration>,
     secs: f64,
     counts: Counts,
-    apiserver: Option<f64>,
+    /// The API server's counters over the window, per second.
+    apiserver: Option<ApiserverCounts>,
     min_owned: usize,
     overlaps: u64,
     process_cpu: f64,
@@ -299,6 +345,18 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     t.spawn_kubelet();
     let ns = t.namespace_or(SIM_NS).await;
     let client = t.client.clone();
+    let member_ns = if a.members_apart && version == 2 {
+        let member_ns = format!("{ns}-members");
+        let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+        nss.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": member_ns}}))?,
+        )
+        .await?;
+        member_ns
+    } else {
+        ns.clone()
+    };
     let d = Duration::from_secs(a.lease_s);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let work = Work::default();
@@ -313,6 +371,7 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
         pods.create(&PostParams::default(), &serde_json::from_value(pod)?)
             .await?;
         let mut cfg = AgentConfig::new(CLUSTER, &ns, &name);
+        cfg.member_namespace = member_ns.clone();
         cfg.default_lease_duration = d;
         cfg.protocol_version = version;
         cfg.hook_timeout = cfg.hook_timeout.min(d / 3);
@@ -341,7 +400,7 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     }
     let dir = tempfile::tempdir()?;
     let db = format!("sqlite:{}", dir.path().join("history.db").display());
-    let yaml = config_yaml(&ns, &db, version, targets, a.lease_s);
+    let yaml = config_yaml((&ns, &member_ns), &db, version, targets, a.lease_s);
     let config = Config::parse(&yaml, Path::new("protocol_load.yaml"))?;
     let engine = Engine::new(
         config,
@@ -375,11 +434,24 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     tokio::time::sleep(d).await;
 
     let counts = Arc::new(Mutex::new(Counts::default()));
-    let (tx, rx) = oneshot::channel();
-    let counter = count_changes(client.clone(), ns.clone(), version, counts.clone(), tx);
-    rx.await?;
+    let mut counters = Vec::new();
+    let mut namespaces = vec![ns.clone()];
+    if member_ns != ns {
+        namespaces.push(member_ns.clone());
+    }
+    for n in namespaces {
+        let (tx, rx) = oneshot::channel();
+        counters.push(count_changes(
+            client.clone(),
+            n,
+            version,
+            counts.clone(),
+            tx,
+        ));
+        rx.await?;
+    }
     let overlaps0 = work.overlaps.load(Ordering::Relaxed);
-    let writes0 = apiserver_lease_writes(&client).await;
+    let api0 = apiserver_counts(&client).await;
     let cpu0 = cpu_s(std::process::id());
     let machine0 = MachineCpu::now();
     let w0 = Instant::now();
@@ -391,11 +463,13 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
         }
     }
     let secs = w0.elapsed().as_secs_f64();
-    let writes1 = apiserver_lease_writes(&client).await;
+    let api1 = apiserver_counts(&client).await;
     let process_cpu = 100.0 * (cpu_s(std::process::id()) - cpu0) / secs;
     let (machine_cpu, _) = MachineCpu::now().since(&machine0);
     let overlaps = work.overlaps.load(Ordering::Relaxed) - overlaps0;
-    counter.abort();
+    for c in &counters {
+        c.abort();
+    }
     engine_task.abort();
     for a in &agents {
         a.abort();
@@ -412,7 +486,11 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
         placed,
         secs,
         counts,
-        apiserver: writes0.zip(writes1).map(|(a, b)| (b - a) / secs),
+        apiserver: api0.zip(api1).map(|(a, b)| ApiserverCounts {
+            writes: (b.writes - a.writes) / secs,
+            watch_events: (b.watch_events - a.watch_events) / secs,
+            terminated_watchers: b.terminated_watchers - a.terminated_watchers,
+        }),
         min_owned,
         overlaps,
         process_cpu,
@@ -445,10 +523,11 @@ async fn main() -> anyhow::Result<()> {
     );
     println!(
         "| protocol | targets | all owned after | Lease writes/s seen (target + member + leader) | \
-         expected 3·N/D | apiserver Lease writes/s | holder changes | fewest owned | overlaps | \
+         expected 3·N/D | apiserver Lease writes/s | apiserver Lease watch events sent/s | \
+         watchers closed for lagging | holder changes | fewest owned | overlaps | \
          events/s one member receives | CPU: this process / machine |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut by_version: BTreeMap<u8, usize> = BTreeMap::new();
     for r in &rows {
         *by_version.entry(r.version).or_default() += 1;
@@ -461,8 +540,13 @@ async fn main() -> anyhow::Result<()> {
                 a.members as f64
             } / a.lease_s as f64;
         println!(
-            "| v{} | {} | {} | {:.1} ({:.1} + {:.1} + {:.1}) | {expected:.1} | {} | {} | {} of {} | {} | {:.1} | {:.0}% / {:.0}% |",
+            "| v{}{} | {} | {} | {:.1} ({:.1} + {:.1} + {:.1}) | {expected:.1} | {} | {} | {} | {} | {} of {} | {} | {:.1} | {:.0}% / {:.0}% |",
             r.version,
+            if r.version == 2 && a.members_apart {
+                ", member Leases apart"
+            } else {
+                ""
+            },
             r.targets,
             r.placed
                 .map_or("never".to_owned(), |p| format!("{:.1} s", p.as_secs_f64())),
@@ -470,7 +554,14 @@ async fn main() -> anyhow::Result<()> {
             per_s(c.target),
             per_s(c.member),
             per_s(c.leader),
-            r.apiserver.map_or("—".to_owned(), |w| format!("{w:.1}")),
+            r.apiserver
+                .map_or("—".to_owned(), |c| format!("{:.1}", c.writes)),
+            r.apiserver
+                .map_or("—".to_owned(), |c| format!("{:.1}", c.watch_events)),
+            r.apiserver.map_or("—".to_owned(), |c| format!(
+                "{:.0}",
+                c.terminated_watchers
+            )),
             c.holder_changes,
             r.min_owned,
             r.targets,
@@ -489,6 +580,10 @@ async fn main() -> anyhow::Result<()> {
                 anyhow::ensure!(
                     r.counts.target == 0,
                     "v2 wrote target Leases in steady state"
+                );
+                anyhow::ensure!(
+                    r.counts.member > 0,
+                    "v2: no member Lease renewal seen (where the cluster keeps them)"
                 );
             }
         }
