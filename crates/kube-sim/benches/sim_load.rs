@@ -6,7 +6,10 @@
 //! --seconds N --concurrency N`). The simulator runs as its own process (this program again,
 //! with `--serve-sim`, and mimalloc as `leasehold sim` has it) so its RSS is measured alone;
 //! this process is the load generator. Watchers count event
-//! lines without decoding them, so the generator's CPU goes to the updates.
+//! lines without decoding them, so the generator's CPU goes to the updates. With
+//! `LEASEHOLD_TEST_KUBECONFIG` set (`scripts/envtest.sh run -- cargo bench -p kube-sim --bench
+//! sim_load -- …`) the same load goes to that real kube-apiserver instead: the speed ratio in
+//! docs/simulator.md comes from the two side by side.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -119,23 +122,36 @@ async fn main() -> anyhow::Result<()> {
         return serve_sim(listen, std::path::Path::new(kc)).await;
     }
     let a = args();
-    let bin = std::env::current_exe()?;
+    // Against a real kube-apiserver when the environment names one (`scripts/envtest.sh run --
+    // cargo bench -p kube-sim --bench sim_load …`): the same load, to compare the simulator with.
+    let real = std::env::var_os("LEASEHOLD_TEST_KUBECONFIG");
+    let tier = if real.is_some() {
+        "real kube-apiserver + etcd"
+    } else {
+        "simulator"
+    };
     let dir = tempfile::tempdir()?;
-    let kc = dir.path().join("kubeconfig");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let mut child = tokio::process::Command::new(bin)
-        .args(["--serve-sim", &format!("127.0.0.1:{port}")])
-        .arg(&kc)
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()?;
-    let pid = child.id().expect("pid");
-    while !kc.exists() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (mut child, pid, kc) = match real {
+        Some(path) => (None, None, std::path::PathBuf::from(path)),
+        None => {
+            let kc = dir.path().join("kubeconfig");
+            let port = std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port();
+            let child = tokio::process::Command::new(std::env::current_exe()?)
+                .args(["--serve-sim", &format!("127.0.0.1:{port}")])
+                .arg(&kc)
+                .env("RUST_LOG", "warn")
+                .stdout(std::process::Stdio::null())
+                .kill_on_drop(true)
+                .spawn()?;
+            let pid = child.id().expect("pid");
+            while !kc.exists() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            (Some(child), Some(pid), kc)
+        }
+    };
     let kubeconfig = kube::config::Kubeconfig::read_from(&kc)?;
     let client = Client::try_from(
         kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?,
@@ -164,7 +180,7 @@ async fn main() -> anyhow::Result<()> {
     }
     while tasks.join_next().await.is_some() {}
     let create_s = t0.elapsed().as_secs_f64();
-    let rss_loaded = rss_mib(pid);
+    let rss_loaded = pid.map(rss_mib);
 
     // 2. Paginated list of everything (limit 500), three times.
     let mut list_times = Vec::new();
@@ -276,11 +292,14 @@ async fn main() -> anyhow::Result<()> {
         .map(|c| c.load(Ordering::Relaxed))
         .min()
         .unwrap_or(0);
-    let rss_after = rss_mib(pid);
+    let rss_after = pid.map(rss_mib);
     watchers.abort_all();
-    child.kill().await.ok();
+    if let Some(c) = &mut child {
+        c.kill().await.ok();
+    }
 
     list_times.sort_by(f64::total_cmp);
+    println!("{tier}");
     println!("| measure | value |");
     println!("| --- | --- |");
     println!(
@@ -290,9 +309,15 @@ async fn main() -> anyhow::Result<()> {
         a.leases as f64 / create_s,
         a.concurrency
     );
+    let mib = |m: Option<f64>| {
+        m.map_or("— (not this process's child)".into(), |m| {
+            format!("{m:.0} MiB")
+        })
+    };
     println!(
-        "| simulator RSS with {} leases | {:.0} MiB |",
-        a.leases, rss_loaded
+        "| simulator RSS with {} leases | {} |",
+        a.leases,
+        mib(rss_loaded)
     );
     println!(
         "| paginated list of all (limit 500), best / median of 3 | {:.3} s / {:.3} s |",
@@ -309,7 +334,7 @@ async fn main() -> anyhow::Result<()> {
         "| watchers | {} , each received {} of {} events (min), drained {:.2} s after the last update |",
         a.watchers, min_seen, updates, drain_s
     );
-    println!("| simulator RSS after updates | {:.0} MiB |", rss_after);
+    println!("| simulator RSS after updates | {} |", mib(rss_after));
     if min_seen < updates {
         anyhow::bail!("a watcher missed events: {min_seen} < {updates}");
     }
