@@ -890,10 +890,7 @@ async fn memory_part(a: &Args, seed: Seed, rows: &mut Vec<(String, String)>) -> 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // RUST_LOG=leasehold=debug shows what the engine and agents do.
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    common::log_to_stderr();
     let a = args();
     let mut rows = Vec::new();
     if a.parts.contains('a') || a.parts.contains('b') {

@@ -347,12 +347,7 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     let client = t.client.clone();
     let member_ns = if a.members_apart && version == 2 {
         let member_ns = format!("{ns}-members");
-        let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-        nss.create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": member_ns}}))?,
-        )
-        .await?;
+        t.create_namespace(&member_ns).await;
         member_ns
     } else {
         ns.clone()
@@ -500,10 +495,7 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    common::log_to_stderr();
     let a = args()?;
     let tier = if kube_sim::testkit::real_tier() {
         "real kube-apiserver + etcd"

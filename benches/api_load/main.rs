@@ -238,10 +238,7 @@ async fn pages_part(a: &Args, serve: &Serve, r: &mut Report) -> anyhow::Result<(
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    common::log_to_stderr();
     let a = args();
     let machine = machine();
     let dir = tempfile::tempdir()?;

@@ -1,10 +1,18 @@
-//! What the load harnesses share (`benches/engine_load.rs`, `benches/api_load/`): starting the
-//! simulator as its own process, percentiles, and a process's and the machine's CPU time from
-//! `/proc`.
+//! What the load harnesses share (`benches/engine_load.rs`, `benches/api_load/`,
+//! `benches/protocol_load.rs`): starting the simulator as its own process, logging to stderr,
+//! percentiles, and a process's and the machine's CPU time from `/proc`.
 #![allow(dead_code)] // each harness uses a different subset
 
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+/// Logs to stderr, filtered by `RUST_LOG` (stdout carries the harness's report).
+pub fn log_to_stderr() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+}
 
 /// Starts `BIN sim --fake-kubelet` on a free port, waits for the kubeconfig it writes to
 /// `kubeconfig`, and connects to it. The child is killed when dropped.

@@ -98,13 +98,7 @@ impl Harness {
         let config = Config::parse(&yaml, Path::new("test.yaml")).unwrap();
         let member_ns = config.clusters[0].member_namespace().to_owned();
         if member_ns != ns {
-            let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(t.client.clone());
-            nss.create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata": {"name": member_ns}})).unwrap(),
-            )
-            .await
-            .unwrap();
+            t.create_namespace(&member_ns).await;
         }
         Harness {
             _serial: serial,

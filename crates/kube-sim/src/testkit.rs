@@ -178,14 +178,19 @@ impl TestSim {
         if self.is_real() {
             return self.ns.clone();
         }
+        self.create_namespace(sim_ns).await;
+        sim_ns.to_owned()
+    }
+
+    /// Creates namespace `name` (on either backend). Panics if it cannot.
+    pub async fn create_namespace(&self, name: &str) {
         let nss: Api<Namespace> = Api::all(self.client.clone());
         nss.create(
             &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": sim_ns}})).expect("namespace"),
+            &serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace"),
         )
         .await
-        .unwrap_or_else(|e| panic!("creating namespace {sim_ns}: {e}"));
-        sim_ns.to_owned()
+        .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
     }
 
     /// The simulator. Panics on a real apiserver: tests that need it return early through

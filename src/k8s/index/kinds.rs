@@ -420,7 +420,8 @@ impl Indexed for Lease {
     }
 
     fn delete(state: &mut ClusterState, name: &str, emit: &mut Emit<'_>) {
-        if !state.spec.separate_member_namespace() && delete_member(state, name, emit) {
+        if !state.spec.separate_member_namespace() && delete_member(state, name) {
+            emit.changed = true;
             return;
         }
         if state.leader.as_ref().is_some_and(|l| *l.name == *name) {
@@ -451,18 +452,16 @@ impl Indexed for Lease {
     }
 
     fn names(state: &ClusterState) -> Vec<String> {
-        state
+        let names = state
             .lease_keys
             .keys()
             .map(|n| n.to_string())
-            .chain(state.leader.iter().map(|l| l.name.to_string()))
-            .chain(
-                (!state.spec.separate_member_namespace())
-                    .then(|| member_names(state))
-                    .into_iter()
-                    .flatten(),
-            )
-            .collect()
+            .chain(state.leader.iter().map(|l| l.name.to_string()));
+        if state.spec.separate_member_namespace() {
+            names.collect()
+        } else {
+            names.chain(member_names(state)).collect()
+        }
     }
 }
 
@@ -497,12 +496,11 @@ fn apply_member(state: &mut ClusterState, identity: &str, view: &LeaseView, emit
 }
 
 /// Forgets the member Lease `name`; whether it was one.
-fn delete_member(state: &mut ClusterState, name: &str, emit: &mut Emit<'_>) -> bool {
+fn delete_member(state: &mut ClusterState, name: &str) -> bool {
     let Some(id) = state.member_leases.remove(name) else {
         return false;
     };
     state.members.remove(&id);
-    emit.changed = true;
     true
 }
 
@@ -548,12 +546,12 @@ impl Indexed for MemberNamespaceLease {
                 LeaseRole::Member(identity) => apply_member(state, identity, &view, emit),
                 _ => emit.changed = false,
             },
-            None => emit.changed = delete_member(state, name, emit),
+            None => emit.changed = delete_member(state, name),
         }
     }
 
     fn delete(state: &mut ClusterState, name: &str, emit: &mut Emit<'_>) {
-        emit.changed = delete_member(state, name, emit);
+        emit.changed = delete_member(state, name);
     }
 
     fn names(state: &ClusterState) -> Vec<String> {
