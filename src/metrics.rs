@@ -25,7 +25,7 @@
 //! | `leasehold_targets` | gauge | `cluster`, `state` | targets per state (`owned`, `unassigned`, `moving`, `expired`, `orphaned`), set at scrape time from the latest model |
 //! | `leasehold_members` | gauge | `cluster` | member pods (ghosts excluded), at scrape time |
 //! | `leasehold_members_ready` | gauge | `cluster` | ready, not terminating member pods, at scrape time |
-//! | `leasehold_cluster_stale` | gauge | `cluster` | 1 while a watch the cluster depends on is down or not yet synced |
+//! | `leasehold_cluster_stale` | gauge | `cluster` | 1 while a watch the cluster depends on is down, not yet synced, or not proven current by a watch probe within a lease duration |
 //! | `leasehold_control_plane_acting` | gauge | | 1 if this replica holds the control-plane Lease |
 //!
 //! **Handoff gap.** Measured by the index on the watch events it is fed, with the control
@@ -221,7 +221,7 @@ impl Metrics {
         );
         r.register(
             "cluster_stale",
-            "1 while a watch the cluster depends on is down or not yet synced",
+            "1 while a watch the cluster depends on is down, not yet synced, or not proven current",
             f.stale.clone(),
         );
         r.register(

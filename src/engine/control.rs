@@ -110,7 +110,12 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
             };
             thinking += built.elapsed();
             let model = &view.model;
-            if reconcile(&inner, spec, &view, busy.clone()).await {
+            if view.awaiting_proof {
+                // A hold looks expired by the clock; only a probe can show it really is (its
+                // return changes the index, which wakes this loop).
+                inner.probes.hurry();
+            }
+            if reconcile(&inner, spec, &view, busy.clone()).await || view.awaiting_proof {
                 settled.remove(&spec.name);
             } else {
                 let duration_ms = inner.duration_ms(&spec.name).unwrap_or(i64::MAX);

@@ -12,7 +12,7 @@ mod recorder;
 mod removal;
 pub mod views;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -27,6 +27,7 @@ use crate::config::{Cluster, Config};
 use crate::k8s::election::{ElectionConfig, LeaderElector};
 use crate::k8s::index::Index;
 use crate::k8s::model::ClusterModel;
+use crate::k8s::probe::{Probed, Probes};
 use crate::k8s::watch::{self as watchers, SharedIndex};
 use crate::metrics::Metrics;
 use crate::model::{OperationKind, OperationState};
@@ -38,6 +39,40 @@ pub use self::views::View;
 
 /// How long shutdown waits for the control-plane Lease to be released.
 const RELEASE_GRACE: Duration = Duration::from_secs(5);
+/// How long a stopping replica tries to delete each of its watch probes (any replica deletes
+/// them later, once abandoned).
+const PROBE_REMOVE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Watch probes per lease duration of the shortest-lived cluster in a namespace: a third, so
+/// two may be lost before the model turns stale (one duration without a proof).
+const PROBES_PER_DURATION: u32 = 3;
+
+/// Every namespace whose Leases feed a native cluster, probed [`PROBES_PER_DURATION`] times per
+/// the shortest lease duration of those clusters. (A gnmic cluster is only observed: nothing is
+/// written in its namespace, nor judged on a proof.)
+fn probed(config: &Config) -> Vec<Probed> {
+    let mut every: BTreeMap<&str, Duration> = BTreeMap::new();
+    for c in config
+        .clusters
+        .iter()
+        .filter(|c| c.protocol == Protocol::Native)
+    {
+        let d = c.policy.lease_duration / PROBES_PER_DURATION;
+        for ns in [c.namespace.as_str(), c.member_namespace()] {
+            every
+                .entry(ns)
+                .and_modify(|e| *e = (*e).min(d))
+                .or_insert(d);
+        }
+    }
+    every
+        .into_iter()
+        .map(|(ns, every)| Probed {
+            namespace: ns.to_owned(),
+            every,
+            write_timeout: every.max(Duration::from_secs(1)),
+        })
+        .collect()
+}
 
 /// Why the engine refused a request.
 #[derive(Debug, thiserror::Error)]
@@ -119,6 +154,8 @@ pub(crate) struct Inner {
     views: views::Views,
     /// Where the watchers, control loop and operation runner record.
     pub metrics: Metrics,
+    /// This replica's watch probes (see `k8s::probe`).
+    pub probes: Arc<Probes>,
 }
 
 impl Inner {
@@ -245,8 +282,12 @@ impl Engine {
     /// An engine for `config`, acting as `identity` in the control-plane election, with a
     /// fresh metrics registry (see [`Engine::metrics`]).
     pub fn new(config: Config, client: Client, store: Store, identity: String) -> Engine {
-        let shared = SharedIndex::new(Index::new(&config.clusters));
+        let mut index = Index::new(&config.clusters);
+        // Nothing expires until a watch probe proves the watch current.
+        index.require_proofs();
+        let shared = SharedIndex::new(index);
         let views = views::Views::new(config.clusters.iter().map(|c| c.name.as_str()));
+        let probes = Probes::new(&config.control_plane.lease_name, &identity);
         Engine {
             inner: Arc::new(Inner {
                 config,
@@ -259,6 +300,7 @@ impl Engine {
                 ops_wake: Notify::new(),
                 views,
                 metrics: Metrics::new(),
+                probes,
             }),
         }
     }
@@ -354,9 +396,19 @@ impl Engine {
                 inner.client.clone(),
                 inner.shared.clone(),
                 watchers::WatchMetrics::new(&inner.metrics),
+                Some(inner.probes.clone()),
             )
             .instrument(info_span!("watchers")),
         );
+        let probed = probed(&inner.config);
+        let probes = inner
+            .probes
+            .clone()
+            .run(inner.client.clone(), probed.clone());
+        let probing = tasks.spawn(async move {
+            probes.await;
+            Ok(())
+        });
         let elector = LeaderElector::new(ElectionConfig {
             lease_duration: cp.lease_duration,
             renew_deadline: cp.lease_duration * 2 / 3,
@@ -395,7 +447,16 @@ impl Engine {
         // a bounded moment, then stop everything.
         let mut acting = inner.acting.subscribe();
         let _ = stop_tx.send(true);
-        let _ = tokio::time::timeout(RELEASE_GRACE, acting.wait_for(|a| !*a)).await;
+        // No probe may be written after its Lease is deleted.
+        probing.abort();
+        let released = async {
+            // (The guard it returns is not `Send`: dropped here.)
+            let _ = tokio::time::timeout(RELEASE_GRACE, acting.wait_for(|a| !*a)).await;
+        };
+        let probes_removed = inner
+            .probes
+            .remove(&inner.client, &probed, PROBE_REMOVE_TIMEOUT);
+        let _ = tokio::join!(released, probes_removed);
         tasks.abort_all();
         result
     }

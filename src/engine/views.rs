@@ -49,6 +49,8 @@ pub struct View {
     /// How long building it took.
     cost: Duration,
     imbalance: OnceLock<f64>,
+    /// A hold in it is expired by the clock but not yet proven so by a watch probe.
+    pub awaiting_proof: bool,
 }
 
 impl View {
@@ -164,6 +166,7 @@ impl Views {
             exact_until: snapshot.exact_for.map(|d| built + d),
             cost,
             imbalance: OnceLock::new(),
+            awaiting_proof: snapshot.awaiting_proof,
             model: snapshot.model,
         });
         let Some(slot) = self.slots.get(&view.model.name) else {
@@ -259,6 +262,7 @@ mod tests {
             exact_until: exact_for.map(|d| Instant::now() + d),
             cost: MS,
             imbalance: OnceLock::new(),
+            awaiting_proof: false,
             model: model(),
         }
     }
@@ -272,6 +276,7 @@ mod tests {
             model: model(),
             revision,
             exact_for: None,
+            awaiting_proof: false,
         }
     }
 

@@ -147,14 +147,24 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-/// Ready once every watch has synced (models are built from the index on demand).
+/// Ready once every watch has synced (models are built from the index on demand) and while no
+/// cluster's model is stale (a watch down, or not proven current by a watch probe).
 async fn readyz(State(state): State<AppState>) -> Response {
-    if state.engine.shared().synced() {
+    let shared = state.engine.shared();
+    if !shared.synced() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: watches syncing",
+        )
+            .into_response();
+    }
+    let stale = shared.read(|ix| ix.stale_clusters(jiff::Timestamp::now()));
+    if stale.is_empty() {
         "ready".into_response()
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: watches syncing",
+            format!("not ready: stale model of {}", stale.join(", ")),
         )
             .into_response()
     }

@@ -1,8 +1,9 @@
 //! Kubernetes-facing parts: the model and the pure index built from watch events, the watchers
-//! that feed it, and Lease writes. Never imports `http`.
+//! that feed it, the watch probes that prove them current, and Lease writes. Never imports `http`.
 
 pub mod election;
 pub mod index;
 pub mod leases;
 pub mod model;
+pub mod probe;
 pub mod watch;

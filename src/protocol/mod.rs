@@ -27,6 +27,11 @@ pub const ROLE_LEADER: &str = "leader";
 pub const ROLE_TARGET: &str = "target";
 /// Value of [`LABEL_ROLE`] on a member Lease (protocol v2).
 pub const ROLE_MEMBER: &str = "member";
+/// Value of [`LABEL_ROLE`] on a control-plane replica's watch probe (`k8s::probe`): no
+/// cluster's Lease, never read as one.
+pub const ROLE_WATCH_PROBE: &str = "watch-probe";
+/// Annotation on a watch probe: which write of which process it is (`<boot>/<sequence>`).
+pub const ANN_PROBE: &str = "leasehold.io/probe";
 /// Label on a target Lease: the desired owner as a label value
 /// ([`names::identity_label`]), so a member can watch the Leases desired for it.
 pub const LABEL_DESIRED_OWNER: &str = "leasehold.io/desired-owner";

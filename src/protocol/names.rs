@@ -1,6 +1,6 @@
 //! Lease names for the member protocol: `<prefix>-<cluster>-leader`,
-//! `<prefix>-<cluster>-targets-<key>` and (protocol v2) `<prefix>-<cluster>-member-<identity>`,
-//! and the label value that stands for an identity. A target key that would not make a valid Lease name
+//! `<prefix>-<cluster>-targets-<key>`, (protocol v2) `<prefix>-<cluster>-member-<identity>`, a
+//! control-plane replica's watch probe `<control-plane lease>-probe-<identity>`, and the label value that stands for an identity. A target key that would not make a valid Lease name
 //! (upper case, `/`, `_`, non-ASCII, too long, …) gets a stable hashed name instead; the raw key
 //! always travels in an annotation, so the mapping never has to be reversed. Pure functions only.
 
@@ -23,11 +23,22 @@ const LABEL_HASH_HEX: usize = 20;
 /// The member Lease of `identity` (protocol v2): `<prefix>-<cluster>-member-<identity>` when
 /// that is a valid name, else `<prefix>-<cluster>-member--<sha256 hex>` (as for target keys).
 pub fn member_lease(prefix: &str, cluster: &str, identity: &str) -> String {
-    let stem = format!("{prefix}-{cluster}-member-");
-    if is_dns_subdomain(identity) && stem.len() + identity.len() <= MAX_NAME {
-        return format!("{stem}{identity}");
+    stem_and(&format!("{prefix}-{cluster}-member-"), identity)
+}
+
+/// `stem` + `raw` when that is a valid name, else `stem` + `-` + the first 32 hex digits of
+/// `raw`'s SHA-256.
+fn stem_and(stem: &str, raw: &str) -> String {
+    if is_dns_subdomain(raw) && stem.len() + raw.len() <= MAX_NAME {
+        return format!("{stem}{raw}");
     }
-    format!("{stem}-{}", hex_digest(identity, HASH_HEX))
+    format!("{stem}-{}", hex_digest(raw, HASH_HEX))
+}
+
+/// The watch probe Lease of control-plane replica `identity` (`k8s::probe`):
+/// `<stem>-probe-<identity>` when that is a valid name, else `<stem>-probe--<sha256 hex>`.
+pub fn probe_lease(stem: &str, identity: &str) -> String {
+    stem_and(&format!("{stem}-probe-"), identity)
 }
 
 /// The label value standing for member `identity` (the `leasehold.io/desired-owner` and
@@ -59,11 +70,7 @@ pub fn target_lease_stem(prefix: &str, cluster: &str) -> String {
 /// other key becomes `<stem>-<sha256 hex>`. The double dash cannot come from a literal key
 /// (which must start with a letter or digit), so a hashed name never collides with a plain one.
 pub fn target_lease(prefix: &str, cluster: &str, key: &str) -> String {
-    let stem = target_lease_stem(prefix, cluster);
-    if is_dns_subdomain(key) && stem.len() + key.len() <= MAX_NAME {
-        return format!("{stem}{key}");
-    }
-    format!("{stem}-{}", hex_digest(key, HASH_HEX))
+    stem_and(&target_lease_stem(prefix, cluster), key)
 }
 
 /// Whether `s` is a DNS-1123 label: 1–63 of `[a-z0-9-]`, starting and ending alphanumeric.
@@ -189,6 +196,12 @@ mod tests {
         );
         let hashed = member_lease("leasehold", "c", "Collector_0");
         assert!(hashed.starts_with("leasehold-c-member--") && is_dns_subdomain(&hashed));
+        assert_eq!(
+            probe_lease("leasehold-control-plane", "leasehold-0"),
+            "leasehold-control-plane-probe-leasehold-0"
+        );
+        let hashed = probe_lease("leasehold-control-plane", "host:1234");
+        assert!(hashed.starts_with("leasehold-control-plane-probe--") && is_dns_subdomain(&hashed));
         assert_eq!(identity_label("collector-0"), "collector-0");
         for odd in ["", "a/b", "-x", "h-looks-hashed", &"x".repeat(64)] {
             let l = identity_label(odd);

@@ -1535,6 +1535,84 @@ async fn an_unreachable_api_server_leaves_a_stale_model_and_no_decisions() {
     h.finish().await;
 }
 
+/// A connection that hangs — open, nothing passing — looks like a quiet cluster, and quiet
+/// member Leases like dead members. The control plane's watch probes stop coming back: within
+/// about a lease duration the model is stale (no plan, no failover); once the connection passes
+/// again the backlog arrives before the next probe, and no live member loses a target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hung_api_connection_turns_the_model_stale_and_fails_over_no_live_member() {
+    a_hung_api_connection(&v2_yaml(60, "on_join: off")).await;
+}
+
+/// The same on protocol v1 (target Leases renewed by their holders).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn protocol_v1_a_hung_api_connection_fails_over_no_live_member() {
+    a_hung_api_connection(&config_yaml_with(60, LEASE_S, "on_join: off")).await;
+}
+
+async fn a_hung_api_connection(yaml: &str) {
+    let mut h = Harness::new(yaml).await;
+    for m in ["c-0", "c-1", "c-2"] {
+        h.add_member(m).await;
+    }
+    h.wait_pods_ready(3).await;
+    // The control plane reaches the API through a link that can hang; the members do not.
+    let (client, link) = common::linked_client(&h.t).await;
+    let engine = h.start_engine_with("cp-a", client).await;
+    h.wait_balanced(
+        &[("c-0", 20), ("c-1", 20), ("c-2", 20)],
+        Duration::from_secs(30),
+    )
+    .await;
+    let moves_before = h.history(HistoryKind::Ownership).await.len();
+    link.send_replace(common::Link::Blackhole);
+    let hung = Instant::now();
+    eventually(Duration::from_secs(4 * LEASE_S), || async {
+        engine.model(CLUSTER).unwrap().stale.then_some(())
+    })
+    .await
+    .expect("the hang is noticed");
+    eprintln!("a hung connection was noticed after {:?}", hung.elapsed());
+    assert!(matches!(
+        engine
+            .plan_rebalance(CLUSTER, &PlanRequest::default())
+            .await,
+        Err(leasehold::engine::EngineError::Stale(_))
+    ));
+    // Several lease durations pass with the members renewing where the control plane cannot
+    // see them.
+    tokio::time::sleep(Duration::from_secs(3 * LEASE_S)).await;
+    assert!(
+        engine.model(CLUSTER).unwrap().stale,
+        "still stale while hung"
+    );
+    link.send_replace(common::Link::Up);
+    eventually(Duration::from_secs(10), || async {
+        (!engine.model(CLUSTER).unwrap().stale).then_some(())
+    })
+    .await
+    .expect("fresh again");
+    tokio::time::sleep(Duration::from_secs(2 * LEASE_S)).await;
+    let m = h.model();
+    assert_eq!(m.counts.owned, 60, "{:?}", m.counts);
+    for i in &m.instances {
+        if let Some(ml) = &i.member_lease {
+            assert_eq!(
+                ml.liveness,
+                leasehold::k8s::model::Liveness::Live,
+                "{}",
+                i.name
+            );
+        }
+    }
+    assert_eq!(
+        h.history(HistoryKind::Ownership).await.len(),
+        moves_before,
+        "no target moved"
+    );
+    h.finish().await;
+}
+
 /// Behind a LoadBalancer, a request lands on any replica: a removal and an uncordon answered by
 /// the standby must reach the acting replica (through the shared store), or its control loop
 /// and planner would keep giving the removed instance targets.

@@ -509,40 +509,109 @@ impl TestSim {
     }
 }
 
+/// The state of a [`link_proxy`]'s link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Link {
+    /// Bytes pass both ways.
+    Up,
+    /// Connections stay open (new ones are accepted) but nothing passes: what a client sees of
+    /// a hung connection or a silent partition. What was sent meanwhile passes once it is up.
+    Blackhole,
+    /// Existing connections are dropped and new ones refused.
+    Cut,
+}
+
+/// A TCP proxy in front of `to` whose link can be cut or blackholed ([`Link`]), to take a
+/// client off the API or hang it.
+pub async fn link_proxy(
+    to: std::net::SocketAddr,
+) -> (std::net::SocketAddr, tokio::sync::watch::Sender<Link>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (link_tx, link) = tokio::sync::watch::channel(Link::Up);
+    tokio::spawn(async move {
+        loop {
+            let Ok((inbound, _)) = listener.accept().await else {
+                return;
+            };
+            if *link.borrow() == Link::Cut {
+                continue;
+            }
+            let mut cut = link.clone();
+            let link = link.clone();
+            tokio::spawn(async move {
+                let Ok(outbound) = tokio::net::TcpStream::connect(to).await else {
+                    return;
+                };
+                let (in_r, in_w) = inbound.into_split();
+                let (out_r, out_w) = outbound.into_split();
+                tokio::select! {
+                    _ = futures::future::join(
+                        pump(in_r, out_w, link.clone()),
+                        pump(out_r, in_w, link),
+                    ) => {}
+                    _ = cut.wait_for(|l| *l == Link::Cut) => {}
+                }
+            });
+        }
+    });
+    (addr, link_tx)
+}
+
+/// Copies `from` to `to` while the link is up; holds what it read while it is blackholed.
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut link: tokio::sync::watch::Receiver<Link>,
+) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => {
+                let _ = to.shutdown().await;
+                return;
+            }
+            Ok(n) => n,
+        };
+        if link.wait_for(|l| *l == Link::Up).await.is_err()
+            || to.write_all(&buf[..n]).await.is_err()
+        {
+            return;
+        }
+    }
+}
+
 /// A TCP proxy in front of the simulator that can be cut (existing connections dropped, new
-/// ones refused), to take a client off the API.
+/// ones refused), to take a client off the API: a [`link_proxy`] driven by a bool.
 pub async fn cuttable_proxy(
     to: std::net::SocketAddr,
 ) -> (std::net::SocketAddr, tokio::sync::watch::Sender<bool>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (cut_tx, cut) = tokio::sync::watch::channel(false);
+    let (addr, link) = link_proxy(to).await;
+    let (cut_tx, mut cut) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
-        loop {
-            let Ok((mut inbound, _)) = listener.accept().await else {
-                return;
-            };
-            if *cut.borrow() {
-                continue;
-            }
-            let mut cut = cut.clone();
-            tokio::spawn(async move {
-                let Ok(mut outbound) = tokio::net::TcpStream::connect(to).await else {
-                    return;
-                };
-                tokio::select! {
-                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                    _ = cut.wait_for(|c| *c) => {}
-                }
-            });
+        while cut.changed().await.is_ok() {
+            let c = *cut.borrow_and_update();
+            link.send_replace(if c { Link::Cut } else { Link::Up });
         }
     });
     (addr, cut_tx)
 }
 
+/// A client of `t`'s simulator through a [`link_proxy`], and the link.
+pub async fn linked_client(t: &TestSim) -> (kube::Client, tokio::sync::watch::Sender<Link>) {
+    let (proxy, link) = link_proxy(t.addr()).await;
+    (client_via(t, proxy).await, link)
+}
+
 /// A client of `t`'s simulator through a [`cuttable_proxy`]; sending `true` cuts it off.
 pub async fn cuttable_client(t: &TestSim) -> (kube::Client, tokio::sync::watch::Sender<bool>) {
     let (proxy, cut) = cuttable_proxy(t.addr()).await;
+    (client_via(t, proxy).await, cut)
+}
+
+/// A client of `t`'s API server reaching it through `proxy`.
+async fn client_via(t: &TestSim, proxy: std::net::SocketAddr) -> kube::Client {
     let scheme = if t.is_real() { "https" } else { "http" };
     let kc: kube::config::Kubeconfig = serde_json::from_str(
         &t.kubeconfig_text()
@@ -553,5 +622,5 @@ pub async fn cuttable_client(t: &TestSim) -> (kube::Client, tokio::sync::watch::
         .await
         .unwrap();
     cfg.default_namespace = t.ns.clone();
-    (kube::Client::try_from(cfg).unwrap(), cut)
+    kube::Client::try_from(cfg).unwrap()
 }

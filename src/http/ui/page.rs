@@ -91,8 +91,8 @@ impl Base {
         for c in &clusters {
             match state.engine.view(c).await {
                 Ok(v) if v.model.stale => banners.push(format!(
-                    "Cluster {c}: a Kubernetes watch is down — showing the last known state; \
-                     nothing is changed until it is back."
+                    "Cluster {c}: a Kubernetes watch is down or not proven current — showing \
+                     the last known state; nothing is changed until it is back."
                 )),
                 Ok(v) if !v.model.synced => banners.push(format!(
                     "Cluster {c}: still reading the cluster (first sync)."

@@ -219,13 +219,14 @@ impl MemberEntry {
         flags || seen == Observed::Changed
     }
 
-    /// How alive `identity` is at `now_ms`, by this record.
-    pub(super) fn state(&self, identity: &str, now_ms: i64) -> MemberLease {
+    /// How alive `identity` is at `now_ms`, by this record, with expiry judged at `judged_ms`
+    /// (see `ClusterState::judged_at`; `now_ms` when no proof is required).
+    pub(super) fn state(&self, identity: &str, now_ms: i64, judged_ms: i64) -> MemberLease {
         let e = &self.entry;
         let unchanged_ms = Some(now_ms - e.since_ms);
         let (liveness, revocable) = match (e.holder.as_deref(), self.fence) {
             (Some(h), _) if h == identity => {
-                if e.is_expired(now_ms) {
+                if e.is_expired(judged_ms) {
                     (Liveness::Expired, false)
                 } else if self.leaving {
                     (Liveness::Leaving, false)

@@ -123,6 +123,9 @@ pub struct Snapshot {
     /// How long after `now` the first hold it shows as live expires (`None`: none is held).
     /// While the revision stays the same, the model is exact but for its ages until then.
     pub exact_for: Option<Duration>,
+    /// Some hold has been unchanged for a full duration by the clock, but no watch probe has
+    /// yet proven it expired ([`Index::require_proofs`]): a probe is wanted now.
+    pub awaiting_proof: bool,
 }
 
 /// What the index keeps of a pod.
@@ -169,7 +172,25 @@ pub struct ClusterState {
     cordoned: BTreeSet<String>,
     synced: BTreeSet<Kind>,
     stale: BTreeSet<Kind>,
+    /// `None`: expiries are judged by the clock alone. `Some`: only up to the latest proof
+    /// that the Lease watches feeding this cluster are current ([`Index::require_proofs`]).
+    proofs: Option<Proofs>,
 }
+
+/// The latest proofs that a Lease watch is current: the send time (ms, the index's clock) of
+/// the newest watch probe seen coming back on it. Events of one watch arrive in
+/// `resourceVersion` order, so every Lease change committed before that probe's write has been
+/// applied by then.
+#[derive(Debug, Default, Clone, Copy)]
+struct Proofs {
+    /// On the watch of [`Kind::Lease`] in the cluster's namespace.
+    leases: Option<i64>,
+    /// On the watch of [`Kind::MemberLease`] (member Leases kept apart only).
+    member_leases: Option<i64>,
+}
+
+/// Before any proof, expiries are judged at the epoch: nothing has expired yet.
+const UNPROVEN: i64 = 0;
 
 /// Collects the changes of one call; silent until the kind has synced once (the first list is
 /// the starting state, not a change).
@@ -232,6 +253,47 @@ impl Index {
             .filter(|c| c.spec.separate_member_namespace())
             .map(|c| c.spec.member_namespace().to_owned())
             .collect()
+    }
+
+    /// From now on, a hold expires only once a watch probe sent a full duration after its
+    /// record was last seen to change has come back on the watch that feeds it
+    /// ([`Index::prove`]), and a cluster whose Lease watches have not proven themselves within
+    /// a lease duration is stale. Without this (unit tests), expiry is by the clock alone. Only
+    /// native clusters: Leasehold writes nothing in a gnmic cluster, so it may not probe there
+    /// either (its role may be read-only).
+    pub fn require_proofs(&mut self) {
+        for c in &mut self.clusters {
+            if c.spec.protocol == crate::protocol::Protocol::Native {
+                c.proofs = Some(Proofs::default());
+            }
+        }
+        self.revision += 1;
+    }
+
+    /// A watch probe sent at `sent_ms` came back on the watch of `kind` (a Lease kind) in
+    /// `namespace`.
+    pub fn prove(&mut self, namespace: &str, kind: Kind, sent_ms: i64) {
+        let mut changed = false;
+        for state in self
+            .clusters
+            .iter_mut()
+            .filter(|c| c.watches(namespace, kind))
+        {
+            let Some(proofs) = &mut state.proofs else {
+                continue;
+            };
+            let slot = match kind {
+                Kind::MemberLease => &mut proofs.member_leases,
+                _ => &mut proofs.leases,
+            };
+            if slot.is_none_or(|t| t < sent_ms) {
+                *slot = Some(sent_ms);
+                changed = true;
+            }
+        }
+        if changed {
+            self.revision += 1;
+        }
     }
 
     /// Applies an added or modified object.
@@ -345,6 +407,20 @@ impl Index {
         self.clusters.iter().all(ClusterState::all_synced)
     }
 
+    /// The clusters whose model is stale at `now` (as [`ClusterModel::stale`] says, without
+    /// building it): a watch feeding them is down, or has not proven itself current within a
+    /// lease duration.
+    ///
+    /// [`ClusterModel::stale`]: crate::k8s::model::ClusterModel::stale
+    pub fn stale_clusters(&self, now: Timestamp) -> Vec<String> {
+        let now_ms = now.as_millisecond();
+        self.clusters
+            .iter()
+            .filter(|c| c.is_stale(now_ms))
+            .map(|c| c.spec.name.clone())
+            .collect()
+    }
+
     /// The model of one cluster at `now`.
     pub fn model(&self, cluster: &str, now: Timestamp) -> Option<crate::k8s::model::ClusterModel> {
         self.snapshot(cluster, now).map(|s| s.model)
@@ -353,10 +429,11 @@ impl Index {
     /// The model of one cluster at `now`, with how long it stays exact.
     pub fn snapshot(&self, cluster: &str, now: Timestamp) -> Option<Snapshot> {
         let state = self.clusters.iter().find(|c| c.spec.name == cluster)?;
-        let (model, next_expiry_ms) = state.model(now.as_millisecond());
+        let (model, next_expiry_ms, awaiting_proof) = state.model(now.as_millisecond());
         Some(Snapshot {
             model,
             revision: self.revision,
+            awaiting_proof,
             exact_for: next_expiry_ms.map(|at| {
                 Duration::from_millis(u64::try_from(at - now.as_millisecond()).unwrap_or(0))
             }),
@@ -372,7 +449,7 @@ impl Index {
         Some(TargetNow {
             lease: entry.name.to_string(),
             holder: entry.holder.as_deref().map(str::to_owned),
-            expired: entry.is_expired(now_ms),
+            expired: entry.is_expired(state.judged_at(Kind::Lease, now_ms)),
             desired: entry.desired.as_deref().map(str::to_owned),
             acquired_at_ms: entry.acquire.map(|t| t.as_millisecond()),
         })
@@ -393,12 +470,14 @@ impl Index {
             .iter()
             .find(|c| c.spec.name == cluster)
             .is_some_and(|c| {
+                let now_ms = now.as_millisecond();
                 c.pods
                     .get(instance)
                     .is_some_and(|p| p.ready && !p.terminating)
                     && (!c.v2()
                         || c.members.get(instance).is_some_and(|m| {
-                            m.state(instance, now.as_millisecond()).liveness
+                            m.state(instance, now_ms, c.members_judged_at(now_ms))
+                                .liveness
                                 == crate::k8s::model::Liveness::Live
                         }))
             })
@@ -415,7 +494,10 @@ impl Index {
     ) -> Option<crate::protocol::Holding> {
         let c = self.clusters.iter().find(|c| c.spec.name == cluster)?;
         let m = c.members.get(member)?;
-        (m.state(member, now.as_millisecond()).liveness == crate::k8s::model::Liveness::Expired)
+        let now_ms = now.as_millisecond();
+        (m.state(member, now_ms, c.members_judged_at(now_ms))
+            .liveness
+            == crate::k8s::model::Liveness::Expired)
             .then(|| m.entry.record())
     }
 
@@ -509,6 +591,7 @@ impl ClusterState {
             cordoned: BTreeSet::new(),
             synced: BTreeSet::new(),
             stale: BTreeSet::new(),
+            proofs: None,
         };
         state.rebuild_configured();
         state
@@ -522,6 +605,49 @@ impl ClusterState {
             }
             _ => self.spec.namespace == namespace,
         }
+    }
+
+    /// The moment (ms) up to which expiries fed by the watch of `kind` are judged: `now_ms`
+    /// when no proof is required, else the latest proof on that watch (never later than now),
+    /// or [`UNPROVEN`] before the first.
+    fn judged_at(&self, kind: Kind, now_ms: i64) -> i64 {
+        let Some(p) = &self.proofs else {
+            return now_ms;
+        };
+        let proof = match kind {
+            Kind::MemberLease => p.member_leases,
+            _ => p.leases,
+        };
+        proof.map_or(UNPROVEN, |t| t.min(now_ms))
+    }
+
+    /// [`ClusterState::judged_at`] for the member Leases, wherever they are watched.
+    fn members_judged_at(&self, now_ms: i64) -> i64 {
+        let kind = if self.spec.separate_member_namespace() {
+            Kind::MemberLease
+        } else {
+            Kind::Lease
+        };
+        self.judged_at(kind, now_ms)
+    }
+
+    /// When (ms) the model turns stale for want of proof unless another comes first: a lease
+    /// duration after the older of the latest proofs of its Lease watches. `None` when no
+    /// proof is required.
+    fn unproven_from(&self) -> Option<i64> {
+        let p = self.proofs?;
+        let d = i64::try_from(self.spec.policy.lease_duration.as_millis()).unwrap_or(i64::MAX);
+        let mut oldest = p.leases.unwrap_or(UNPROVEN);
+        if self.spec.separate_member_namespace() {
+            oldest = oldest.min(p.member_leases.unwrap_or(UNPROVEN));
+        }
+        Some(oldest.saturating_add(d))
+    }
+
+    /// A watch feeding this cluster is down, or has not proven itself current within a lease
+    /// duration: the model is shown as last known and never acted on.
+    fn is_stale(&self, now_ms: i64) -> bool {
+        !self.stale.is_empty() || self.unproven_from().is_some_and(|at| at <= now_ms)
     }
 
     /// Every watch feeding this cluster has listed once.

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
-use super::{ClusterState, LeaseEntry, PodInfo};
+use super::{ClusterState, Kind, LeaseEntry, PodInfo};
 use crate::config::TargetSpec;
 use crate::k8s::model::{
     ClusterModel, Instance, Liveness, MemberLease, Target, TargetCounts, TargetState,
@@ -22,9 +22,11 @@ struct Load {
 }
 
 impl ClusterState {
-    /// The model at `now_ms`, and when (ms) the next unexpired hold expires — until then, and
-    /// while the index revision stays the same, the model is exact but for its ages.
-    pub(super) fn model<'s>(&'s self, now_ms: i64) -> (ClusterModel, Option<i64>) {
+    /// The model at `now_ms`; when (ms) the next unexpired hold expires by the clock, or the
+    /// model turns stale for want of proof — until then, and while the index revision stays
+    /// the same, the model is exact but for its ages; and whether a hold is expired by the
+    /// clock but not yet proven so (a watch probe is wanted).
+    pub(super) fn model<'s>(&'s self, now_ms: i64) -> (ClusterModel, Option<i64>, bool) {
         let spec = &self.spec;
         // gnmic clusters without a configured list: every target seen on a Lease counts.
         let all_configured = self.configured.is_empty() && spec.protocol == Protocol::Gnmic;
@@ -32,11 +34,19 @@ impl ClusterState {
         let mut targets = Vec::with_capacity(self.configured.len().max(self.targets.len()));
         let mut counts = TargetCounts::default();
         let mut next_expiry: Option<i64> = None;
-        let mut expiring = |at: Option<i64>| {
-            if let Some(at) = at.filter(|at| *at > now_ms) {
+        // Expiry is judged only up to the latest proof that the watch feeding it is current.
+        let leases_judged = self.judged_at(Kind::Lease, now_ms);
+        let members_judged = self.members_judged_at(now_ms);
+        let mut awaiting_proof = false;
+        let mut expiring = |at: Option<i64>, judged_ms: i64| match at {
+            Some(at) if at > now_ms => {
                 next_expiry = Some(next_expiry.map_or(at, |n| n.min(at)));
             }
+            Some(at) if at > judged_ms => awaiting_proof = true,
+            _ => {}
         };
+        let unproven_from = self.unproven_from();
+        expiring(unproven_from, now_ms);
 
         // Holders are looked up per target: in a hash set of the pod names, not the sorted map.
         let pods: HashSet<&str> = self.pods.keys().map(String::as_str).collect();
@@ -46,9 +56,9 @@ impl ClusterState {
         let mut heartbeats: HashMap<&'s str, bool> = HashMap::new();
         if v2 {
             for (id, m) in &self.members {
-                expiring(m.changes_at_ms());
+                expiring(m.changes_at_ms(), members_judged);
                 let live = matches!(
-                    m.state(id, now_ms).liveness,
+                    m.state(id, now_ms, members_judged).liveness,
                     Liveness::Live | Liveness::Leaving
                 );
                 heartbeats.insert(&**id, live);
@@ -60,8 +70,8 @@ impl ClusterState {
             let expired = if v2 {
                 holder.is_some_and(|h| !heartbeats.get(&**h).copied().unwrap_or(false))
             } else {
-                expiring(entry.and_then(LeaseEntry::expires_at_ms));
-                entry.is_some_and(|e| e.is_expired(now_ms))
+                expiring(entry.and_then(LeaseEntry::expires_at_ms), leases_judged);
+                entry.is_some_and(|e| e.is_expired(leases_judged))
             };
             let desired = entry.and_then(|e| e.desired.clone());
             let state = match holder {
@@ -122,11 +132,14 @@ impl ClusterState {
             targets.sort_unstable_by(|a, b| a.key.cmp(&b.key));
         }
 
-        expiring(self.leader.as_ref().and_then(LeaseEntry::expires_at_ms));
+        expiring(
+            self.leader.as_ref().and_then(LeaseEntry::expires_at_ms),
+            leases_judged,
+        );
         let leader = self
             .leader
             .as_ref()
-            .filter(|l| !l.is_expired(now_ms))
+            .filter(|l| !l.is_expired(leases_judged))
             .and_then(|l| l.holder.as_deref().map(str::to_owned));
         let endpoints: BTreeMap<&str, bool> = self
             .slices
@@ -210,7 +223,7 @@ impl ClusterState {
             protocol: spec.protocol,
             protocol_version: if v2 { 2 } else { 1 },
             synced: self.all_synced(),
-            stale: !self.stale.is_empty(),
+            stale: self.is_stale(now_ms),
             leader,
             instances,
             targets,
@@ -219,7 +232,7 @@ impl ClusterState {
             targets_error: self.targets_error.clone(),
             departed_member_leases,
         };
-        (model, next_expiry)
+        (model, next_expiry, awaiting_proof)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -241,7 +254,7 @@ impl ClusterState {
                     unchanged_ms: None,
                     revocable: false,
                 },
-                |m| m.state(name, now_ms),
+                |m| m.state(name, now_ms, self.members_judged_at(now_ms)),
             )
         });
         let dns = pod.and_then(|p| {
@@ -293,7 +306,8 @@ impl ClusterState {
         !self.pods.contains_key(member)
             && self.members.get(member).is_some_and(|m| {
                 matches!(
-                    m.state(member, now_ms).liveness,
+                    m.state(member, now_ms, self.members_judged_at(now_ms))
+                        .liveness,
                     Liveness::Released | Liveness::Fenced
                 )
             })

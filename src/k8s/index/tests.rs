@@ -571,3 +571,128 @@ fn v2_member_leases_kept_apart_count_only_from_their_own_namespace() {
     assert!(!ix.model("c", at(6)).unwrap().stale);
     assert!(!ix.alive("c", "c-0", at(6)));
 }
+
+/// A v2 index (member Leases apart in `ns-members` when `apart`) with proofs required, synced
+/// at 0, with member `c-0` seen renewing at 1 s (its Lease's duration: 10 s).
+fn v2_proving(apart: bool) -> Index {
+    let extra = if apart {
+        "  protocol_version: 2\n  member_lease_namespace: ns-members\n"
+    } else {
+        "  protocol_version: 2\n"
+    };
+    let yaml = CONFIG.replace(
+        "  headless_service: c\n",
+        &format!("  headless_service: c\n  policy: {{lease_duration: 10s}}\n{extra}"),
+    );
+    let config = Config::parse(&yaml, Path::new("t.yaml")).unwrap();
+    let mut ix = Index::new(&config.clusters);
+    ix.require_proofs();
+    ix.reset::<Pod>("ns", &[mk_pod("c-0", true, json!({}))], at(0));
+    ix.reset::<Lease>("ns", &[], at(0));
+    ix.reset::<ConfigMap>("ns", &[], at(0));
+    ix.reset::<k8s_openapi::api::core::v1::Service>("ns", &[], at(0));
+    ix.reset::<k8s_openapi::api::discovery::v1::EndpointSlice>("ns", &[], at(0));
+    let ns = if apart { "ns-members" } else { "ns" };
+    let mut l = protocol::new_member_lease("leasehold", "c", "c-0", at(1000), 10, false);
+    l.metadata.namespace = Some(ns.into());
+    if apart {
+        ix.reset::<MemberNamespaceLease>(ns, &[MemberNamespaceLease(l)], at(1000));
+    } else {
+        ix.apply(&l, at(1000));
+    }
+    ix
+}
+
+#[test]
+fn with_proofs_required_a_hold_expires_only_once_a_probe_sent_a_duration_later_came_back() {
+    use crate::k8s::model::Liveness;
+    let mut ix = v2_proving(false);
+    let liveness = |ix: &Index, ms| {
+        ix.model("c", at(ms)).unwrap().instances[0]
+            .member_lease
+            .as_ref()
+            .unwrap()
+            .liveness
+    };
+    // No proof yet: stale, and nothing expires however long the clock runs.
+    let snap = ix.snapshot("c", at(30_000)).unwrap();
+    assert!(snap.model.stale);
+    assert_eq!(liveness(&ix, 30_000), Liveness::Live);
+    assert!(
+        snap.awaiting_proof,
+        "expired by the clock: a probe is wanted"
+    );
+    assert_eq!(
+        ix.stale_clusters(at(30_000)),
+        ["c"],
+        "gnmic clusters are not probed"
+    );
+    assert!(ix.expired_member_record("c", "c-0", at(30_000)).is_none());
+    // A probe sent before the hold was a duration old proves the watch, not the expiry.
+    ix.prove("ns", Kind::Lease, 10_999);
+    let snap = ix.snapshot("c", at(12_000)).unwrap();
+    assert!(!snap.model.stale);
+    assert!(snap.awaiting_proof);
+    assert_eq!(liveness(&ix, 12_000), Liveness::Live);
+    assert!(ix.alive("c", "c-0", at(12_000)));
+    assert!(ix.stale_clusters(at(12_000)).is_empty());
+    // One sent a full duration after the last change seen: expired.
+    ix.prove("ns", Kind::Lease, 11_000);
+    assert_eq!(liveness(&ix, 12_000), Liveness::Expired);
+    assert!(!ix.snapshot("c", at(12_000)).unwrap().awaiting_proof);
+    assert!(ix.expired_member_record("c", "c-0", at(12_000)).is_some());
+    assert!(!ix.alive("c", "c-0", at(12_000)));
+    // An older proof arriving late takes nothing back; without a newer one within a duration
+    // the model turns stale again.
+    ix.prove("ns", Kind::Lease, 5_000);
+    assert_eq!(liveness(&ix, 12_000), Liveness::Expired);
+    assert!(!ix.model("c", at(20_999)).unwrap().stale);
+    assert!(ix.model("c", at(21_000)).unwrap().stale);
+    // The model's exactness ends where staleness would begin.
+    assert_eq!(
+        ix.snapshot("c", at(20_000)).unwrap().exact_for,
+        Some(std::time::Duration::from_secs(1))
+    );
+}
+
+#[test]
+fn member_leases_kept_apart_are_proven_by_their_own_watch() {
+    use crate::k8s::model::Liveness;
+    let mut ix = v2_proving(true);
+    let liveness = |ix: &Index| {
+        ix.model("c", at(12_000)).unwrap().instances[0]
+            .member_lease
+            .as_ref()
+            .unwrap()
+            .liveness
+    };
+    // The cluster namespace's Lease watch proves only itself.
+    ix.prove("ns", Kind::Lease, 11_500);
+    assert_eq!(liveness(&ix), Liveness::Live);
+    assert!(
+        ix.model("c", at(12_000)).unwrap().stale,
+        "member watch unproven"
+    );
+    // A proof on the Lease watch of another namespace, or of the member namespace's other
+    // kind, is not this one's.
+    ix.prove("ns-members", Kind::Lease, 11_500);
+    ix.prove("elsewhere", Kind::MemberLease, 11_500);
+    assert_eq!(liveness(&ix), Liveness::Live);
+    ix.prove("ns-members", Kind::MemberLease, 11_500);
+    assert_eq!(liveness(&ix), Liveness::Expired);
+    assert!(!ix.model("c", at(12_000)).unwrap().stale);
+}
+
+#[test]
+fn without_proofs_required_expiry_is_by_the_clock() {
+    let mut ix = index();
+    ix.apply(&mk_lease("t1", "c-0", Some("c-0"), 0), at(0));
+    let t = ix.target("c", "t1", at(10_000)).unwrap();
+    assert!(t.expired);
+    assert!(!ix.model("c", at(10_000)).unwrap().stale);
+    ix.require_proofs();
+    let t = ix.target("c", "t1", at(10_000)).unwrap();
+    assert!(!t.expired, "now a probe must prove it");
+    ix.prove("ns", Kind::Lease, 10_000);
+    assert!(ix.target("c", "t1", at(10_000)).unwrap().expired);
+}

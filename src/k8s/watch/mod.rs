@@ -5,7 +5,8 @@
 //! the history recorder reads without gaps). A watch error marks the namespace's kind stale (the model is then shown as last
 //! known and never acted on) until the watch is back: an event arrives, or the API server
 //! answers a probe and the watch starts over with a fresh list. Readiness waits for every first
-//! sync. Events, lists, errors and what the index reports (ownership changes, handoff gaps) are
+//! sync. The Lease watchers hand the index each of this replica's watch probes they see come
+//! back (`k8s::probe`), which is what lets it judge expiries. Events, lists, errors and what the index reports (ownership changes, handoff gaps) are
 //! counted in [`WatchMetrics`], which this module registers in the engine's registry.
 
 use std::collections::BTreeSet;
@@ -30,7 +31,8 @@ use tracing::{Instrument as _, info_span, warn};
 mod metrics;
 
 pub use self::metrics::{WatchEvent, WatchMetrics};
-use super::index::{Change, Index, Indexed, MemberNamespaceLease};
+use super::index::{Change, Index, Indexed, Kind, MemberNamespaceLease};
+use super::probe::Probes;
 
 /// Changes kept for slow [subscribers](SharedIndex::subscribe) before they miss some (they then
 /// resync from the model). A broadcast ring is allocated whole (about 190 bytes a slot), so it
@@ -182,14 +184,16 @@ impl Journal<'_> {
 }
 
 /// Runs one watcher per namespace and kind until one fails for good (they retry with backoff,
-/// so in practice: forever).
+/// so in practice: forever). With `probes`, the Lease watchers hand the index each of this
+/// replica's watch probes they see come back (see `k8s::probe`).
 pub async fn run(
     client: Client,
     shared: Arc<SharedIndex>,
     metrics: WatchMetrics,
+    probes: Option<Arc<Probes>>,
 ) -> anyhow::Result<()> {
     let mut tasks = JoinSet::new();
-    let w = (&client, &shared, &metrics);
+    let w = (&client, &shared, &metrics, &probes);
     for ns in shared.read(Index::namespaces) {
         spawn::<Pod>(&mut tasks, w, &ns);
         spawn::<Service>(&mut tasks, w, &ns);
@@ -206,17 +210,27 @@ pub async fn run(
     }
 }
 
-fn spawn<K>(
-    tasks: &mut JoinSet<()>,
-    (client, shared, metrics): (&Client, &Arc<SharedIndex>, &WatchMetrics),
-    ns: &str,
-) where
+type Watching<'a> = (
+    &'a Client,
+    &'a Arc<SharedIndex>,
+    &'a WatchMetrics,
+    &'a Option<Arc<Probes>>,
+);
+
+fn spawn<K>(tasks: &mut JoinSet<()>, (client, shared, metrics, probes): Watching<'_>, ns: &str)
+where
     K: Indexed + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope> + DeserializeOwned,
     K::DynamicType: Default,
 {
     let api: Api<K> = Api::namespaced(client.clone(), ns);
     let span = info_span!("watch", namespace = ns, kind = ?K::KIND);
-    tasks.spawn(watch_kind(api, ns.to_owned(), shared.clone(), metrics.clone()).instrument(span));
+    // Only Lease watches can see a probe.
+    let probes = matches!(K::KIND, Kind::Lease | Kind::MemberLease)
+        .then(|| probes.clone())
+        .flatten();
+    tasks.spawn(
+        watch_kind(api, ns.to_owned(), shared.clone(), metrics.clone(), probes).instrument(span),
+    );
 }
 
 /// While a watch is failing, the API server is probed this often; once it answers, the watch
@@ -241,8 +255,13 @@ where
     }
 }
 
-async fn watch_kind<K>(api: Api<K>, ns: String, shared: Arc<SharedIndex>, metrics: WatchMetrics)
-where
+async fn watch_kind<K>(
+    api: Api<K>,
+    ns: String,
+    shared: Arc<SharedIndex>,
+    metrics: WatchMetrics,
+    probes: Option<Arc<Probes>>,
+) where
     K: Indexed + DeserializeOwned,
     K::DynamicType: Default,
 {
@@ -252,6 +271,8 @@ where
             .boxed();
         let mut seen = BTreeSet::new();
         let mut failing = false;
+        // A probe met in a relist proves it only once the whole list is applied.
+        let mut listed_probe: Option<i64> = None;
         loop {
             let event = if failing {
                 tokio::select! {
@@ -287,6 +308,7 @@ where
                     if let Some(e) = counted {
                         metrics.event(&ns, K::KIND, e);
                     }
+                    let returned = |o: &K| probes.as_ref().and_then(|p| p.returned(&ns, o.meta()));
                     shared.write(|ix| {
                         if recovered {
                             ix.set_stale(&ns, K::KIND, false);
@@ -294,14 +316,28 @@ where
                         let changes = match event {
                             Event::Init => {
                                 seen.clear();
+                                listed_probe = None;
                                 Vec::new()
                             }
                             Event::InitApply(o) => {
                                 seen.extend(o.meta().name.clone());
+                                listed_probe = returned(&o).or(listed_probe);
                                 ix.apply(&o, now)
                             }
-                            Event::InitDone => ix.finish_relist::<K>(&ns, &seen, now),
-                            Event::Apply(o) => ix.apply(&o, now),
+                            Event::InitDone => {
+                                let changes = ix.finish_relist::<K>(&ns, &seen, now);
+                                if let Some(sent) = listed_probe.take() {
+                                    ix.prove(&ns, K::KIND, sent);
+                                }
+                                changes
+                            }
+                            Event::Apply(o) => {
+                                let changes = ix.apply(&o, now);
+                                if let Some(sent) = returned(&o) {
+                                    ix.prove(&ns, K::KIND, sent);
+                                }
+                                changes
+                            }
                             Event::Delete(o) => {
                                 let name = o.meta().name.clone().unwrap_or_default();
                                 ix.delete::<K>(&ns, &name, now)
