@@ -1502,11 +1502,11 @@ async fn an_unreachable_api_server_leaves_a_stale_model_and_no_decisions() {
     }
     h.wait_pods_ready(2).await;
     // The control plane reaches the API through a proxy that can be cut; the members do not.
-    let (client, cut) = common::cuttable_client(&h.t).await;
+    let (client, link) = common::linked_client(&h.t).await;
     let engine = h.start_engine_with("cp-a", client).await;
     h.wait_balanced(&[("c-0", 10), ("c-1", 10)], Duration::from_secs(30))
         .await;
-    cut.send_replace(true);
+    link.send_replace(common::Link::Cut);
     let stale = eventually(Duration::from_secs(20), || async {
         let m = engine.model(CLUSTER).unwrap();
         m.stale.then_some(m)
@@ -1524,7 +1524,7 @@ async fn an_unreachable_api_server_leaves_a_stale_model_and_no_decisions() {
     // While the control plane is blind a member dies; once the API is back the model is fresh
     // again and the targets fail over.
     h.crash("c-1").await;
-    cut.send_replace(false);
+    link.send_replace(common::Link::Up);
     eventually(Duration::from_secs(15), || async {
         (!engine.model(CLUSTER).unwrap().stale).then_some(())
     })
@@ -1564,7 +1564,13 @@ async fn a_hung_api_connection(yaml: &str) {
         Duration::from_secs(30),
     )
     .await;
-    let moves_before = h.history(HistoryKind::Ownership).await.len();
+    // The history recorder writes behind the model: wait for the 60 first owners.
+    let moves_before = eventually(Duration::from_secs(10), || async {
+        let n = h.history(HistoryKind::Ownership).await.len();
+        (n == 60).then_some(n)
+    })
+    .await
+    .expect("the 60 first owners recorded");
     link.send_replace(common::Link::Blackhole);
     let hung = Instant::now();
     eventually(Duration::from_secs(4 * LEASE_S), || async {
