@@ -801,7 +801,7 @@ async fn http_hooks_tell_the_app_and_a_failed_acquire_hook_keeps_the_lease() {
 async fn a_member_cut_off_from_the_api_stops_work_before_its_lease_expires() {
     let sim = common::start().await;
     let c = &sim.client;
-    let (cut_client, cut) = common::cuttable_client(&sim).await;
+    let (cut_client, link) = common::linked_client(&sim).await;
 
     create_target(c, "island", "m-0").await;
     let checker = InvariantChecker::new();
@@ -809,7 +809,7 @@ async fn a_member_cut_off_from_the_api_stops_work_before_its_lease_expires() {
     let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO));
     wait_holders(c, &["island".into()], Some("m-0"), Duration::from_secs(5)).await;
     let last = holding(c, &lease_name("island")).await;
-    cut.send_replace(true);
+    link.send_replace(common::Link::Cut);
     let cut_at = Instant::now();
     set_desired(c, "island", "m-1").await;
     // m-0 cannot renew: it must stop the work within the renew deadline (2/3 of the duration

@@ -1,6 +1,6 @@
 //! The test kit (feature `testkit`): what integration tests against Kubernetes share — an API
 //! server to test against, kube-rs clients for it, kubectl with its kubeconfig, raw requests and
-//! watches, a cuttable proxy, and small object builders. The simulator's own tests and the
+//! watches, a proxy whose link can be cut or hung, and small object builders. The simulator's own tests and the
 //! product's use it alike.
 //!
 //! The backend is chosen at run time. By default [`start`] runs an in-process simulator on an
@@ -582,32 +582,10 @@ async fn pump(
     }
 }
 
-/// A TCP proxy in front of the simulator that can be cut (existing connections dropped, new
-/// ones refused), to take a client off the API: a [`link_proxy`] driven by a bool.
-pub async fn cuttable_proxy(
-    to: std::net::SocketAddr,
-) -> (std::net::SocketAddr, tokio::sync::watch::Sender<bool>) {
-    let (addr, link) = link_proxy(to).await;
-    let (cut_tx, mut cut) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        while cut.changed().await.is_ok() {
-            let c = *cut.borrow_and_update();
-            link.send_replace(if c { Link::Cut } else { Link::Up });
-        }
-    });
-    (addr, cut_tx)
-}
-
 /// A client of `t`'s simulator through a [`link_proxy`], and the link.
 pub async fn linked_client(t: &TestSim) -> (kube::Client, tokio::sync::watch::Sender<Link>) {
     let (proxy, link) = link_proxy(t.addr()).await;
     (client_via(t, proxy).await, link)
-}
-
-/// A client of `t`'s simulator through a [`cuttable_proxy`]; sending `true` cuts it off.
-pub async fn cuttable_client(t: &TestSim) -> (kube::Client, tokio::sync::watch::Sender<bool>) {
-    let (proxy, cut) = cuttable_proxy(t.addr()).await;
-    (client_via(t, proxy).await, cut)
 }
 
 /// A client of `t`'s API server reaching it through `proxy`.

@@ -178,32 +178,6 @@ async fn token_mode_reports_a_bad_file() {
     assert!(!text.contains("secret-tok"), "{text}");
 }
 
-/// A TCP proxy to `to` that can be cut: existing connections are dropped, new ones closed at
-/// once. Lets a test see which checks still need the API.
-async fn cuttable_proxy(to: SocketAddr) -> (SocketAddr, tokio::sync::watch::Sender<bool>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (cut_tx, cut) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move {
-        while let Ok((mut inbound, _)) = listener.accept().await {
-            if *cut.borrow() {
-                continue;
-            }
-            let mut cut = cut.clone();
-            tokio::spawn(async move {
-                let Ok(mut outbound) = tokio::net::TcpStream::connect(to).await else {
-                    return;
-                };
-                tokio::select! {
-                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                    _ = cut.wait_for(|c| *c) => {}
-                }
-            });
-        }
-    });
-    (addr, cut_tx)
-}
-
 fn user(token: &str, name: &str, groups: &[&str]) -> User {
     User {
         token: token.into(),
@@ -242,7 +216,7 @@ async fn kubernetes_mode_against_the_simulator() {
         ..SimOptions::default()
     };
     let sim = Simulator::start(addr("127.0.0.1:0"), opts).await.unwrap();
-    let (proxy, cut) = cuttable_proxy(sim.addr()).await;
+    let (proxy, link) = kube_sim::testkit::link_proxy(sim.addr()).await;
     let kubeconfig: kube::config::Kubeconfig = serde_json::from_str(
         &sim.kubeconfig()
             .replace(&sim.url(), &format!("http://{proxy}")),
@@ -287,7 +261,7 @@ async fn kubernetes_mode_against_the_simulator() {
 
     // Cut Leasehold off the API: cached answers (positive and negative) still come, anything
     // new is an infrastructure error, not a denial.
-    cut.send(true).unwrap();
+    link.send(kube_sim::testkit::Link::Cut).unwrap();
     assert_eq!(
         auth.authenticate("alice-token").await.unwrap(),
         Some(alice.clone())

@@ -189,6 +189,16 @@ struct Proofs {
     member_leases: Option<i64>,
 }
 
+impl Proofs {
+    /// The proof of the watch of `kind` (a Lease kind).
+    fn of(&mut self, kind: Kind) -> &mut Option<i64> {
+        match kind {
+            Kind::MemberLease => &mut self.member_leases,
+            _ => &mut self.leases,
+        }
+    }
+}
+
 /// Before any proof, expiries are judged at the epoch: nothing has expired yet.
 const UNPROVEN: i64 = 0;
 
@@ -282,10 +292,7 @@ impl Index {
             let Some(proofs) = &mut state.proofs else {
                 continue;
             };
-            let slot = match kind {
-                Kind::MemberLease => &mut proofs.member_leases,
-                _ => &mut proofs.leases,
-            };
+            let slot = proofs.of(kind);
             if slot.is_none_or(|t| t < sent_ms) {
                 *slot = Some(sent_ms);
                 changed = true;
@@ -611,14 +618,10 @@ impl ClusterState {
     /// when no proof is required, else the latest proof on that watch (never later than now),
     /// or [`UNPROVEN`] before the first.
     fn judged_at(&self, kind: Kind, now_ms: i64) -> i64 {
-        let Some(p) = &self.proofs else {
+        let Some(mut p) = self.proofs else {
             return now_ms;
         };
-        let proof = match kind {
-            Kind::MemberLease => p.member_leases,
-            _ => p.leases,
-        };
-        proof.map_or(UNPROVEN, |t| t.min(now_ms))
+        p.of(kind).map_or(UNPROVEN, |t| t.min(now_ms))
     }
 
     /// [`ClusterState::judged_at`] for the member Leases, wherever they are watched.
@@ -635,12 +638,11 @@ impl ClusterState {
     /// duration after the older of the latest proofs of its Lease watches. `None` when no
     /// proof is required.
     fn unproven_from(&self) -> Option<i64> {
-        let p = self.proofs?;
+        self.proofs?;
         let d = i64::try_from(self.spec.policy.lease_duration.as_millis()).unwrap_or(i64::MAX);
-        let mut oldest = p.leases.unwrap_or(UNPROVEN);
-        if self.spec.separate_member_namespace() {
-            oldest = oldest.min(p.member_leases.unwrap_or(UNPROVEN));
-        }
+        let oldest = self
+            .judged_at(Kind::Lease, i64::MAX)
+            .min(self.members_judged_at(i64::MAX));
         Some(oldest.saturating_add(d))
     }
 

@@ -467,18 +467,27 @@ fn a_new_desired_owner_restarts_its_own_clock_only() {
     );
 }
 
-#[test]
-fn v2_member_leases_of_departed_pods_that_hold_nothing_and_stopped_are_garbage() {
-    use crate::protocol::Fence;
+/// An index of `CONFIG`'s cluster `c` on protocol v2 with `extra` lines in its spec, its
+/// own namespace's kinds listed at 0 (pod `c-0`, ready; nothing else).
+fn v2_index(extra: &str) -> Index {
     let yaml = CONFIG.replace(
         "  headless_service: c\n",
-        "  headless_service: c\n  protocol_version: 2\n",
+        &format!("  headless_service: c\n  protocol_version: 2\n{extra}"),
     );
     let config = Config::parse(&yaml, Path::new("t.yaml")).unwrap();
     let mut ix = Index::new(&config.clusters);
     ix.reset::<Pod>("ns", &[mk_pod("c-0", true, json!({}))], at(0));
     ix.reset::<Lease>("ns", &[], at(0));
     ix.reset::<ConfigMap>("ns", &[], at(0));
+    ix.reset::<k8s_openapi::api::core::v1::Service>("ns", &[], at(0));
+    ix.reset::<k8s_openapi::api::discovery::v1::EndpointSlice>("ns", &[], at(0));
+    ix
+}
+
+#[test]
+fn v2_member_leases_of_departed_pods_that_hold_nothing_and_stopped_are_garbage() {
+    use crate::protocol::Fence;
+    let mut ix = v2_index("");
     let member = |id: &str| {
         let mut l = protocol::new_member_lease("leasehold", "c", id, at(0), 10, false);
         l.metadata.namespace = Some("ns".into());
@@ -523,21 +532,11 @@ fn v2_member_leases_of_departed_pods_that_hold_nothing_and_stopped_are_garbage()
 
 #[test]
 fn v2_member_leases_kept_apart_count_only_from_their_own_namespace() {
-    let yaml = CONFIG.replace(
-        "  headless_service: c\n",
-        "  headless_service: c\n  protocol_version: 2\n  member_lease_namespace: ns-members\n",
-    );
-    let config = Config::parse(&yaml, Path::new("t.yaml")).unwrap();
-    let mut ix = Index::new(&config.clusters);
+    let mut ix = v2_index("  member_lease_namespace: ns-members\n");
     assert_eq!(
         ix.member_namespaces(),
         BTreeSet::from(["ns-members".into()])
     );
-    ix.reset::<Pod>("ns", &[mk_pod("c-0", true, json!({}))], at(0));
-    ix.reset::<Lease>("ns", &[], at(0));
-    ix.reset::<ConfigMap>("ns", &[], at(0));
-    ix.reset::<k8s_openapi::api::core::v1::Service>("ns", &[], at(0));
-    ix.reset::<k8s_openapi::api::discovery::v1::EndpointSlice>("ns", &[], at(0));
     assert!(
         !ix.model("c", at(0)).unwrap().synced,
         "not synced before the member Leases are listed"
@@ -575,23 +574,13 @@ fn v2_member_leases_kept_apart_count_only_from_their_own_namespace() {
 /// A v2 index (member Leases apart in `ns-members` when `apart`) with proofs required, synced
 /// at 0, with member `c-0` seen renewing at 1 s (its Lease's duration: 10 s).
 fn v2_proving(apart: bool) -> Index {
-    let extra = if apart {
-        "  protocol_version: 2\n  member_lease_namespace: ns-members\n"
+    let policy = "  policy: {lease_duration: 10s}\n";
+    let mut ix = if apart {
+        v2_index(&format!("{policy}  member_lease_namespace: ns-members\n"))
     } else {
-        "  protocol_version: 2\n"
+        v2_index(policy)
     };
-    let yaml = CONFIG.replace(
-        "  headless_service: c\n",
-        &format!("  headless_service: c\n  policy: {{lease_duration: 10s}}\n{extra}"),
-    );
-    let config = Config::parse(&yaml, Path::new("t.yaml")).unwrap();
-    let mut ix = Index::new(&config.clusters);
     ix.require_proofs();
-    ix.reset::<Pod>("ns", &[mk_pod("c-0", true, json!({}))], at(0));
-    ix.reset::<Lease>("ns", &[], at(0));
-    ix.reset::<ConfigMap>("ns", &[], at(0));
-    ix.reset::<k8s_openapi::api::core::v1::Service>("ns", &[], at(0));
-    ix.reset::<k8s_openapi::api::discovery::v1::EndpointSlice>("ns", &[], at(0));
     let ns = if apart { "ns-members" } else { "ns" };
     let mut l = protocol::new_member_lease("leasehold", "c", "c-0", at(1000), 10, false);
     l.metadata.namespace = Some(ns.into());
