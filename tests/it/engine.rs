@@ -1637,7 +1637,7 @@ async fn a_removal_and_an_uncordon_sent_to_the_standby_reach_the_acting_replica(
     eventually(Duration::from_secs(10), || async {
         standby
             .model(CLUSTER)
-            .is_ok_and(|m| m.synced && m.instances.len() == 3)
+            .is_ok_and(|m| m.synced && !m.stale && m.instances.len() == 3)
             .then_some(())
     })
     .await

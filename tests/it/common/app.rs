@@ -89,7 +89,8 @@ async fn app_configured(tls: bool, acting: bool) -> App {
     let auth = Auth::new(&settings, "127.0.0.1:0".parse().unwrap(), None)
         .await
         .unwrap();
-    // Wait for the first synced model.
+    // Wait for the first synced model whose watches a probe has proven current (until then
+    // every decision, plans included, is refused as stale).
     let synced = super::eventually(Duration::from_secs(20), || {
         let engine = engine.clone();
         async move {
@@ -97,7 +98,7 @@ async fn app_configured(tls: bool, acting: bool) -> App {
                 .view("c")
                 .await
                 .ok()
-                .filter(|v| v.model.synced)
+                .filter(|v| v.model.synced && !v.model.stale)
                 .map(|_| ())
         }
     })
