@@ -17,6 +17,7 @@
 //! | `leasehold_reconcile_duration_seconds` | histogram | `cluster` | one control-loop pass over a cluster: building its model, deciding placement, the Lease writes, the join policy (acting replica only) |
 //! | `leasehold_lease_writes_total` | counter | `cluster`, `outcome` | control-loop Lease writes: `created` / `updated` / `deleted` / `unchanged` (decided against on fresh data) / `error` |
 //! | `leasehold_ownership_changes_total` | counter | `cluster`, `cause` | holder changes the index saw (every replica) |
+//! | `leasehold_overruns_total` | counter | `cluster` | members' reports (protocol v2, on their member Lease) that they were paused past the end of their hold, so another member may have worked on their targets meanwhile; each is also in history (`overrun`) and a Kubernetes Event. Every replica counts; one starting does not count reports made before it watched |
 //! | `leasehold_handoff_gap_seconds` | histogram | `cluster` | for a target passing from one member to another: how long it had no live holder as the index saw it (see below) |
 //! | `leasehold_operations_started_total` | counter | `cluster`, `kind` | operations this replica started running (`rebalance` / `remove_instance`) |
 //! | `leasehold_operations_finished_total` | counter | `cluster`, `kind`, `outcome` | operations this replica finished: `succeeded` / `failed` / `cancelled` |

@@ -96,6 +96,9 @@ words! {
         LeaderGained = "leader_gained",
         /// It stopped being the leader.
         LeaderLost = "leader_lost",
+        /// It reported it was paused past the end of its hold (protocol v2; the detail says
+        /// how late, and how many targets).
+        Overrun = "overrun",
     }
 }
 

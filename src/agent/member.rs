@@ -35,8 +35,10 @@ use std::time::Duration;
 
 use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt as _;
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::{AbortHandle, JoinSet};
@@ -44,7 +46,7 @@ use tokio::time::Instant;
 
 use super::AgentConfig;
 use super::hooks::{Assignment, HookEvent, Hooks, call_bounded};
-use super::state::{Heart, Held, Phase, Seen, is_newer};
+use super::state::{Heart, Held, Overruns, Phase, Seen, is_newer};
 use super::writes::{self, WriteError};
 use crate::k8s::election::{self, Action};
 use crate::protocol::{self, LeaseRole, Observation};
@@ -54,6 +56,8 @@ const TICK: Duration = Duration::from_secs(1);
 /// Pause before retrying a write that failed for another reason than a 409 (a 409 is
 /// re-decided at once on the fresh copy).
 const WRITE_BACKOFF: Duration = Duration::from_millis(250);
+/// The `reportingController` of the Kubernetes Events a member publishes.
+const REPORTING_CONTROLLER: &str = "leasehold.io/agent";
 /// Most watch events and finished tasks taken in before one decision pass.
 const MAX_BATCH: usize = 1024;
 
@@ -79,6 +83,8 @@ enum Done {
         event: HookEvent,
         result: Result<(), String>,
     },
+    /// An overrun report published as a Kubernetes Event.
+    Reported { result: Result<(), String> },
     /// Protocol v2: a member Lease write.
     Heartbeat {
         sent: Instant,
@@ -95,7 +101,9 @@ pub(super) struct Member {
     hooks: Arc<dyn Hooks>,
     published: watch::Sender<BTreeSet<String>>,
     /// Holds found already ended by our clock (see `Agent::overruns`).
-    overruns: watch::Sender<u64>,
+    overruns: Overruns,
+    /// Publishes overrun reports as Kubernetes Events about the member's pod.
+    events: Recorder,
     clock: Instant,
     seen: BTreeMap<String, Seen>,
     held: BTreeMap<String, Held>,
@@ -135,8 +143,13 @@ impl Member {
     ) -> Self {
         let cfg_v2 = cfg.protocol_version == 2;
         let heart_duration = cfg.default_lease_duration;
+        let reporter = Reporter {
+            controller: REPORTING_CONTROLLER.to_owned(),
+            instance: Some(cfg.identity.clone()),
+        };
         Self {
-            overruns,
+            overruns: Overruns::new(overruns),
+            events: Recorder::new(client.clone(), reporter),
             api: Api::namespaced(client.clone(), &cfg.namespace),
             member_api: Api::namespaced(client, &cfg.member_namespace),
             writes: Arc::new(Semaphore::new(cfg.max_parallel.max(1))),
@@ -370,7 +383,7 @@ impl Member {
                     &mut self.tasks,
                     &self.hooks,
                     self.cfg.hook_timeout,
-                    &self.overruns,
+                    &mut self.overruns,
                     &name,
                     h,
                     ended,
@@ -413,7 +426,7 @@ impl Member {
         tasks: &mut JoinSet<Done>,
         hooks: &Arc<dyn Hooks>,
         hook_timeout: Duration,
-        overruns: &watch::Sender<u64>,
+        overruns: &mut Overruns,
         name: &str,
         h: &mut Held,
         ended: Option<Option<Instant>>,
@@ -437,7 +450,7 @@ impl Member {
                         "this member was paused past the end of its hold: another member may have \
                          worked on the target meanwhile; telling the app to stop now"
                     );
-                    overruns.send_modify(|n| *n += 1);
+                    overruns.found(now - ended, jiff::Timestamp::now().as_millisecond());
                 }
                 spawn_hook(tasks, hooks, name, h, HookEvent::Release, hook_timeout);
             }
@@ -463,6 +476,12 @@ impl Member {
             | Done::Released { name, .. }
             | Done::Hook { name, .. } => name.clone(),
             Done::Heartbeat { .. } => return,
+            Done::Reported { result } => {
+                if let Err(error) = result {
+                    tracing::warn!(%error, "could not publish the overrun as a Kubernetes Event");
+                }
+                return;
+            }
         };
         self.publish_due |= !matches!(done, Done::Renewed { .. });
         self.dirty.insert(name);
@@ -551,7 +570,7 @@ impl Member {
                     }
                 }
             }
-            Done::Heartbeat { .. } => {}
+            Done::Heartbeat { .. } | Done::Reported { .. } => {}
             Done::Hook {
                 name,
                 event,
@@ -631,7 +650,39 @@ impl Member {
         if self.synced && !self.stopping {
             wake = wake.min(self.acquire_pass(now_ms));
         }
+        if let Some(o) = self.overruns.close() {
+            self.report_overrun(o);
+        }
         wake
+    }
+
+    /// Publishes an overrun report as a Kubernetes Event (Warning `PausedPastHold`) about this
+    /// member's pod, and in protocol v2 about its member Lease too; the member Lease carries it
+    /// from its next write on (the control plane records it in history).
+    fn report_overrun(&mut self, o: protocol::Overrun) {
+        let pod = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some(self.cfg.namespace.clone()),
+            name: Some(self.cfg.identity.clone()),
+            ..Default::default()
+        };
+        let lease = self.heart.as_ref().map(|_| ObjectReference {
+            api_version: Some("coordination.k8s.io/v1".into()),
+            kind: Some("Lease".into()),
+            namespace: Some(self.cfg.member_namespace.clone()),
+            name: Some(protocol::names::member_lease(
+                &self.cfg.lease_prefix,
+                &self.cfg.cluster,
+                &self.cfg.identity,
+            )),
+            ..Default::default()
+        });
+        let recorder = self.events.clone();
+        self.tasks.spawn(async move {
+            let result = writes::publish_overrun(&recorder, &pod, lease, &o).await;
+            Done::Reported { result }
+        });
     }
 
     /// Decides on one held Lease: give it up past its renew deadline, hand it over when it is
@@ -653,7 +704,7 @@ impl Member {
                 &mut self.tasks,
                 &self.hooks,
                 self.cfg.hook_timeout,
-                &self.overruns,
+                &mut self.overruns,
                 name,
                 h,
                 None,
@@ -896,6 +947,7 @@ impl Member {
                 self.cfg.identity.clone(),
             );
             let (duration, leaving) = (heart.duration, heart.leaving);
+            let overrun = self.overruns.last();
             self.tasks.spawn(async move {
                 let sent = Instant::now();
                 let result = writes::heartbeat(
@@ -903,7 +955,7 @@ impl Member {
                     current.as_ref(),
                     (&prefix, &cluster, &me),
                     duration,
-                    leaving,
+                    (leaving, overrun.as_ref()),
                 )
                 .await;
                 Done::Heartbeat {
@@ -974,7 +1026,7 @@ impl Member {
                     &mut self.tasks,
                     &self.hooks,
                     self.cfg.hook_timeout,
-                    &self.overruns,
+                    &mut self.overruns,
                     name,
                     h,
                     Some(ended),

@@ -139,7 +139,10 @@ impl Agent {
     /// How many holds this member found already ended by its own clock when it next looked at
     /// them: it was paused (a GC pause, SIGSTOP, a starved process) past a Lease's duration,
     /// and another member may have worked on the target meanwhile. Each is logged as an error,
-    /// and the app is still told to stop (`on_release`, with the full hook timeout).
+    /// and the app is still told to stop (`on_release`, with the full hook timeout). Those found
+    /// in one decision pass are reported together: a Warning Event `PausedPastHold` about the
+    /// member's pod, and in protocol v2 the member Lease's `leasehold.io/last-overrun`
+    /// annotation, which the control plane records in history.
     pub fn overruns(&self) -> watch::Receiver<u64> {
         self.overruns.subscribe()
     }

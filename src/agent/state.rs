@@ -1,15 +1,16 @@
 //! What the member loop keeps per Lease: the copy last seen with its [`Observation`], and for
 //! the Leases it holds, the phase of the handoff and the renewal clock; in protocol v2 also
-//! the member Lease ([`Heart`]), whose renew deadline bounds all the member's work. Plain data and pure
-//! helpers; the loop in `member` drives them.
+//! the member Lease ([`Heart`]), whose renew deadline bounds all the member's work; and the
+//! member's [`Overruns`]. Plain data and pure helpers; the loop in `member` drives them.
 
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
+use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::protocol::{LeaseView, Observation};
+use crate::protocol::{LeaseView, Observation, Overrun};
 
 /// A Lease of the cluster as last seen.
 pub(super) struct Seen {
@@ -18,6 +19,61 @@ pub(super) struct Seen {
     pub(super) observed: Observation,
     /// Which watches currently list it (a bit per watch; protocol v2 has two, by label).
     pub(super) sources: u8,
+}
+
+/// Holds this member found already ended by its own clock when it next looked (see
+/// `Agent::overruns`), gathered into one report per decision pass: the report is published as a
+/// Kubernetes Event, and in protocol v2 the last one rides every write of the member Lease,
+/// where the control plane records it.
+pub(super) struct Overruns {
+    count: watch::Sender<u64>,
+    last: Option<Overrun>,
+    /// `last` is being gathered in this pass and not yet published.
+    open: bool,
+}
+
+impl Overruns {
+    pub(super) fn new(count: watch::Sender<u64>) -> Self {
+        Self {
+            count,
+            last: None,
+            open: false,
+        }
+    }
+
+    /// One hold found ended `late` ago; `at_ms` is now by the wall clock.
+    pub(super) fn found(&mut self, late: Duration, at_ms: i64) {
+        self.count.send_modify(|n| *n += 1);
+        let total = *self.count.borrow();
+        let late_ms = u64::try_from(late.as_millis()).unwrap_or(u64::MAX);
+        self.last = Some(match self.last {
+            Some(o) if self.open => Overrun {
+                late_ms: o.late_ms.max(late_ms),
+                targets: o.targets.saturating_add(1),
+                total,
+                ..o
+            },
+            _ => Overrun {
+                at_ms,
+                late_ms,
+                targets: 1,
+                total,
+            },
+        });
+        self.open = true;
+    }
+
+    /// Ends the pass: the report gathered in it, if any, to publish.
+    pub(super) fn close(&mut self) -> Option<Overrun> {
+        std::mem::take(&mut self.open)
+            .then_some(self.last)
+            .flatten()
+    }
+
+    /// The last report (gathered or published), for the member Lease.
+    pub(super) fn last(&self) -> Option<Overrun> {
+        self.last
+    }
 }
 
 /// Protocol v2: this member's own member Lease, its authority to work on anything.
@@ -135,5 +191,31 @@ mod tests {
         assert!(!is_newer(&lease("10"), &lease("10")));
         assert!(is_newer(&lease("b"), &lease("a")));
         assert!(!is_newer(&lease("a"), &lease("a")));
+    }
+
+    #[test]
+    fn overruns_are_gathered_per_pass_and_the_last_is_kept() {
+        let count = watch::Sender::new(0);
+        let mut o = Overruns::new(count.clone());
+        assert_eq!((o.close(), o.last()), (None, None));
+        o.found(Duration::from_millis(800), 1_000);
+        o.found(Duration::from_millis(2_500), 1_001);
+        let first = Overrun {
+            at_ms: 1_000,
+            late_ms: 2_500,
+            targets: 2,
+            total: 2,
+        };
+        assert_eq!(o.close(), Some(first));
+        assert_eq!((o.close(), o.last()), (None, Some(first)), "published once");
+        o.found(Duration::from_millis(100), 5_000);
+        let second = Overrun {
+            at_ms: 5_000,
+            late_ms: 100,
+            targets: 1,
+            total: 3,
+        };
+        assert_eq!((o.last(), o.close()), (Some(second), Some(second)));
+        assert_eq!(*count.borrow(), 3);
     }
 }

@@ -1,17 +1,21 @@
 //! The agent's Lease writes: each one a PUT of a `protocol` change with the `resourceVersion`
 //! of the copy it was made from (a compare-and-swap), bounded in time. A 409 never retries
 //! blindly: it reads a fresh copy and hands it back for the caller to re-decide on; only a
-//! release re-tries by itself, and only while the fresh copy still names us.
+//! release re-tries by itself, and only while the fresh copy still names us. Also the one other
+//! write a member makes: an overrun report as a Kubernetes Event.
 
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder};
 
 use crate::k8s::election::is_conflict;
-use crate::protocol::{self, Holding};
+use crate::protocol::{self, Holding, Overrun};
 
-/// Bound on a release write (acquisitions and renewals are bounded by a third of the duration).
+/// Bound on a release write (acquisitions and renewals are bounded by a third of the duration),
+/// and on publishing an Event.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Tries of a release that keeps meeting 409s (each after a fresh GET).
 const RELEASE_TRIES: usize = 3;
@@ -50,7 +54,7 @@ pub(super) async fn hold(
 }
 
 /// Protocol v2: registers (creates, or takes again after a release or a fence) or renews the
-/// member Lease `name` of `me`, carrying `leaving`. `current` is the freshest copy known
+/// member Lease `name` of `me`, carrying `leaving` and the member's last overrun, if any. `current` is the freshest copy known
 /// (`None`: create it). A create that finds the Lease already there answers like a 409, with
 /// the copy read after it.
 pub(super) async fn heartbeat(
@@ -58,19 +62,27 @@ pub(super) async fn heartbeat(
     current: Option<&Lease>,
     (prefix, cluster, me): (&str, &str, &str),
     duration: Duration,
-    leaving: bool,
+    (leaving, overrun): (bool, Option<&Overrun>),
 ) -> Result<Lease, WriteError> {
     let secs = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
     let now = jiff::Timestamp::now();
     let name = protocol::names::member_lease(prefix, cluster, me);
     let timeout = (duration / 3).max(MIN_WRITE_TIMEOUT);
+    let report = |mut l: Lease| {
+        if let Some(o) = overrun {
+            protocol::report_overrun(&mut l, o);
+        }
+        l
+    };
     match current {
         Some(l) => {
-            let next = protocol::member_renewed(l, me, now, secs, leaving);
+            let next = report(protocol::member_renewed(l, me, now, secs, leaving));
             put(api, &name, &next, timeout).await
         }
         None => {
-            let new = protocol::new_member_lease(prefix, cluster, me, now, secs, leaving);
+            let new = report(protocol::new_member_lease(
+                prefix, cluster, me, now, secs, leaving,
+            ));
             let res = tokio::time::timeout(timeout, api.create(&PostParams::default(), &new)).await;
             match res {
                 Ok(Ok(l)) => Ok(l),
@@ -84,6 +96,27 @@ pub(super) async fn heartbeat(
                 Err(_) => Err(WriteError::Other(format!("no answer within {timeout:?}"))),
             }
         }
+    }
+}
+
+/// Publishes an overrun report as a Warning Event (`PausedPastHold`) about the member's pod,
+/// with its member Lease as the related object in protocol v2; bounded in time.
+pub(super) async fn publish_overrun(
+    recorder: &Recorder,
+    pod: &ObjectReference,
+    member_lease: Option<ObjectReference>,
+    o: &Overrun,
+) -> Result<(), String> {
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "PausedPastHold".into(),
+        note: Some(o.describe()),
+        action: "StopWork".into(),
+        secondary: member_lease,
+    };
+    match tokio::time::timeout(RELEASE_TIMEOUT, recorder.publish(&event, pod)).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("no answer within {RELEASE_TIMEOUT:?}")),
     }
 }
 

@@ -1,8 +1,8 @@
 //! Records what the index sees into history. Ownership changes are recorded by every replica:
 //! recording them is idempotent (keyed by the Lease's acquire time), so a change seen by several
-//! replicas is stored once and none is lost while the acting replica changes. Instance events
-//! have no such key and are recorded by the acting replica only. Also applies the retention
-//! setting.
+//! replicas is stored once and none is lost while the acting replica changes. So are members'
+//! overrun reports (keyed by the member and the time it noticed). Other instance events have no
+//! such key and are recorded by the acting replica only. Also applies the retention setting.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +11,7 @@ use tracing::warn;
 
 use super::Inner;
 use crate::k8s::index::Change;
+use crate::model::InstanceEventKind;
 use crate::store::{InstanceEvent, OwnershipChange, now_ms};
 
 /// How often old history is pruned.
@@ -54,6 +55,7 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
                 })
                 .await
                 .map(|_| ()),
+            Change::Instance { .. } if !inner.acting() => Ok(()),
             Change::Instance {
                 cluster,
                 instance,
@@ -71,6 +73,22 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
                     })
                     .await
             }
+            Change::Overrun {
+                cluster,
+                instance,
+                overrun,
+                replayed: _,
+            } => inner
+                .store
+                .record_overrun(&InstanceEvent {
+                    cluster,
+                    instance,
+                    kind: InstanceEventKind::Overrun,
+                    at_ms: overrun.at_ms,
+                    detail: Some(overrun.describe()),
+                })
+                .await
+                .map(|_| ()),
             Change::Targets { .. } => Ok(()),
         };
         if let Err(error) = result {

@@ -105,8 +105,10 @@ impl Event {
         }
     }
 
-    fn from_change(c: Change) -> Event {
-        match c {
+    /// The feed's event for an index change; `None` for one not to broadcast (an overrun
+    /// report replayed from a first list).
+    fn from_change(c: Change) -> Option<Event> {
+        Some(match c {
             Change::Ownership {
                 cluster,
                 target,
@@ -147,8 +149,20 @@ impl Event {
                 kind,
                 at_ms,
             },
+            Change::Overrun {
+                cluster,
+                instance,
+                overrun,
+                replayed: false,
+            } => Event::Instance {
+                cluster,
+                instance,
+                kind: InstanceEventKind::Overrun,
+                at_ms: overrun.at_ms,
+            },
+            Change::Overrun { replayed: true, .. } => return None,
             Change::Targets { cluster } => Event::Targets { cluster },
-        }
+        })
     }
 }
 
@@ -231,7 +245,11 @@ impl Hub {
         loop {
             tokio::select! {
                 c = changes.recv() => match c {
-                    Ok(c) => self.publish(Event::from_change(c)),
+                    Ok(c) => {
+                        if let Some(e) = Event::from_change(c) {
+                            self.publish(e);
+                        }
+                    }
                     Err(broadcast::error::RecvError::Lagged(_)) => self.publish(Event::Resync),
                     Err(broadcast::error::RecvError::Closed) => return,
                 },

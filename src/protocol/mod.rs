@@ -44,6 +44,9 @@ pub const ANN_IDENTITY: &str = "leasehold.io/identity";
 pub const ANN_LEAVING: &str = "leasehold.io/leaving";
 /// Annotation on a member Lease the control plane fenced: why ([`Fence`]).
 pub const ANN_FENCED: &str = "leasehold.io/fenced";
+/// Annotation on a member Lease: the member's last [`Overrun`] (JSON), written by the member
+/// with every write of its member Lease once it has had one.
+pub const ANN_OVERRUN: &str = "leasehold.io/last-overrun";
 /// Annotation on a member Lease: the protocol versions the member speaks (`"2"`).
 pub const ANN_PROTOCOL_VERSIONS: &str = "leasehold.io/protocol-versions";
 /// Annotation holding the raw target key (names may be hashed; this never is).
@@ -121,6 +124,48 @@ impl Fence {
     }
 }
 
+/// A member's report that it found holds already ended by its own clock when it next looked
+/// (it was paused — a GC pause, SIGSTOP, a starved process — past its renew deadline): for
+/// that long, another member may have worked on those targets beside its app. Counted per
+/// spell: every hold the member gave up in one pass counts in `targets`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Overrun {
+    /// When the member noticed (its wall clock, unix milliseconds); with the member's identity,
+    /// the key that makes recording it idempotent.
+    pub at_ms: i64,
+    /// How long past the end of its hold it noticed (the longest, if several).
+    pub late_ms: u64,
+    /// Holds given up late in this spell; each app was told to stop (`on_release`).
+    pub targets: u32,
+    /// Overruns (holds) this member process has had since it started, this one included.
+    pub total: u64,
+}
+
+impl Overrun {
+    /// The annotation value.
+    pub fn to_annotation(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Reads the annotation value; `None` if it is not one.
+    pub fn parse(value: &str) -> Option<Overrun> {
+        serde_json::from_str(value).ok()
+    }
+
+    /// One line for history and Kubernetes Events.
+    pub fn describe(&self) -> String {
+        let plural = if self.targets == 1 { "" } else { "s" };
+        format!(
+            "paused {:.1} s past the end of its hold: the app was told to stop {} target{plural} \
+             late, which another member may have taken meanwhile ({} overrun{} since it started)",
+            self.late_ms as f64 / 1000.0,
+            self.targets,
+            self.total,
+            if self.total == 1 { "" } else { "s" },
+        )
+    }
+}
+
 /// The holder record of a Lease: the part the leader-election rule compares. A candidate may
 /// take a held Lease only after seeing this record unchanged for a full duration by its own
 /// clock (client-go's rule), so that clock skew never lets two members hold at once.
@@ -161,6 +206,8 @@ pub struct LeaseView {
     pub leaving: bool,
     /// A member Lease the control plane fenced, and why.
     pub fence: Option<Fence>,
+    /// A member Lease: the member's last overrun, if it had one.
+    pub overrun: Option<Overrun>,
 }
 
 impl Holding {
@@ -220,6 +267,7 @@ pub fn parse_native(lease: &Lease, cluster: &str) -> Option<LeaseView> {
             Some("absent") => Some(Fence::Absent),
             _ => None,
         },
+        overrun: annotation(meta, ANN_OVERRUN).and_then(Overrun::parse),
     })
 }
 
@@ -255,6 +303,7 @@ pub fn parse_gnmic(lease: &Lease, cluster: &str) -> Option<LeaseView> {
         desired_duration_s: None,
         leaving: false,
         fence: None,
+        overrun: None,
     })
 }
 
@@ -451,6 +500,15 @@ pub fn member_renewed(
     out
 }
 
+/// Writes the member's last overrun onto `lease` (its member Lease).
+pub fn report_overrun(lease: &mut Lease, overrun: &Overrun) {
+    lease
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(ANN_OVERRUN.to_owned(), overrun.to_annotation());
+}
+
 /// `lease` (a member Lease) fenced by the control plane: no holder, and why. After this, no
 /// renewal the member sent before can succeed (they carry the older `resourceVersion`).
 pub fn fenced(lease: &Lease, fence: Fence, now: Timestamp) -> Lease {
@@ -594,6 +652,39 @@ mod tests {
         let v = parse_native(&taken, "c").unwrap();
         assert_eq!(v.operation.as_deref(), Some("op-1"));
         assert_eq!(v.cause, Some(Cause::Rebalance));
+    }
+
+    #[test]
+    fn an_overrun_report_rides_the_member_lease_through_renewals_and_fences() {
+        let o = Overrun {
+            at_ms: 1_700_000_000_123,
+            late_ms: 8_231,
+            targets: 75,
+            total: 76,
+        };
+        let mut m = new_member_lease("leasehold", "c", "m-0", ts(100), 10, false);
+        assert_eq!(parse_native(&m, "c").unwrap().overrun, None);
+        report_overrun(&mut m, &o);
+        assert_eq!(parse_native(&m, "c").unwrap().overrun, Some(o));
+        let f = fenced(
+            &member_renewed(&m, "m-0", ts(103), 10, false),
+            Fence::Expired,
+            ts(120),
+        );
+        assert_eq!(parse_native(&f, "c").unwrap().overrun, Some(o));
+        assert_eq!(
+            o.describe(),
+            "paused 8.2 s past the end of its hold: the app was told to stop 75 targets late, \
+             which another member may have taken meanwhile (76 overruns since it started)"
+        );
+        // Not ours, or garbled: no report, and the Lease still reads.
+        m.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(ANN_OVERRUN.into(), "8 s".into());
+        let v = parse_native(&m, "c").unwrap();
+        assert_eq!((v.role, v.overrun), (LeaseRole::Member("m-0".into()), None));
     }
 
     #[test]

@@ -275,6 +275,25 @@ impl Store {
         .await
     }
 
+    /// Records a member's overrun report (an instance event of kind `overrun`); a report
+    /// already recorded (same cluster, member and time: another replica, or a restart that
+    /// read it again) is not stored twice. Whether it was new.
+    pub async fn record_overrun(&self, e: &InstanceEvent) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO history (at_ms, kind, cluster, instance, event, detail) \
+             VALUES ($1, 'instance', $2, $3, $4, $5) \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(e.at_ms)
+        .bind(e.cluster.as_str())
+        .bind(e.instance.as_str())
+        .bind(e.kind.as_str())
+        .bind(e.detail.as_deref())
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// Lists history entries, newest first, one page at a time.
     pub async fn history(&self, q: &HistoryQuery) -> Result<Page<HistoryEntry>, StoreError> {
         let limit = clamp_limit(q.limit);

@@ -330,6 +330,69 @@ async fn ownership_recording_is_idempotent() {
 }
 
 #[tokio::test]
+async fn overrun_recording_is_idempotent_and_other_instance_events_are_not_touched() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        let event = |instance: &str, kind: InstanceEventKind, at_ms: i64| InstanceEvent {
+            cluster: "c".into(),
+            instance: instance.into(),
+            kind,
+            at_ms,
+            detail: Some("paused 1.5 s past the end of its hold".into()),
+        };
+        let o = event("m-0", InstanceEventKind::Overrun, 5_000);
+        assert!(store.record_overrun(&o).await.unwrap());
+        // Another replica, or a restart reading the member Lease again.
+        assert!(!store.record_overrun(&o).await.unwrap());
+        // Another member, or a later report, is another row.
+        assert!(
+            store
+                .record_overrun(&event("m-1", InstanceEventKind::Overrun, 5_000))
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .record_overrun(&event("m-0", InstanceEventKind::Overrun, 6_000))
+                .await
+                .unwrap()
+        );
+        // The unique index is for overruns only: two other events of one member at one
+        // millisecond are both kept.
+        for _ in 0..2 {
+            store
+                .record_instance_event(&event("m-0", InstanceEventKind::Ready, 5_000))
+                .await
+                .unwrap();
+        }
+        let page = store.history(&query(100)).await.unwrap();
+        let events: Vec<_> = page
+            .items
+            .iter()
+            .map(|e| {
+                (
+                    e.instance.as_deref().unwrap(),
+                    e.event.as_deref().unwrap(),
+                    e.at_ms,
+                )
+            })
+            .collect();
+        assert_eq!(
+            events,
+            [
+                ("m-0", "ready", 5_000),
+                ("m-0", "ready", 5_000),
+                ("m-0", "overrun", 6_000),
+                ("m-1", "overrun", 5_000),
+                ("m-0", "overrun", 5_000),
+            ]
+        );
+        assert_eq!(page.items[4].detail, o.detail);
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn history_filters() {
     each_backend(async |db| {
         let store = db.connect().await;

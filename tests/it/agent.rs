@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use common::invariant::{InvariantChecker, Kind};
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, PostParams};
 use leasehold::agent::{Agent, AgentConfig, Hooks, HttpHooks};
 use leasehold::k8s::election::{ElectionConfig, LeaderElector};
@@ -850,14 +851,32 @@ async fn a_member_cut_off_from_the_api_stops_work_before_its_lease_expires() {
 
 /// A member paused past its Lease (SIGSTOP for longer than the duration, then SIGCONT: a GC
 /// pause, a starved node) still tells its app to stop every target, with the full hook
-/// timeout, and says so in its log. The agent runs as its own process, as in a pod. (The
-/// release hook was once bounded by what was left of the hold — nothing, after such a pause —
-/// and killed before it could tell the app.)
+/// timeout, says so in its log and reports it: a Warning Event `PausedPastHold` about its pod.
+/// The agent runs as its own process, as in a pod. (The release hook was once bounded by what
+/// was left of the hold — nothing, after such a pause — and killed before it could tell the
+/// app; and the overrun was only counted in memory.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_paused_past_its_lease_still_tells_its_app_to_stop() {
+    paused_past_its_lease(1).await;
+}
+
+/// The same in protocol v2, where the pause outlives the member Lease: every hold ends at
+/// once, and the report also rides the member Lease (`leasehold.io/last-overrun`), from which
+/// the control plane records it in history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_v2_a_member_paused_past_its_lease_stops_everything_and_reports_it() {
+    paused_past_its_lease(2).await;
+}
+
+async fn paused_past_its_lease(version: u8) {
+    // v2 wants the release hook's bound within a third of the member Lease's duration.
+    let (dur, hook_timeout) = match version {
+        1 => (DUR, 2),
+        _ => (Duration::from_secs(3), 1),
+    };
     let sim = common::start().await;
     let c = &sim.client;
-    let keys = keys("paused", 3);
+    let keys = keys(&format!("paused-v{version}"), 3);
     for k in &keys {
         create_target(c, k, "m-0").await;
     }
@@ -869,9 +888,11 @@ async fn a_member_paused_past_its_lease_still_tells_its_app_to_stop() {
         .args(["--identity", "m-0", "--lease-prefix", PREFIX])
         .args([
             "--lease-duration",
-            &DUR_S.to_string(),
+            &dur.as_secs().to_string(),
             "--hook-timeout",
-            "2",
+            &hook_timeout.to_string(),
+            "--protocol-version",
+            &version.to_string(),
         ])
         .arg("--kubeconfig")
         .arg(&sim.kubeconfig)
@@ -903,7 +924,12 @@ async fn a_member_paused_past_its_lease_still_tells_its_app_to_stop() {
         (lines("acquire") == keys.len()).then_some(())
     })
     .await
-    .expect("the agent starts work on its targets");
+    .unwrap_or_else(|| {
+        panic!(
+            "the agent did not start work on its targets:\n{}",
+            std::fs::read_to_string(dir.path().join("agent.log")).unwrap_or_default()
+        )
+    });
 
     let pid = agent.id().unwrap().to_string();
     let signal = |sig: &str| {
@@ -915,7 +941,7 @@ async fn a_member_paused_past_its_lease_still_tells_its_app_to_stop() {
         assert!(ok, "kill {sig} {pid}");
     };
     signal("-STOP");
-    tokio::time::sleep(DUR + Duration::from_millis(1500)).await;
+    tokio::time::sleep(dur + Duration::from_millis(1500)).await;
     signal("-CONT");
     common::eventually(Duration::from_secs(5), || async {
         (lines("release") == keys.len()).then_some(())
@@ -929,8 +955,59 @@ async fn a_member_paused_past_its_lease_still_tells_its_app_to_stop() {
             std::fs::read_to_string(dir.path().join("agent.log")).unwrap_or_default()
         )
     });
+    let agent_log = || std::fs::read_to_string(dir.path().join("agent.log")).unwrap();
+    // The report: an Event about the pod, telling how many targets were stopped late.
+    let events: Api<Event> = Api::namespaced(c.clone(), &sim.ns);
+    let reported = common::eventually(Duration::from_secs(5), || async {
+        let listed = events.list(&Default::default()).await.ok()?;
+        let ours: Vec<Event> = listed
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("PausedPastHold"))
+            .collect();
+        let told: usize = ours
+            .iter()
+            .filter_map(|e| {
+                e.note
+                    .as_deref()?
+                    .split(" late")
+                    .next()?
+                    .rsplit(" stop ")
+                    .next()
+            })
+            .filter_map(|n| n.split(' ').next()?.parse::<usize>().ok())
+            .sum();
+        (told == keys.len()).then_some(ours)
+    })
+    .await
+    .unwrap_or_else(|| panic!("no PausedPastHold Event for every target\n{}", agent_log()));
+    for e in &reported {
+        let about = e.regarding.as_ref().unwrap();
+        assert_eq!(
+            (about.kind.as_deref(), about.name.as_deref()),
+            (Some("Pod"), Some("m-0"))
+        );
+        assert_eq!(e.type_.as_deref(), Some("Warning"));
+        assert_eq!(e.reporting_instance.as_deref(), Some("m-0"));
+    }
+    if version == 2 {
+        // All three in one report, carried by the member Lease from its next write on.
+        let leases: Api<Lease> = Api::namespaced(c.clone(), &sim.ns);
+        let member = names::member_lease(PREFIX, CLUSTER, "m-0");
+        let on_lease = common::eventually(Duration::from_secs(5), || async {
+            let l = leases.get(&member).await.ok()?;
+            protocol::parse_native(&l, CLUSTER)?.overrun
+        })
+        .await
+        .expect("the overrun on the member Lease");
+        assert_eq!((on_lease.targets, on_lease.total), (3, 3), "{on_lease:?}");
+        assert!(on_lease.late_ms > 0, "{on_lease:?}");
+        assert_eq!(reported.len(), 1, "one report: {reported:?}");
+        let regarding_lease = reported[0].related.as_ref().unwrap();
+        assert_eq!(regarding_lease.name.as_deref(), Some(member.as_str()));
+    }
     agent.kill().await.unwrap();
-    let agent_log = std::fs::read_to_string(dir.path().join("agent.log")).unwrap();
+    let agent_log = agent_log();
     assert_eq!(
         agent_log.matches("paused past the end of its hold").count(),
         keys.len(),

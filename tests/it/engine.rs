@@ -518,6 +518,100 @@ async fn lease_versions(h: &Harness) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Protocol v2: a member's overrun report on its member Lease (what an agent writes after a
+/// pause past its hold, see `agent::protocol_v2_a_member_paused_past_…`) reaches history once
+/// with two control-plane replicas recording, and is counted in `leasehold_overruns_total`.
+/// Other instance events are recorded by the acting replica alone: a member joining is one
+/// `joined` row, not one per replica (each replica wrote its own before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn protocol_v2_an_overrun_report_is_recorded_once_and_counted() {
+    let mut h = Harness::new(&v2_yaml(20, "on_join: off")).await;
+    let a = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
+    let b = h.start_engine("cp-b").await;
+    h.wait_balanced(&[("c-0", 10), ("c-1", 10)], Duration::from_secs(30))
+        .await;
+    for e in [&a, &b] {
+        eventually(Duration::from_secs(10), || async {
+            e.model(CLUSTER)
+                .is_ok_and(|m| m.synced && !m.stale)
+                .then_some(())
+        })
+        .await
+        .expect("both replicas watch");
+    }
+    h.add_member("c-2").await;
+
+    let report = protocol::Overrun {
+        at_ms: 1_700_000_000_000,
+        late_ms: 2_345,
+        targets: 10,
+        total: 10,
+    };
+    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.member_ns);
+    let name = protocol::names::member_lease("leasehold", CLUSTER, "c-0");
+    eventually(Duration::from_secs(10), || async {
+        let mut l = leases.get(&name).await.ok()?;
+        protocol::report_overrun(&mut l, &report);
+        // A compare-and-swap, as the member writes it (a 409: its renewal came first).
+        leases.replace(&name, &PostParams::default(), &l).await.ok()
+    })
+    .await
+    .expect("the report written on c-0's member Lease");
+
+    let overruns = || async {
+        h.history(HistoryKind::Instance)
+            .await
+            .into_iter()
+            .filter(|e| e.event.as_deref() == Some("overrun"))
+            .collect::<Vec<_>>()
+    };
+    let rows = eventually(Duration::from_secs(10), || async {
+        let rows = overruns().await;
+        (!rows.is_empty()).then_some(rows)
+    })
+    .await
+    .expect("the overrun in history");
+    let counted = |e: &Engine| {
+        e.metrics()
+            .encode()
+            .unwrap()
+            .lines()
+            .find(|l| {
+                l.starts_with(&format!(
+                    "leasehold_overruns_total{{cluster=\"{CLUSTER}\"}}"
+                ))
+            })
+            .map(|l| l.rsplit(' ').next().unwrap().to_owned())
+    };
+    for e in [&a, &b] {
+        eventually(Duration::from_secs(10), || async {
+            (counted(e).as_deref() == Some("1")).then_some(())
+        })
+        .await
+        .unwrap_or_else(|| panic!("counted once by each replica: {:?}", counted(e)));
+    }
+    // Both replicas have recorded it by now (each counted it when its recorder got it).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rows_now = overruns().await;
+    assert_eq!(rows_now.len(), 1, "{rows_now:?}");
+    assert_eq!(
+        (
+            rows[0].instance.as_deref(),
+            rows[0].at_ms,
+            rows[0].detail.clone()
+        ),
+        (Some("c-0"), report.at_ms, Some(report.describe()))
+    );
+    let joined: Vec<_> = h
+        .history(HistoryKind::Instance)
+        .await
+        .into_iter()
+        .filter(|e| e.instance.as_deref() == Some("c-2") && e.event.as_deref() == Some("joined"))
+        .collect();
+    assert_eq!(joined.len(), 1, "{joined:?}");
+    h.finish().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn protocol_v2_holds_targets_without_renewing_them() {
     let h = v2_three_members_balanced(false).await;

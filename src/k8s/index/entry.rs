@@ -285,6 +285,7 @@ mod tests {
             desired_duration_s: None,
             leaving: false,
             fence: None,
+            overrun: None,
         }
     }
 

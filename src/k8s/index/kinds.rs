@@ -493,6 +493,12 @@ fn apply_member(state: &mut ClusterState, identity: &str, view: &LeaseView, emit
             emit.changed = true;
         }
     }
+    if let Some(o) = view.overrun
+        && state.overruns.get(identity) != Some(&o.at_ms)
+    {
+        state.overruns.insert(ix.get(identity), o.at_ms);
+        emit.overrun(identity, o);
+    }
 }
 
 /// Forgets the member Lease `name`; whether it was one.

@@ -18,6 +18,7 @@ use jiff::Timestamp;
 use self::entry::{Interner, LeaseEntry, MemberEntry};
 use crate::config::{Cluster, TargetSpec};
 use crate::model::{Cause, InstanceEventKind};
+use crate::protocol::Overrun;
 
 pub use kinds::{Indexed, MemberNamespaceLease};
 
@@ -90,6 +91,19 @@ pub enum Change {
         kind: InstanceEventKind,
         /// When it was seen (ms).
         at_ms: i64,
+    },
+    /// A member reported an [`Overrun`] on its member Lease (protocol v2): it was paused past
+    /// the end of its hold, and another member may have worked on its targets meanwhile.
+    Overrun {
+        /// Cluster.
+        cluster: String,
+        /// The member.
+        instance: String,
+        /// Its report.
+        overrun: Overrun,
+        /// Found in a watch's first list, not seen happening: it may have been recorded before
+        /// (recording it again is a no-op), and it is not counted or broadcast again.
+        replayed: bool,
     },
     /// The configured target list changed (ConfigMap reload).
     Targets {
@@ -165,6 +179,9 @@ pub struct ClusterState {
     members: HashMap<Arc<str>, MemberEntry>,
     /// Member identities by Lease name (names may be hashed).
     member_leases: HashMap<Arc<str>, Arc<str>>,
+    /// The last overrun (its `at_ms`) each member reported on its member Lease, kept when the
+    /// Lease goes, so a Lease written again with the same report is not a new one.
+    overruns: HashMap<Arc<str>, i64>,
     interner: Interner,
     config_map_targets: Vec<TargetSpec>,
     configured: BTreeMap<Arc<str>, TargetSpec>,
@@ -228,6 +245,17 @@ impl Emit<'_> {
             instance: instance.to_owned(),
             kind,
             at_ms: self.now_ms,
+        });
+    }
+
+    /// A member's overrun report: pushed even before the first sync (as replayed), since
+    /// reports made while no control plane watched are still to be recorded.
+    fn overrun(&mut self, instance: &str, overrun: Overrun) {
+        self.out.push(Change::Overrun {
+            cluster: self.cluster.to_owned(),
+            instance: instance.to_owned(),
+            overrun,
+            replayed: self.quiet,
         });
     }
 }
@@ -591,6 +619,7 @@ impl ClusterState {
             leader: None,
             members: HashMap::new(),
             member_leases: HashMap::new(),
+            overruns: HashMap::new(),
             interner: Interner::default(),
             config_map_targets: Vec::new(),
             configured: BTreeMap::new(),

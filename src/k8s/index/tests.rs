@@ -685,3 +685,63 @@ fn without_proofs_required_expiry_is_by_the_clock() {
     ix.prove("ns", Kind::Lease, 10_000);
     assert!(ix.target("c", "t1", at(10_000)).unwrap().expired);
 }
+
+#[test]
+fn v2_overrun_reports_on_member_leases_are_changes_once_each() {
+    let config = Config::parse(
+        &CONFIG.replace(
+            "  headless_service: c\n",
+            "  headless_service: c\n  protocol_version: 2\n",
+        ),
+        Path::new("t.yaml"),
+    )
+    .unwrap();
+    let mut ix = Index::new(&config.clusters);
+    let report = |at_ms, targets| protocol::Overrun {
+        at_ms,
+        late_ms: 1_500,
+        targets,
+        total: u64::from(targets),
+    };
+    let member = |o: Option<protocol::Overrun>, rv: &str| {
+        let mut l = protocol::new_member_lease("leasehold", "c", "c-0", at(0), 10, false);
+        l.metadata.namespace = Some("ns".into());
+        l.metadata.resource_version = Some(rv.into());
+        if let Some(o) = &o {
+            protocol::report_overrun(&mut l, o);
+        }
+        l
+    };
+    let overruns = |ch: Vec<Change>| -> Vec<(String, protocol::Overrun, bool)> {
+        ch.into_iter()
+            .filter_map(|c| match c {
+                Change::Overrun {
+                    instance,
+                    overrun,
+                    replayed,
+                    ..
+                } => Some((instance, overrun, replayed)),
+                _ => None,
+            })
+            .collect()
+    };
+    // Found in the first list: a change all the same (it may never have been recorded), but
+    // marked replayed.
+    let first = report(5_000, 3);
+    let ch = ix.reset::<Lease>("ns", &[member(Some(first), "1")], at(10));
+    assert_eq!(overruns(ch), [("c-0".to_owned(), first, true)]);
+    // Renewals carrying the same report, a relist, the Lease deleted and written again: nothing.
+    assert!(overruns(ix.apply(&member(Some(first), "2"), at(11))).is_empty());
+    assert!(overruns(ix.reset::<Lease>("ns", &[member(Some(first), "3")], at(12))).is_empty());
+    let name = member(None, "3").metadata.name.unwrap();
+    ix.delete::<Lease>("ns", &name, at(13));
+    assert!(overruns(ix.apply(&member(Some(first), "4"), at(14))).is_empty());
+    // A new report, seen live.
+    let second = report(9_000, 1);
+    assert_eq!(
+        overruns(ix.apply(&member(Some(second), "5"), at(15))),
+        [("c-0".to_owned(), second, false)]
+    );
+    // Nothing changes in the model for it.
+    assert!(overruns(ix.apply(&member(None, "6"), at(16))).is_empty());
+}

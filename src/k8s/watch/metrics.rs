@@ -2,7 +2,7 @@
 //! ([`Metrics::register`]): what the watches delivered (`leasehold_watch_events_total`,
 //! `leasehold_watch_lists_total`, `leasehold_watch_errors_total`, in a `watch` sub-registry) and
 //! what the index reported for it (`leasehold_ownership_changes_total`,
-//! `leasehold_handoff_gap_seconds`). `crate::metrics`'s header describes every metric; labels are
+//! `leasehold_handoff_gap_seconds`, `leasehold_overruns_total`). `crate::metrics`'s header describes every metric; labels are
 //! namespaces, kinds, clusters and fixed words, never target keys or member names.
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -67,6 +67,7 @@ pub struct WatchMetrics {
     errors: Family<WatchLabels, Counter>,
     ownership_changes: Family<CauseLabels, Counter>,
     handoff_gap: Family<ClusterLabels, Histogram, fn() -> Histogram>,
+    overruns: Family<ClusterLabels, Counter>,
 }
 
 impl WatchMetrics {
@@ -78,6 +79,7 @@ impl WatchMetrics {
             errors: Family::default(),
             ownership_changes: Family::default(),
             handoff_gap: Family::new_with_constructor(handoff_buckets),
+            overruns: Family::default(),
         };
         metrics.register(|r| {
             let watch = r.sub_registry_with_prefix("watch");
@@ -101,6 +103,11 @@ impl WatchMetrics {
                 "handoff_gap_seconds",
                 "Time a target had no live holder between two members, as the index saw it",
                 m.handoff_gap.clone(),
+            );
+            r.register(
+                "overruns",
+                "Members' reports of a pause past the end of their hold, seen by the index",
+                m.overruns.clone(),
             );
         });
         m
@@ -131,9 +138,18 @@ impl WatchMetrics {
             .inc();
     }
 
-    /// What the index reported for one event: ownership changes and handoff gaps.
+    /// What the index reported for one event: ownership changes, handoff gaps and overrun
+    /// reports (a report replayed from a first list is not counted again).
     pub fn changes(&self, changes: &[Change]) {
         for c in changes {
+            if let Change::Overrun {
+                cluster,
+                replayed: false,
+                ..
+            } = c
+            {
+                self.overruns.get_or_create(&cluster_labels(cluster)).inc();
+            }
             if let Change::Ownership {
                 cluster,
                 cause,
