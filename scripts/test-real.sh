@@ -17,13 +17,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # What talks to Kubernetes: the simulator crate's integration tests (sim_smoke, fidelity_*,
-# kubectl, differential) and the areas of the product's tests/it (agent, engine, the router
+# kubectl, differential) and the areas of the product's tests/it (agent, engine, faults, the router
 # tests whose engine watches it, deploy, which server-dry-runs every overlay and example).
 # Not here: the it areas demo (runs its own simulator: the demo is the simulator), browser (the
 # dashboard in Chromium; its Kubernetes side is the same engine as ui), tls (no Kubernetes),
 # and the unit tests.
 SIM_TARGETS=(sim_smoke fidelity_api fidelity_apply fidelity_watch kubectl differential)
-IT_AREAS=(agent engine api ui idempotency metrics deploy)
+IT_AREAS=(agent engine faults api ui idempotency metrics deploy)
 if (($# > 0)); then
   SIM_TARGETS=() IT_AREAS=()
   for t in "$@"; do

@@ -13,6 +13,7 @@ mod browser;
 mod demo;
 mod deploy;
 mod engine;
+mod faults;
 mod idempotency;
 mod metrics;
 mod tls;

@@ -1,8 +1,10 @@
 //! What the product's integration tests share: the test kit of the simulator crate (a
 //! simulator or a real kube-apiserver to test against, kubectl, raw requests, object builders),
-//! the HTTP app under test ([`app`]) and the work-level invariant checker ([`invariant`]).
+//! the HTTP app under test ([`app`]), the engine harness ([`cluster`]) and the work-level
+//! invariant checker ([`invariant`]).
 
 pub mod app;
+pub mod cluster;
 pub mod invariant;
 
 pub use kube_sim::testkit::*;

@@ -1,0 +1,445 @@
+//! The engine harness the engine and fault tests share: a simulator (or a real kube-apiserver)
+//! with a fake kubelet, one cluster `c` configured from YAML, member pods with their agents —
+//! in-process (`Agent` with the invariant checker's hooks) or real `leasehold agent` processes
+//! whose HTTP hooks reach the checker ([`Harness::add_process_member`]) — control-plane
+//! engines sharing one SQLite history, and helpers that wait for a balanced cluster and read
+//! history. Tests using it run one at a time ([`SERIAL`]).
+
+use super::eventually;
+use super::invariant::InvariantChecker;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use leasehold::agent::{Agent, AgentConfig};
+use leasehold::config::Config;
+use leasehold::engine::Engine;
+use leasehold::k8s::model::ClusterModel;
+use leasehold::store::{HistoryKind, HistoryQuery, Store};
+use serde_json::json;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub const NS: &str = "apps";
+pub const CLUSTER: &str = "c";
+/// Target lease duration in the failover tests (the shortest the config allows).
+pub const LEASE_S: u64 = 2;
+/// The lease duration of member agents run as processes: the flags take whole seconds, and in
+/// protocol v2 the hook timeout (1 s at least) must be within a third of it.
+pub const PROCESS_LEASE_S: u64 = 3;
+/// Target lease duration elsewhere: long enough that renewals of hundreds of leases keep up on
+/// a busy 2-core machine running the suite in parallel.
+pub const CALM_LEASE_S: u64 = 10;
+
+/// A member agent running in this process.
+pub struct Member {
+    pub task: JoinHandle<anyhow::Result<()>>,
+    pub stop: Option<oneshot::Sender<()>>,
+}
+
+/// A member agent running as a `leasehold agent` process (so it can be sent signals).
+pub struct Process {
+    pub child: tokio::process::Child,
+    /// Its stderr.
+    pub log: PathBuf,
+}
+
+impl Process {
+    /// Sends `signal` (`-KILL`, `-TERM`, `-STOP`, `-CONT`) to the process.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.id().expect("the agent process runs").to_string();
+        let ok = std::process::Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {signal} {pid}");
+    }
+
+    /// What it logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// The tests here each run a simulator, a control plane and several agents renewing hundreds
+/// of Leases; run side by side on a 2-core machine they starve each other's renewals. One at a
+/// time keeps the timings they assert meaningful.
+pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+pub struct Harness {
+    pub _serial: tokio::sync::MutexGuard<'static, ()>,
+    pub t: super::TestSim,
+    /// The namespace of the cluster under test.
+    pub ns: String,
+    /// The namespace of its member Leases (protocol v2): `ns`, or one kept apart.
+    pub member_ns: String,
+    pub config: Config,
+    pub db: tempfile::TempDir,
+    pub checker: InvariantChecker,
+    pub members: BTreeMap<String, Member>,
+    /// Member agents running as processes ([`Harness::add_process_member`]).
+    pub processes: BTreeMap<String, Process>,
+    /// The app the process members' HTTP hooks reach: its URL and its server task.
+    hook_app: Option<(String, JoinHandle<()>)>,
+    pub engines: BTreeMap<String, (Engine, JoinHandle<anyhow::Result<()>>)>,
+}
+
+pub fn config_yaml(targets: usize, policy: &str) -> String {
+    config_yaml_with(targets, CALM_LEASE_S, policy)
+}
+
+pub fn config_yaml_with(targets: usize, lease_s: u64, policy: &str) -> String {
+    let list: Vec<String> = (0..targets).map(|i| format!("t-{i:03}")).collect();
+    format!(
+        "control_plane: {{namespace: {NS}, lease_duration: 2s}}
+clusters:
+- name: {CLUSTER}
+  namespace: {NS}
+  selector: {{app: c}}
+  headless_service: c
+  targets: {{inline: [{}]}}
+  policy: {{lease_duration: {lease_s}s, join_settle: 1s, move_timeout: {lease_s}s, {policy}}}
+",
+        list.join(", ")
+    )
+}
+
+impl Harness {
+    pub async fn new(yaml: &str) -> Harness {
+        let serial = SERIAL.lock().await;
+        // RUST_LOG=leasehold=debug shows what the engine and agents do.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+        let mut t = super::start().await;
+        t.spawn_kubelet();
+        // On the simulator the cluster lives in NS; a real apiserver gives the test a
+        // namespace of its own, which the configuration then names.
+        let ns = t.namespace_or(NS).await;
+        // (This also turns `member_lease_namespace: {NS}-members` into `{ns}-members`.)
+        let yaml = yaml.replace(&format!("namespace: {NS}"), &format!("namespace: {ns}"));
+        let config = Config::parse(&yaml, Path::new("test.yaml")).unwrap();
+        let member_ns = config.clusters[0].member_namespace().to_owned();
+        if member_ns != ns {
+            t.create_namespace(&member_ns).await;
+        }
+        Harness {
+            _serial: serial,
+            ns,
+            member_ns,
+            t,
+            config,
+            db: tempfile::tempdir().unwrap(),
+            checker: InvariantChecker::new(),
+            members: BTreeMap::new(),
+            processes: BTreeMap::new(),
+            hook_app: None,
+            engines: BTreeMap::new(),
+        }
+    }
+
+    pub fn db_url(&self) -> String {
+        format!("sqlite:{}", self.db.path().join("history.db").display())
+    }
+
+    pub async fn store(&self) -> Store {
+        Store::connect(&self.db_url()).await.unwrap()
+    }
+
+    pub async fn start_engine(&mut self, identity: &str) -> Engine {
+        let client = self.t.client.clone();
+        self.start_engine_with(identity, client).await
+    }
+
+    pub async fn start_engine_with(&mut self, identity: &str, client: kube::Client) -> Engine {
+        let engine = Engine::new(
+            self.config.clone(),
+            client,
+            self.store().await,
+            identity.into(),
+        );
+        let e = engine.clone();
+        let task = tokio::spawn(async move { e.run(std::future::pending()).await });
+        self.engines.insert(identity.into(), (engine.clone(), task));
+        engine
+    }
+
+    pub fn engine(&self) -> &Engine {
+        let acting: Vec<_> = self
+            .engines
+            .values()
+            .filter(|(e, _)| *e.acting().borrow())
+            .collect();
+        acting
+            .first()
+            .map(|(e, _)| e)
+            .unwrap_or_else(|| &self.engines.values().next().unwrap().0)
+    }
+
+    /// Waits (10 s at most) until the model shows instance `name` ready.
+    pub async fn wait_ready(&self, name: &str) {
+        eventually(Duration::from_secs(10), || async {
+            self.model()
+                .instance(name)
+                .is_some_and(|i| i.ready)
+                .then_some(())
+        })
+        .await
+        .unwrap_or_else(|| panic!("{name} never became ready"));
+    }
+
+    /// Creates a member pod (StatefulSet style) and its agent.
+    pub async fn add_member(&mut self, name: &str) {
+        self.add_pod(name).await;
+        self.start_agent(name);
+    }
+
+    pub async fn add_pod(&self, name: &str) {
+        let pods: Api<Pod> = Api::namespaced(self.t.client.clone(), &self.ns);
+        let pod = json!({
+            "metadata": {"name": name, "labels": {"app": "c"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "c", "uid": "u-1"}]},
+            "spec": {"containers": [{"name": "app", "image": "collector"}]}
+        });
+        pods.create(
+            &PostParams::default(),
+            &serde_json::from_value(pod).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+
+    pub fn start_agent(&mut self, name: &str) {
+        let mut cfg = AgentConfig::new(CLUSTER, &self.ns, name);
+        cfg.member_namespace = self.member_ns.clone();
+        cfg.default_lease_duration = Duration::from_secs(LEASE_S);
+        if self.config.clusters[0].protocol_version == 2 {
+            cfg.protocol_version = 2;
+            // Work must stop within a third of the member Lease's duration.
+            cfg.hook_timeout = Duration::from_millis(600);
+        }
+        let agent = Agent::new(cfg, self.checker.hooks(name, Duration::from_millis(5)));
+        let (stop, rx) = oneshot::channel();
+        let client = self.t.client.clone();
+        let task = tokio::spawn(async move {
+            agent
+                .run(client, async {
+                    let _ = rx.await;
+                })
+                .await
+        });
+        self.members.insert(
+            name.into(),
+            Member {
+                task,
+                stop: Some(stop),
+            },
+        );
+    }
+
+    /// The member dies: no release, and its pod goes away at once.
+    pub async fn crash(&mut self, name: &str) {
+        if let Some(mut p) = self.processes.remove(name) {
+            p.child.kill().await.unwrap();
+        } else {
+            let m = self.members.remove(name).unwrap();
+            m.task.abort();
+            let _ = m.task.await;
+        }
+        self.checker.crashed(name);
+        kube_sim::kubelet::crash(&self.t.client, &self.ns, name)
+            .await
+            .unwrap();
+    }
+
+    pub async fn wait_pods_ready(&self, n: usize) {
+        let pods: Api<Pod> = Api::namespaced(self.t.client.clone(), &self.ns);
+        eventually(Duration::from_secs(10), || async {
+            let list = pods.list(&ListParams::default()).await.ok()?;
+            let ready = list
+                .items
+                .iter()
+                .filter(|p| {
+                    p.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|cs| {
+                            cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                        })
+                })
+                .count();
+            (ready >= n).then_some(())
+        })
+        .await
+        .expect("pods ready");
+    }
+
+    pub fn model(&self) -> ClusterModel {
+        self.engine().model(CLUSTER).unwrap()
+    }
+
+    /// Waits until every target is owned and per-member counts are `want`.
+    pub async fn wait_balanced(&self, want: &[(&str, usize)], timeout: Duration) -> ClusterModel {
+        let want: BTreeMap<String, usize> =
+            want.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect();
+        let got = eventually(timeout, || async {
+            let m = self.model();
+            let counts: BTreeMap<String, usize> = m
+                .instances
+                .iter()
+                .filter(|i| i.owned > 0)
+                .map(|i| (i.name.clone(), i.owned))
+                .collect();
+            (m.counts.owned == m.counts.total && counts == want).then_some(m)
+        })
+        .await;
+        match got {
+            Some(m) => m,
+            None => {
+                let m = self.model();
+                let counts: Vec<_> = m
+                    .instances
+                    .iter()
+                    .map(|i| (i.name.clone(), i.owned))
+                    .collect();
+                panic!(
+                    "not balanced as {want:?}: counts {:?}, loads {counts:?}",
+                    m.counts
+                );
+            }
+        }
+    }
+
+    pub async fn history(&self, kind: HistoryKind) -> Vec<leasehold::store::HistoryEntry> {
+        let store = self.store().await;
+        let mut out = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = store
+                .history(&HistoryQuery {
+                    cluster: Some(CLUSTER.into()),
+                    kind: Some(kind),
+                    cursor: cursor.take(),
+                    limit: 1000,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            out.extend(page.items);
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
+                None => return out,
+            }
+        }
+    }
+
+    pub async fn finish(mut self) {
+        for (name, mut p) in std::mem::take(&mut self.processes) {
+            p.signal("-CONT");
+            p.signal("-TERM");
+            let exited = tokio::time::timeout(Duration::from_secs(15), p.child.wait()).await;
+            assert!(
+                exited.is_ok(),
+                "{name} did not exit on SIGTERM:\n{}",
+                p.log()
+            );
+        }
+        for (_, m) in self.members.iter_mut() {
+            if let Some(stop) = m.stop.take() {
+                let _ = stop.send(());
+            }
+        }
+        for (_, m) in std::mem::take(&mut self.members) {
+            let _ = tokio::time::timeout(Duration::from_secs(10), m.task).await;
+        }
+        for (_, (_, task)) in std::mem::take(&mut self.engines) {
+            task.abort();
+        }
+        if let Some((_, app)) = self.hook_app.take() {
+            app.abort();
+        }
+        self.checker.assert_ok();
+    }
+
+    /// Creates a member pod and starts its agent as a `leasehold agent` process (protocol and
+    /// durations as the in-process agents), whose HTTP hooks reach an app in this test that
+    /// records into the checker: the app starts work when told to acquire and stops when told
+    /// to release. Its stderr is kept in the harness's directory.
+    pub async fn add_process_member(&mut self, name: &str) {
+        self.add_pod(name).await;
+        let url = self.hook_app_url().await;
+        let v2 = self.config.clusters[0].protocol_version == 2;
+        let log = self.db.path().join(format!("agent-{name}.log"));
+        let stderr = std::fs::File::create(&log).unwrap();
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"));
+        cmd.args(["agent", "--cluster", CLUSTER, "--namespace", &self.ns])
+            .args(["--identity", name, "--hook-url", &url])
+            .args(["--lease-duration", &PROCESS_LEASE_S.to_string()])
+            .arg("--kubeconfig")
+            .arg(&self.t.kubeconfig)
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr)
+            .kill_on_drop(true);
+        if v2 {
+            // Work must stop within a third of the member Lease's duration (whole seconds on
+            // the command line).
+            cmd.args(["--protocol-version", "2", "--hook-timeout", "1"]);
+            cmd.args(["--member-lease-namespace", &self.member_ns]);
+        }
+        let child = cmd.spawn().expect("leasehold agent starts");
+        self.processes.insert(name.into(), Process { child, log });
+    }
+
+    async fn hook_app_url(&mut self) -> String {
+        if let Some((url, _)) = &self.hook_app {
+            return url.clone();
+        }
+        let app = self.checker.http_app();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hooks", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        self.hook_app = Some((url.clone(), task));
+        url
+    }
+}
+
+pub async fn three_members(targets: usize, policy: &str) -> Harness {
+    three_members_with(config_yaml(targets, policy)).await
+}
+
+impl Harness {
+    /// Members (pods and agents) running before the control plane starts, so the first
+    /// placement sees all of them; returns the engine.
+    pub async fn members_then_engine(&mut self, members: &[&str], identity: &str) -> Engine {
+        for m in members {
+            self.add_member(m).await;
+        }
+        self.wait_pods_ready(members.len()).await;
+        self.start_engine(identity).await
+    }
+}
+
+/// Three members whose pods are running before the control plane starts, so the first
+/// placement sees all of them.
+pub async fn three_members_with(yaml: String) -> Harness {
+    let mut h = Harness::new(&yaml).await;
+    h.members_then_engine(&["c-0", "c-1", "c-2"], "cp-a").await;
+    h
+}
+
+/// A cluster on protocol v2 (member Leases), with the failover tests' short duration.
+pub fn v2_yaml(targets: usize, policy: &str) -> String {
+    config_yaml_with(targets, LEASE_S, policy).replace(
+        "  headless_service: c\n",
+        "  headless_service: c\n  protocol_version: 2\n",
+    )
+}
