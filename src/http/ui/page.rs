@@ -13,6 +13,7 @@ use super::super::caller::{Caller, session};
 use super::super::error::ApiError;
 use super::super::state::AppState;
 use crate::config::http::Mode;
+use crate::k8s::model::{Instance, Liveness};
 use crate::store::now_ms;
 
 /// Who is looking at a page, and the CSRF token their forms carry.
@@ -146,12 +147,61 @@ impl Base {
         span(ms.ms())
     }
 
+    /// Protocol v2: what an instance's member Lease says when the member is not simply alive
+    /// and working — a tag for the instances tables, so a member whose pod still reads
+    /// "ready" but who stopped renewing (crashed, hung, partitioned) does not look healthy.
+    pub fn heartbeat(&self, i: &Instance) -> Option<Tag> {
+        heartbeat(i)
+    }
+
     /// The machine-readable form of a time (for `<time datetime>`).
     pub fn iso(&self, at_ms: impl Millis) -> String {
         let at_ms = at_ms.ms();
         jiff::Timestamp::from_millisecond(at_ms)
             .map(|t| t.to_string())
             .unwrap_or_default()
+    }
+}
+
+/// A small labelled badge: its CSS class (`ok`, `warn`, `bad`, `info`), word and tooltip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tag {
+    pub class: &'static str,
+    pub word: &'static str,
+    pub title: &'static str,
+}
+
+/// See [`Base::heartbeat`]; `None` for a live member and in protocol v1.
+pub fn heartbeat(i: &Instance) -> Option<Tag> {
+    let tag = |class, word, title| Some(Tag { class, word, title });
+    match i.member_lease.as_ref()?.liveness {
+        Liveness::Live => None,
+        Liveness::Leaving => tag(
+            "warn",
+            "leaving",
+            "stopping: its targets are being moved away before it exits",
+        ),
+        Liveness::Expired => tag(
+            "bad",
+            "heartbeat lost",
+            "its member Lease was not renewed for a full lease duration: it is about to be \
+             fenced and its targets failed over",
+        ),
+        Liveness::Fenced => tag(
+            "bad",
+            "fenced",
+            "the control plane fenced its member Lease: it may do no work until it registers again",
+        ),
+        Liveness::Released => tag(
+            "info",
+            "signed off",
+            "it stopped all its work and released its member Lease",
+        ),
+        Liveness::Absent => tag(
+            "warn",
+            "no heartbeat",
+            "it has no member Lease: its agent is not running (or not yet)",
+        ),
     }
 }
 
@@ -258,5 +308,53 @@ impl IntoResponse for UiError {
             );
         }
         res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::k8s::model::MemberLease;
+
+    fn instance(liveness: Option<Liveness>) -> Instance {
+        Instance {
+            name: "c-0".into(),
+            role: None,
+            phase: Some("Running".into()),
+            ready: true,
+            terminating: false,
+            ip: None,
+            node: None,
+            ordinal: Some(0),
+            dns: None,
+            endpoint_ready: None,
+            restarts: 0,
+            created: None,
+            lease_renew_age_ms: None,
+            capacity: 1,
+            owned: 20,
+            owned_weight: 20,
+            cordoned: false,
+            ghost: false,
+            leader: false,
+            member_lease: liveness.map(|liveness| MemberLease {
+                liveness,
+                unchanged_ms: None,
+                revocable: false,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_ready_pod_whose_member_stopped_renewing_is_tagged_so() {
+        // v1, and a live v2 member: nothing beyond the pod's own state.
+        assert_eq!(heartbeat(&instance(None)), None);
+        assert_eq!(heartbeat(&instance(Some(Liveness::Live))), None);
+        let word = |l| heartbeat(&instance(Some(l))).map(|t| (t.class, t.word));
+        assert_eq!(word(Liveness::Expired), Some(("bad", "heartbeat lost")));
+        assert_eq!(word(Liveness::Fenced), Some(("bad", "fenced")));
+        assert_eq!(word(Liveness::Absent), Some(("warn", "no heartbeat")));
+        assert_eq!(word(Liveness::Leaving), Some(("warn", "leaving")));
+        assert_eq!(word(Liveness::Released), Some(("info", "signed off")));
     }
 }
