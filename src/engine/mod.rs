@@ -108,6 +108,18 @@ pub enum EngineError {
         /// Its state.
         state: OperationState,
     },
+    /// The plan the caller previewed is not the plan a start would run now: the cluster
+    /// changed meanwhile. Nothing was started; here is the fresh plan to preview.
+    #[error(
+        "the cluster changed since plan {expected} was previewed: the plan now is {} with {} moves; nothing was started — review it and start again",
+        fresh.id, fresh.moves.len()
+    )]
+    PlanChanged {
+        /// The id the caller previewed.
+        expected: String,
+        /// The plan a start would run now.
+        fresh: Box<planner::Plan>,
+    },
     /// A proposed operation no longer fits the cluster: targets changed hands or destinations
     /// cannot take them. It stays proposed; cancel it and plan again.
     #[error(
@@ -136,6 +148,21 @@ pub enum EngineError {
 pub struct PlanRequest {
     /// At most this many moves.
     pub budget: Option<usize>,
+    /// Starting: the id of the plan the caller previewed ([`planner::Plan::id`]). The fresh
+    /// plan must have it, so exactly the previewed moves run; otherwise the start is refused
+    /// ([`EngineError::PlanChanged`], with the fresh plan). `None`: run the fresh plan.
+    pub expected: Option<String>,
+}
+
+/// Whether `plan` is the plan the caller previewed (`expected`, when given).
+fn expect(expected: Option<&str>, plan: &planner::Plan) -> Result<(), EngineError> {
+    match expected {
+        Some(id) if id != plan.id => Err(EngineError::PlanChanged {
+            expected: id.to_owned(),
+            fresh: Box::new(plan.clone()),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Shared state of the engine's tasks.
@@ -531,6 +558,7 @@ impl Engine {
     ) -> Result<Operation, EngineError> {
         self.idle(cluster).await?;
         let plan = self.plan_rebalance(cluster, req).await?;
+        expect(req.expected.as_deref(), &plan)?;
         self.create(
             cluster,
             OperationKind::Rebalance,
@@ -545,20 +573,34 @@ impl Engine {
 
     /// Starts removing `instance`: cordons it at once (so nothing new lands on it), then the
     /// operation drains it and runs the removal steps.
+    /// `expected`: as [`PlanRequest::expected`], checked before the cordon, and again on the
+    /// plan made after it (a change in between undoes the cordon, unless it was there before).
     pub async fn start_remove(
         &self,
         cluster: &str,
         instance: &str,
         requested_by: &str,
+        expected: Option<&str>,
     ) -> Result<Operation, EngineError> {
         self.idle(cluster).await?;
-        self.plan_remove(cluster, instance).await?;
-        self.inner
+        expect(expected, &self.plan_remove(cluster, instance).await?)?;
+        let newly_cordoned = self
+            .inner
             .store
             .set_cordon(cluster, instance, true, requested_by, now_ms())
             .await?;
         self.inner.load_cordons().await?;
         let plan = self.plan_remove(cluster, instance).await?;
+        if let Err(e) = expect(expected, &plan) {
+            if newly_cordoned {
+                self.inner
+                    .store
+                    .set_cordon(cluster, instance, false, requested_by, now_ms())
+                    .await?;
+                self.inner.load_cordons().await?;
+            }
+            return Err(e);
+        }
         let op = self
             .create(
                 cluster,

@@ -25,22 +25,33 @@ pub async fn plan_rebalance(
         .await?;
     Ok(state
         .engine
-        .plan_rebalance(cluster, &PlanRequest { budget: max_moves })
+        .plan_rebalance(
+            cluster,
+            &PlanRequest {
+                budget: max_moves,
+                expected: None,
+            },
+        )
         .await?)
 }
 
-/// Starts a rebalance of at most `max_moves` moves.
+/// Starts a rebalance of at most `max_moves` moves: exactly the plan `plan_id` when given (the
+/// one previewed), refused with the fresh plan if that is no longer the plan.
 pub async fn rebalance(
     state: &AppState,
     caller: &Caller,
     cluster: &str,
     max_moves: Option<usize>,
+    plan_id: Option<&str>,
     reason: &str,
 ) -> Result<Operation, ApiError> {
     caller
         .require(state, Action::Rebalance, Some(cluster))
         .await?;
-    let req = PlanRequest { budget: max_moves };
+    let req = PlanRequest {
+        budget: max_moves,
+        expected: plan_id.map(str::to_owned),
+    };
     let result = state
         .engine
         .start_rebalance(cluster, &req, caller.name(), reason, false)
@@ -63,19 +74,21 @@ pub async fn plan_remove(
     Ok(state.engine.plan_remove(cluster, instance).await?)
 }
 
-/// Starts removing `instance`: cordon, drain, webhook, optional pod deletion.
+/// Starts removing `instance`: cordon, drain, webhook, optional pod deletion; with `plan_id`
+/// (the drain plan previewed), only if that is still the drain plan.
 pub async fn remove(
     state: &AppState,
     caller: &Caller,
     cluster: &str,
     instance: &str,
+    plan_id: Option<&str>,
 ) -> Result<Operation, ApiError> {
     caller
         .require(state, Action::RemoveInstance, Some(cluster))
         .await?;
     let result = state
         .engine
-        .start_remove(cluster, instance, caller.name())
+        .start_remove(cluster, instance, caller.name(), plan_id)
         .await;
     let what = format!("remove instance {instance}");
     let outcome = result.as_ref().map(|op| Some(op.id.as_str()));

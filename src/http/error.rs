@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::engine::EngineError;
+use crate::engine::planner::Plan;
 use crate::store::StoreError;
 
 use super::auth::AuthError;
@@ -28,6 +29,10 @@ pub struct Problem {
     pub status: u16,
     /// What went wrong in this case.
     pub detail: String,
+    /// For `urn:leasehold:problem:plan-changed` only: the plan a start would run now, to review
+    /// and start with its `id`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Box<Plan>>,
 }
 
 /// Why a request failed.
@@ -63,6 +68,15 @@ pub enum ApiError {
     /// The request conflicts with the current state (an operation running, wrong state).
     #[error("{0}")]
     Conflict(String),
+    /// A start named a previewed plan that is no longer the plan (see
+    /// `EngineError::PlanChanged`); carries the fresh one.
+    #[error("{detail}")]
+    PlanChanged {
+        /// The engine's explanation.
+        detail: String,
+        /// The plan a start would run now.
+        fresh: Box<Plan>,
+    },
     /// The request cannot be done on this cluster (read-only, blocked plan).
     #[error("{0}")]
     Unprocessable(String),
@@ -97,6 +111,11 @@ impl ApiError {
             ApiError::BadRequest(_) => ("bad-request", "Bad request", S::BAD_REQUEST),
             ApiError::Host(_) => ("host", "Unknown host", S::BAD_REQUEST),
             ApiError::Conflict(_) => ("conflict", "Conflict", S::CONFLICT),
+            ApiError::PlanChanged { .. } => (
+                "plan-changed",
+                "The plan changed since it was previewed",
+                S::CONFLICT,
+            ),
             ApiError::Unprocessable(_) => (
                 "unprocessable",
                 "Cannot be done on this cluster",
@@ -127,6 +146,10 @@ impl ApiError {
                 title: title.to_owned(),
                 status: status.as_u16(),
                 detail: self.to_string(),
+                plan: match self {
+                    ApiError::PlanChanged { fresh, .. } => Some(fresh.clone()),
+                    _ => None,
+                },
             },
         )
     }
@@ -187,6 +210,10 @@ impl From<EngineError> for ApiError {
             EngineError::Busy(_)
             | EngineError::WrongState { .. }
             | EngineError::Outdated { .. } => ApiError::Conflict(e.to_string()),
+            EngineError::PlanChanged { ref fresh, .. } => ApiError::PlanChanged {
+                detail: e.to_string(),
+                fresh: fresh.clone(),
+            },
             EngineError::Store(s) => s.into(),
         }
     }

@@ -510,3 +510,55 @@ async fn refused_mutating_requests_are_audited_within_a_budget() {
         entries.len()
     );
 }
+
+/// A start that names the plan it previewed runs exactly that plan or nothing: with a plan id
+/// the cluster no longer gives, it is refused (409 `plan-changed`) with the fresh plan, and no
+/// operation is created; with the fresh id it starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_naming_a_stale_plan_is_refused_with_the_fresh_one() {
+    let app = app().await;
+    let rebalance = "/api/v1/clusters/c/rebalance";
+    let (s, _, preview) = call(
+        &app,
+        "POST",
+        rebalance,
+        Some("operator-token"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{preview}");
+    let id = preview["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("p-"), "{preview}");
+    let stale = json!({"dry_run": false, "plan_id": "p-0123456789abcdef"});
+    let (s, h, v) = call(&app, "POST", rebalance, Some("operator-token"), Some(stale)).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert_eq!(h[header::CONTENT_TYPE], "application/problem+json");
+    assert_eq!(v["type"], "urn:leasehold:problem:plan-changed");
+    assert!(
+        v["detail"].as_str().unwrap().contains("p-0123456789abcdef"),
+        "{v}"
+    );
+    assert_eq!(v["plan"]["id"], id.as_str(), "{v}");
+    let (_, _, ops) = call(
+        &app,
+        "GET",
+        "/api/v1/operations",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert_eq!(ops["items"].as_array().unwrap().len(), 0, "{ops}");
+    // Other problems carry no plan.
+    let (_, _, v) = call(
+        &app,
+        "GET",
+        "/api/v1/clusters/nope",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert!(v.get("plan").is_none(), "{v}");
+    let fresh = json!({"dry_run": false, "plan_id": id});
+    let (s, _, v) = call(&app, "POST", rebalance, Some("operator-token"), Some(fresh)).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+}

@@ -54,6 +54,93 @@ async fn three_members_share_300_targets_evenly() {
     h.finish().await;
 }
 
+/// What was previewed is what runs: a start naming a previewed plan that the cluster has since
+/// made stale is refused with the fresh plan and starts nothing (a removal does not even leave
+/// its cordon behind); naming the fresh plan runs exactly its moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_start_runs_exactly_the_previewed_plan_or_nothing() {
+    let mut h = three_members(60, "on_join: off").await;
+    h.wait_balanced(
+        &[("c-0", 20), ("c-1", 20), ("c-2", 20)],
+        Duration::from_secs(30),
+    )
+    .await;
+    let engine = h.engine().clone();
+    let joined = async |name: &str| {
+        eventually(Duration::from_secs(10), || async {
+            let m = engine.model(CLUSTER).ok()?;
+            (m.instance(name)?.ready && !m.stale).then_some(())
+        })
+        .await
+        .unwrap_or_else(|| panic!("{name} never ready"));
+    };
+    h.add_member("c-3").await;
+    joined("c-3").await;
+    let req = PlanRequest::default();
+    let previewed = engine.plan_rebalance(CLUSTER, &req).await.unwrap();
+    assert_eq!(previewed.moves.len(), 15);
+    let drain = engine.plan_remove(CLUSTER, "c-0").await.unwrap();
+    // The same cluster, planned again: the same plan.
+    assert_eq!(
+        engine.plan_rebalance(CLUSTER, &req).await.unwrap().id,
+        previewed.id
+    );
+    // The cluster changes: a fifth member.
+    h.add_member("c-4").await;
+    joined("c-4").await;
+    let stale = PlanRequest {
+        expected: Some(previewed.id.clone()),
+        ..PlanRequest::default()
+    };
+    let fresh = match engine
+        .start_rebalance(CLUSTER, &stale, "alice", "t", false)
+        .await
+    {
+        Err(EngineError::PlanChanged { expected, fresh }) => {
+            assert_eq!(expected, previewed.id);
+            fresh
+        }
+        other => panic!("a stale preview must be refused: {other:?}"),
+    };
+    assert_ne!(fresh.id, previewed.id);
+    assert_eq!(fresh.moves.len(), 24);
+    match engine
+        .start_remove(CLUSTER, "c-0", "alice", Some(&drain.id))
+        .await
+    {
+        Err(EngineError::PlanChanged { .. }) => {}
+        other => panic!("a stale drain plan must be refused: {other:?}"),
+    }
+    assert!(
+        !h.model().instance("c-0").unwrap().cordoned,
+        "a refused removal leaves no cordon"
+    );
+    let store = h.store().await;
+    assert!(store.unfinished_operations().await.unwrap().is_empty());
+    // The fresh plan, named, runs as it is.
+    let ok = PlanRequest {
+        expected: Some(fresh.id.clone()),
+        ..PlanRequest::default()
+    };
+    let op = engine
+        .start_rebalance(CLUSTER, &ok, "alice", "t", false)
+        .await
+        .unwrap();
+    let ran: Vec<_> = op
+        .moves
+        .iter()
+        .map(|m| (m.target.clone(), m.from.clone(), m.to.clone()))
+        .collect();
+    let shown: Vec<_> = fresh
+        .moves
+        .iter()
+        .map(|m| (m.target.clone(), m.from.clone(), m.to.clone()))
+        .collect();
+    assert_eq!(ran, shown);
+    wait_op(&engine, &op.id, Duration::from_secs(30)).await;
+    h.finish().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn scaling_to_five_rebalances_with_the_fewest_moves() {
     let mut h = three_members(300, "on_join: auto").await;
@@ -611,7 +698,10 @@ async fn removing_a_live_member_drains_cordons_and_calls_the_webhook_once() {
             .iter()
             .all(|m| m.from.as_deref() == Some("c-2") && m.to != "c-2")
     );
-    let op = engine.start_remove(CLUSTER, "c-2", "alice").await.unwrap();
+    let op = engine
+        .start_remove(CLUSTER, "c-2", "alice", None)
+        .await
+        .unwrap();
     let done = eventually(Duration::from_secs(30), || async {
         let op = engine.operation(&op.id).await.unwrap();
         op.state.is_final().then_some(op)
@@ -1031,7 +1121,10 @@ async fn a_proposed_rebalance_waits_for_approval_and_a_removal_can_be_cancelled(
 
     // Removing c-2 one move at a time, cancelled early: no new move starts after the cancel,
     // moves in flight finish, and nothing is lost.
-    let op = engine.start_remove(CLUSTER, "c-2", "dave").await.unwrap();
+    let op = engine
+        .start_remove(CLUSTER, "c-2", "dave", None)
+        .await
+        .unwrap();
     eventually(Duration::from_secs(20), || async {
         let op = engine.operation(&op.id).await.unwrap();
         op.moves
@@ -1460,7 +1553,10 @@ async fn a_removal_and_an_uncordon_sent_to_the_standby_reach_the_acting_replica(
     })
     .await
     .expect("the standby watches too");
-    let op = standby.start_remove(CLUSTER, "c-2", "alice").await.unwrap();
+    let op = standby
+        .start_remove(CLUSTER, "c-2", "alice", None)
+        .await
+        .unwrap();
     let cordoned = |e: &Engine| {
         e.model(CLUSTER)
             .ok()

@@ -361,3 +361,60 @@ async fn session_cookies_are_secure_under_tls() {
         assert_eq!(set.contains("; Secure"), secure, "tls {tls}: {set}");
     }
 }
+
+/// The rebalance page carries the id of the plan it shows, inside the live region (so it
+/// follows the plan shown); a start with a plan the cluster no longer gives is refused with
+/// the fresh plan on the page, to review and start, and nothing runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_preview_is_refused_and_the_fresh_plan_shown() {
+    let app = app().await;
+    let (cookie, csrf) = login(&app, "operator-token").await;
+    let page = "/clusters/c/rebalance";
+    let shown = get(&app, page, Auth::Cookie(&cookie)).await;
+    assert_eq!(shown.status, StatusCode::OK);
+    let live = &shown.body[shown.body.find(r#"id="plan""#).unwrap()..];
+    let id_at = live
+        .find(r#"name="plan_id""#)
+        .expect("the plan id is in the live region");
+    let id = live[id_at..]
+        .split("value=\"")
+        .nth(1)
+        .and_then(|v| v.split('"').next())
+        .unwrap()
+        .to_owned();
+    assert!(id.starts_with("p-"), "{id}");
+    let stale = post_form(
+        &app,
+        page,
+        Auth::Cookie(&cookie),
+        &[("csrf", &csrf), ("plan_id", "p-0123456789abcdef")],
+    )
+    .await;
+    assert_eq!(stale.status, StatusCode::CONFLICT, "{}", stale.body);
+    assert!(
+        stale.body.contains(r#"id="plan-changed""#),
+        "{}",
+        stale.body
+    );
+    assert!(stale.body.contains("p-0123456789abcdef"), "{}", stale.body);
+    assert!(
+        stale.body.contains(&format!(r#"value="{id}""#)),
+        "the fresh plan's id, to start it: {}",
+        stale.body
+    );
+    let ops = app
+        .engine
+        .store()
+        .operations(&Default::default())
+        .await
+        .unwrap();
+    assert!(ops.items.is_empty(), "nothing started: {:?}", ops.items);
+    let ok = post_form(
+        &app,
+        page,
+        Auth::Cookie(&cookie),
+        &[("csrf", &csrf), ("plan_id", &id)],
+    )
+    .await;
+    assert_eq!(ok.status, StatusCode::SEE_OTHER, "{}", ok.body);
+}

@@ -1,7 +1,7 @@
 //! The planner: decides which member instance each target should live on.
 //!
 //! Owns: the placement model ([`Member`], [`Target`]), the plan it produces ([`Plan`], [`Move`],
-//! [`MemberLoad`], [`Blocked`]) and the four planning functions [`place`], [`drain`],
+//! [`MemberLoad`], [`Blocked`], and its id, [`plan_id`]) and the four planning functions [`place`], [`drain`],
 //! [`rebalance`] and [`lower_bound`].
 //!
 //! Must not: do I/O, read a clock, spawn tasks, use randomness or depend on any other module of
@@ -122,6 +122,9 @@ pub struct Blocked {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub struct Plan {
+    /// Identifies the moves ([`plan_id`]): a start request that names the id of the plan it
+    /// previewed runs exactly those moves or is refused.
+    pub id: String,
     /// The moves, sorted by target key; each target appears at most once.
     pub moves: Vec<Move>,
     /// Every member's load before the plan, sorted by member id.
@@ -139,6 +142,26 @@ pub struct Plan {
     pub blocked: Vec<Blocked>,
     /// The move budget cut the plan short: more moves were needed.
     pub truncated: bool,
+}
+
+/// The id of a plan of these `moves` (in their order): `p-` and the first 16 hex digits of the
+/// SHA-256 of every move's target, old owner and new owner. Two plans have the same id exactly
+/// when they make the same moves (to 2^-64).
+pub fn plan_id(moves: &[Move]) -> String {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for m in moves {
+        // Lengths first, so that no two different moves write the same bytes.
+        for part in [m.target.as_str(), m.from.as_deref().unwrap_or(""), &m.to] {
+            ctx.update(&(part.len() as u64).to_le_bytes());
+            ctx.update(part.as_bytes());
+        }
+        ctx.update(&[u8::from(m.from.is_some())]);
+    }
+    let hex: String = ctx.finish().as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("p-{hex}")
 }
 
 /// Gives homes to the targets that need one, and nothing else.
@@ -474,7 +497,7 @@ impl<'a> Model<'a> {
         let before: Vec<Option<usize>> = self.targets.iter().map(|t| t.from).collect();
         let (before, imbalance_before) = self.loads(&before);
         let (after, imbalance_after) = self.loads(owner);
-        let moves = self
+        let moves: Vec<Move> = self
             .moved(owner)
             .filter_map(|t| {
                 let view = &self.targets[t];
@@ -497,6 +520,7 @@ impl<'a> Model<'a> {
             })
             .collect();
         Plan {
+            id: plan_id(&moves),
             moves,
             before,
             after,

@@ -811,3 +811,26 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_plans_id_names_its_moves() {
+    let mv = |t: &str, from: Option<&str>, to: &str| Move {
+        target: t.into(),
+        from: from.map(Into::into),
+        to: to.into(),
+    };
+    let a = [mv("t-1", Some("m-0"), "m-1"), mv("t-2", None, "m-2")];
+    assert_eq!(plan_id(&a), plan_id(&a.clone()));
+    assert!(plan_id(&a).starts_with("p-") && plan_id(&a).len() == 18);
+    for other in [
+        vec![mv("t-1", Some("m-0"), "m-1")],
+        vec![mv("t-1", Some("m-0"), "m-2"), mv("t-2", None, "m-2")],
+        vec![mv("t-1", None, "m-1"), mv("t-2", None, "m-2")],
+        // The same bytes split differently are not the same moves.
+        vec![mv("t-1", Some("m-0"), "m-1"), mv("t-2", Some(""), "m-2")],
+        vec![mv("t-1m-0", None, "m-1"), mv("t-2", None, "m-2")],
+    ] {
+        assert_ne!(plan_id(&a), plan_id(&other), "{other:?}");
+    }
+    assert_ne!(plan_id(&[]), plan_id(&a));
+}

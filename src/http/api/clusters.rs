@@ -136,6 +136,10 @@ pub struct RebalanceRequest {
     pub dry_run: bool,
     /// At most this many moves.
     pub max_moves: Option<usize>,
+    /// Starting: the `id` of the plan you previewed. Exactly its moves run, or the request is
+    /// refused (409 `plan-changed`, with the fresh plan in `plan`) because the cluster changed
+    /// since. Without it the plan is made afresh and run as it is.
+    pub plan_id: Option<String>,
     /// Why (recorded with the operation).
     pub reason: Option<String>,
 }
@@ -147,6 +151,10 @@ pub struct RemoveRequest {
     /// Only return the drain plan (the default). `false` starts the removal.
     #[serde(default = "yes")]
     pub dry_run: bool,
+    /// Starting: the `id` of the drain plan you previewed; refused (409 `plan-changed`, with
+    /// the fresh plan) if it is no longer the drain plan. Without it the removal runs whatever
+    /// the drain plan is then.
+    pub plan_id: Option<String>,
 }
 
 fn yes() -> bool {
@@ -305,12 +313,15 @@ async fn remove_instance(
     ApiPath((cluster, instance)): ApiPath<(String, String)>,
     OptionalJson(body): OptionalJson<RemoveRequest>,
 ) -> Result<Response, ApiError> {
-    let req = body.unwrap_or(RemoveRequest { dry_run: true });
+    let req = body.unwrap_or(RemoveRequest {
+        dry_run: true,
+        plan_id: None,
+    });
     if req.dry_run {
         let plan = actions::plan_remove(&state, &caller, &cluster, &instance).await?;
         return Ok(Json(plan).into_response());
     }
-    let op = actions::remove(&state, &caller, &cluster, &instance).await?;
+    let op = actions::remove(&state, &caller, &cluster, &instance, req.plan_id.as_deref()).await?;
     Ok(accepted(op))
 }
 
@@ -470,7 +481,15 @@ async fn rebalance(
         return Ok(Json(plan).into_response());
     }
     let reason = req.reason.as_deref().unwrap_or("requested over the API");
-    let op = actions::rebalance(&state, &caller, &cluster, req.max_moves, reason).await?;
+    let op = actions::rebalance(
+        &state,
+        &caller,
+        &cluster,
+        req.max_moves,
+        req.plan_id.as_deref(),
+        reason,
+    )
+    .await?;
     Ok(accepted(op))
 }
 

@@ -2,6 +2,7 @@
 //! (remove with its drain-plan preview, uncordon).
 
 use askama::Template;
+use axum::Form;
 use axum::extract::{Path, State};
 use axum::response::Response;
 
@@ -10,6 +11,7 @@ use super::plan::PlanView;
 use crate::http::actions;
 use crate::http::api::clusters::{ClusterDetail, ClusterSummary, snapshot, summary};
 use crate::http::auth::Action;
+use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use crate::k8s::model::Instance;
 use crate::store::{HistoryEntry, HistoryKind, HistoryQuery};
@@ -138,6 +140,15 @@ struct RemovePage {
     cluster: String,
     instance: String,
     plan: PlanView,
+    /// Why the plan shown is not the one the user tried to start.
+    changed: Option<String>,
+}
+
+/// The removal form: the id of the drain plan shown.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct RemoveForm {
+    #[serde(default)]
+    plan_id: String,
 }
 
 /// The drain plan of removing an instance, with the button that starts it.
@@ -155,6 +166,7 @@ pub async fn remove_preview(
         cluster,
         instance,
         plan: plan.into(),
+        changed: None,
     })
 }
 
@@ -163,9 +175,27 @@ pub async fn remove(
     State(state): State<AppState>,
     viewer: Viewer,
     Path((cluster, instance)): Path<(String, String)>,
+    Form(f): Form<RemoveForm>,
 ) -> Result<Response, UiError> {
-    let op = actions::remove(&state, &viewer.caller, &cluster, &instance).await?;
-    Ok(see_other(&super::operation_href(&op.id)))
+    let plan_id = Some(f.plan_id.trim()).filter(|p| !p.is_empty());
+    match actions::remove(&state, &viewer.caller, &cluster, &instance, plan_id).await {
+        Ok(op) => Ok(see_other(&super::operation_href(&op.id))),
+        // Not what was shown: show the fresh drain plan instead, to review and start.
+        Err(ApiError::PlanChanged { detail, fresh }) => {
+            let base = Base::new(&state, &viewer, format!("Remove {instance}"))
+                .await
+                .for_cluster(&cluster);
+            let page = RemovePage {
+                base,
+                cluster,
+                instance,
+                plan: (*fresh).into(),
+                changed: Some(detail),
+            };
+            Ok(super::operations::conflict(render(&page)?))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Uncordons an instance and goes back to the instance list.

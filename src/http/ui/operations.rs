@@ -30,6 +30,9 @@ pub struct RebalanceForm {
     max_moves: String,
     #[serde(default)]
     reason: String,
+    /// Starting: the id of the plan shown.
+    #[serde(default)]
+    plan_id: String,
 }
 
 impl RebalanceForm {
@@ -55,6 +58,8 @@ struct RebalancePage {
     cluster: String,
     max_moves: String,
     plan: PlanView,
+    /// Why the plan shown is not the one the user tried to start.
+    changed: Option<String>,
 }
 
 /// `/clusters/{cluster}/rebalance`: the plan, with the form that starts it.
@@ -73,6 +78,7 @@ pub async fn rebalance_preview(
         cluster,
         max_moves: f.max_moves.trim().to_owned(),
         plan: plan.into(),
+        changed: None,
     })
 }
 
@@ -87,8 +93,40 @@ pub async fn rebalance(
         "" => "requested in the dashboard",
         r => r,
     };
-    let op = actions::rebalance(&state, &viewer.caller, &cluster, f.budget()?, reason).await?;
-    Ok(see_other(&super::operation_href(&op.id)))
+    let plan_id = Some(f.plan_id.trim()).filter(|p| !p.is_empty());
+    let started = actions::rebalance(
+        &state,
+        &viewer.caller,
+        &cluster,
+        f.budget()?,
+        plan_id,
+        reason,
+    )
+    .await;
+    match started {
+        Ok(op) => Ok(see_other(&super::operation_href(&op.id))),
+        // Not what was shown: show the fresh plan instead, to review and start.
+        Err(ApiError::PlanChanged { detail, fresh }) => {
+            let base = Base::new(&state, &viewer, format!("Rebalance {cluster}"))
+                .await
+                .for_cluster(&cluster);
+            let page = RebalancePage {
+                base,
+                cluster,
+                max_moves: f.max_moves.trim().to_owned(),
+                plan: (*fresh).into(),
+                changed: Some(detail),
+            };
+            Ok(conflict(render(&page)?))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `page` with the status 409: what the user asked for was refused, and the page says why.
+pub(super) fn conflict(mut page: Response) -> Response {
+    *page.status_mut() = axum::http::StatusCode::CONFLICT;
+    page
 }
 
 /// The operation list's filters as a form sends them.

@@ -2,6 +2,8 @@
 //! load per instance before and after as a bar chart (inline SVG sized by attributes, so the
 //! strict CSP needs no inline style) with the same numbers in a table.
 
+#[cfg(test)]
+use crate::engine::planner::plan_id;
 use crate::engine::planner::{Blocked, Move, Plan};
 
 /// Width of the chart's bar area, in SVG units.
@@ -33,6 +35,8 @@ pub struct LoadRow {
 
 /// A plan, ready for the template.
 pub struct PlanView {
+    /// The plan's id: starting it runs exactly these moves, or is refused.
+    pub id: String,
     /// The moves.
     pub moves: Vec<Move>,
     /// Load per instance.
@@ -100,6 +104,7 @@ impl From<Plan> for PlanView {
         PlanView {
             height: rows.len() as u32 * ROW + 4,
             rows,
+            id: p.id,
             moves: p.moves,
             imbalance_before: percent(p.imbalance_before),
             imbalance_after: percent(p.imbalance_after),
@@ -134,6 +139,7 @@ mod tests {
     #[test]
     fn bars_scale_to_the_busiest_instance_and_keep_new_members() {
         let v = PlanView::from(Plan {
+            id: plan_id(&[]),
             moves: vec![],
             before: vec![load("a", 10), load("b", 5)],
             after: vec![load("a", 5), load("b", 5), load("c", 5)],
