@@ -1,10 +1,10 @@
 //! The demo's members: one agent task per member pod, owned here (a `JoinSet`, with a stop
 //! signal and an abort handle kept per member), and the demo controls that change them. A
-//! member is added as the next ordinal's pod plus its agent; stopped gracefully (the agent
-//! releases its targets, then the pod is deleted); or crashed (the agent dies without
-//! releasing and the pod is marked Failed, so its Leases must expire before the control
-//! plane's failover hands them to others). It writes only pods; Leases are the agents' and the
-//! control plane's.
+//! member is added as the next ordinal's pod plus its agent (protocol v2); stopped gracefully
+//! (the agent asks for its targets to be moved away, hands each over, exits; then the pod is
+//! deleted); or crashed (the agent dies without releasing and the pod is marked Failed, so its
+//! member Lease must expire, and be fenced, before the control plane's failover hands its
+//! targets to others). It writes only pods; Leases are the agents' and the control plane's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -72,8 +72,12 @@ impl Members {
         let name = format!("{cluster}-{ordinal}");
         let next = self.next.entry(cluster.to_owned()).or_default();
         *next = (*next).max(ordinal + 1);
+        // Protocol v2: one member Lease per member; the work (none here) must stop within a
+        // third of its duration.
         let cfg = AgentConfig {
             default_lease_duration: self.lease_duration,
+            protocol_version: 2,
+            hook_timeout: self.lease_duration / 3,
             ..AgentConfig::new(cluster, NAMESPACE, &name)
         };
         let agent = Agent::new(cfg, Arc::new(NoHooks));
@@ -223,7 +227,9 @@ impl Members {
         self.delete_pod(instance).await?;
         tracing::info!(cluster, member = instance, graceful, "demo: member stopped");
         Ok(if graceful {
-            format!("{instance} stopped: its agent released its targets and its pod is deleted")
+            format!(
+                "{instance} stopped: its agent handed its targets over to the others before it exited, and its pod is deleted"
+            )
         } else {
             format!(
                 "{instance}'s agent did not finish releasing within {STOP_GRACE:?} and was killed ({released} targets still held); its pod is deleted"
@@ -245,7 +251,7 @@ impl Members {
             .map_err(|e| format!("marking pod {instance} failed: {e}"))?;
         tracing::info!(cluster, member = instance, held, "demo: member crashed");
         Ok(format!(
-            "{instance} crashed: its agent died holding {held} targets and its pod failed; they move to other members once their Leases expire"
+            "{instance} crashed: its agent died holding {held} targets and its pod failed; they move to other members once its member Lease expires and is fenced"
         ))
     }
 
