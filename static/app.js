@@ -3,15 +3,34 @@
 // it, the page is fetched again and every element marked [data-live] is swapped in place
 // (focus and form input outside those regions are kept). A dropped feed shows a banner and
 // reconnects (EventSource does, with Last-Event-ID); `resync` reloads the regions.
+//
+// One feed per browser, not per page: a browser allows six connections per host, and pages in
+// the back/forward cache or in other tabs would each keep one. The tab holding the Web Lock
+// "leasehold-feed" opens the feed and passes every event on over a BroadcastChannel; the
+// others listen there. A page closes its feed (and lets go of the lock) when it is hidden in
+// the cache or left, and takes part again when it is shown. The feed resumes after the event
+// id the page was rendered at (<body data-event-id>, `?after=`), so nothing that happened
+// between the render and the connection is missed. Browsers without Web Locks or
+// BroadcastChannel open a feed per page.
 (function () {
   "use strict";
   var body = document.body;
   var cluster = body.dataset.cluster || "";
   var operation = body.dataset.operation || "";
   var conn = document.getElementById("conn");
+  var TYPES = ["ownership", "instance", "leader", "operation", "targets", "resync"];
   var pending = null;
   var leaving = false;
   var last = 0;
+  // The newest event id this page has taken into account.
+  var seen = Number(body.dataset.eventId || 0);
+  var LOCK = "leasehold-feed";
+  var feed = null;
+  // Lets go of the lock (set while this tab holds the feed).
+  var release = null;
+  var channel = null;
+  // Hidden or left: a lock granted now is given straight back.
+  var stopped = false;
   var MIN_GAP_MS = 800;
   var PERIODIC_MS = 15000;
 
@@ -58,19 +77,109 @@
     pending = window.setTimeout(refresh, wait);
   }
 
-  if (!document.querySelector("[data-live]") || !window.EventSource) { return; }
-  var feed = new EventSource("/api/v1/events");
-  ["ownership", "instance", "leader", "operation", "targets", "resync"].forEach(function (type) {
-    feed.addEventListener(type, function (e) {
-      var data = {};
-      try { data = JSON.parse(e.data); } catch (err) { data = {}; }
-      if (concerns(type, data)) { schedule(); }
+  function status(state) {
+    if (conn) { conn.hidden = state === "open"; }
+    body.dataset.live = state;
+  }
+
+  // One event, from this page's feed or another tab's. (One this page already shows only
+  // costs a refresh; ids start again at 1 when the server restarts, so none is dropped.)
+  function take(type, data, id) {
+    if (id > seen) { seen = id; }
+    if (concerns(type, data)) { schedule(); }
+  }
+
+  // This tab holds the feed: open it, and pass every event on to the other tabs.
+  function openFeed() {
+    feed = new EventSource("/api/v1/events?after=" + seen);
+    TYPES.forEach(function (type) {
+      feed.addEventListener(type, function (e) {
+        var data = {};
+        try { data = JSON.parse(e.data); } catch (err) { data = {}; }
+        var id = Number(e.lastEventId) || 0;
+        take(type, data, id);
+        if (channel) { channel.postMessage({ type: type, data: data, id: id }); }
+      });
     });
-  });
-  feed.onopen = function () { if (conn) { conn.hidden = true; } body.dataset.live = "open"; };
-  feed.onerror = function () { if (conn) { conn.hidden = false; } body.dataset.live = "lost"; };
+    feed.onopen = function () {
+      status("open");
+      if (channel) { channel.postMessage({ live: "open" }); }
+    };
+    feed.onerror = function () {
+      status("lost");
+      if (channel) { channel.postMessage({ live: "lost" }); }
+    };
+  }
+
+  // Holds the lock, and with it the feed, until stop() lets go.
+  function hold() {
+    if (stopped) { return null; }
+    return new Promise(function (resolve) {
+      release = resolve;
+      openFeed();
+    });
+  }
+
+  function noop() { /* a lock request ended: nothing to do */ }
+
+  function start() {
+    stopped = false;
+    if (!channel) { openFeed(); return; }
+    status("open");
+    navigator.locks.request(LOCK, { ifAvailable: true }, function (lock) {
+      if (lock) { return hold(); }
+      // Another tab holds the feed. Events may have come between this page's render and now:
+      // look once, then wait in line to take the feed over when that tab lets go.
+      schedule();
+      navigator.locks.request(LOCK, hold).catch(noop);
+      return null;
+    }).catch(noop);
+  }
+
+  function stop() {
+    stopped = true;
+    if (feed) { feed.close(); feed = null; }
+    if (release) { release(); release = null; }
+  }
+
+  // Relative times tick: every <time data-ago datetime> says how long ago, by the server's
+  // clock (the page says what time it was rendered at, so a skewed local clock does not show).
+  var skew = Number(body.dataset.now || Date.now()) - Date.now();
+  function span(ms) {
+    if (ms < 1000) { return ms + " ms"; }
+    if (ms < 60000) { return Math.floor(ms / 1000) + " s"; }
+    if (ms < 3600000) { return Math.floor(ms / 60000) + " min"; }
+    if (ms < 86400000) { return Math.floor(ms / 3600000) + " h"; }
+    return Math.floor(ms / 86400000) + " d";
+  }
+  function tick() {
+    var now = Date.now() + skew;
+    document.querySelectorAll("time[data-ago]").forEach(function (t) {
+      var at = Date.parse(t.getAttribute("datetime"));
+      if (!isNaN(at)) { t.textContent = span(Math.max(0, now - at)) + " ago"; }
+    });
+  }
+  window.setInterval(tick, 1000);
+
+  if (!document.querySelector("[data-live]") || !window.EventSource) { return; }
+  if (window.BroadcastChannel && navigator.locks) {
+    channel = new BroadcastChannel(LOCK);
+    channel.onmessage = function (m) {
+      var d = m.data || {};
+      if (feed || stopped) { return; }
+      if (d.live) { status(d.live); return; }
+      if (d.type) { take(d.type, d.data || {}, d.id || 0); }
+    };
+  }
+  start();
   window.setInterval(schedule, PERIODIC_MS);
+  // Hidden in the back/forward cache or left: no connection kept. Shown again: take part
+  // again (a feed this tab opens resumes after the last event it saw).
+  window.addEventListener("pagehide", stop);
+  window.addEventListener("pageshow", function (e) {
+    if (e.persisted) { leaving = false; start(); }
+  });
   // A submitted form navigates away: stop, so no refresh races the request it made.
-  document.addEventListener("submit", function () { leaving = true; feed.close(); });
+  document.addEventListener("submit", function () { leaving = true; stop(); });
 
 })();

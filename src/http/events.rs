@@ -216,6 +216,12 @@ impl Hub {
         let _ = self.inner.tx.send((id, e));
     }
 
+    /// The id of the newest event (0 before the first).
+    pub fn last_id(&self) -> u64 {
+        let log = self.inner.log.lock().unwrap_or_else(|e| e.into_inner());
+        next_id(&log) - 1
+    }
+
     /// Subscribes, replaying what came after `last_id` when it is still kept.
     pub fn subscribe(&self, last_id: Option<u64>) -> Subscription {
         // Hold the log so nothing is published between the backlog and the subscription.

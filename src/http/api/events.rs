@@ -18,6 +18,7 @@ use super::super::caller::Caller;
 use super::super::error::{ApiError, Problem};
 use super::super::events::Event;
 use super::super::state::AppState;
+use super::ApiQuery;
 
 /// Interval of SSE comments that keep idle connections (and proxies) open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -26,22 +27,34 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(events))
 }
 
+/// Where a new connection starts.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventsQuery {
+    /// Resume after this event id, as `Last-Event-ID` does (the header wins): a dashboard page
+    /// passes the id it was rendered at, so nothing between its render and its connection is
+    /// missed.
+    pub after: Option<u64>,
+}
+
 /// The live feed: `ownership`, `instance`, `leader`, `operation`, `targets` and `resync`
-/// events, each with an `id:`; reconnect with `Last-Event-ID` to resume.
+/// events, each with an `id:`; reconnect with `Last-Event-ID` (or `?after=`) to resume.
 #[utoipa::path(get, path = "/events", tag = "events",
-    params(("Last-Event-ID" = Option<String>, Header, description = "Resume after this event")),
+    params(("Last-Event-ID" = Option<String>, Header, description = "Resume after this event"), EventsQuery),
     responses((status = 200, description = "An SSE stream of events", content_type = "text/event-stream", body = Event),
         (status = 401, body = Problem, content_type = "application/problem+json")))]
 async fn events(
     State(state): State<AppState>,
     caller: Caller,
     headers: HeaderMap,
+    ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     caller.require(&state, Action::Read, None).await?;
     let last = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .or(q.after);
     let sub = state.events.subscribe(last);
     let backlog = futures::stream::iter(sub.backlog);
     let live = BroadcastStream::new(sub.live).map(|r| match r {

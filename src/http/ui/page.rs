@@ -24,15 +24,20 @@ pub struct Viewer {
     pub csrf: String,
     /// Logged in with a session (so there is a logout).
     pub logged_in: bool,
+    /// The live feed's last event id when the request came in, before the handler read any
+    /// state: every later change is either in the page or comes after this id.
+    pub event_id: u64,
 }
 
 impl FromRequestParts<AppState> for Viewer {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        let event_id = state.events.last_id();
         let session = session(&parts.headers, state);
         match Caller::from_request_parts(parts, state).await {
             Ok(caller) => Ok(Viewer {
+                event_id,
                 caller,
                 logged_in: session.is_some() && state.auth.mode() != Mode::None,
                 csrf: session.map(|s| s.csrf).unwrap_or_default(),
@@ -76,6 +81,8 @@ pub struct Base {
     pub banners: Vec<String>,
     /// Now (unix ms), for relative times.
     pub now_ms: i64,
+    /// The page resumes the live feed after this event id ([`Viewer::event_id`]).
+    pub event_id: u64,
 }
 
 impl Base {
@@ -113,6 +120,7 @@ impl Base {
             csrf: viewer.csrf.clone(),
             banners,
             now_ms: now_ms(),
+            event_id: viewer.event_id,
         }
     }
 
