@@ -84,6 +84,7 @@ clusters:
 - name: {CLUSTER}
   namespace: {NS}
   selector: {{app: c}}
+  headless_service: c
   targets: {{inline: [{list}]}}
   policy: {{lease_duration: {LEASE_S}s, on_join: off, move_timeout: {LEASE_S}s}}
 ",
@@ -129,9 +130,12 @@ clusters:
 
     /// A StatefulSet-style member pod and its agent.
     async fn add_member(&mut self, name: &str) {
+        // StatefulSet-style: a stable DNS name through the headless Service, and an ordinal.
+        let ordinal = name.rsplit('-').next().unwrap_or("0");
         let pod = json!({
-            "metadata": {"name": name, "labels": {"app": "c"}},
-            "spec": {"containers": [{"name": "app", "image": "collector"}]}
+            "metadata": {"name": name, "labels": {"app": "c", "apps.kubernetes.io/pod-index": ordinal}},
+            "spec": {"hostname": name, "subdomain": "c",
+                "containers": [{"name": "app", "image": "collector"}]}
         });
         Api::<Pod>::namespaced(self.t.client.clone(), NS)
             .create(
@@ -494,13 +498,31 @@ async fn the_dashboard_in_chromium() {
         ("history", "/history".to_owned()),
         ("api-docs", "/docs/".to_owned()),
     ];
+    let mut overflowing = Vec::new();
     for (name, path) in &pages {
         c.goto(&format!("{}{path}", env.base)).await.unwrap();
         tokio::time::sleep(Duration::from_millis(400)).await;
+        // At 1280 px every table fits: nothing hidden behind a sideways scroll.
+        let wide = c
+            .execute(
+                "return [...document.querySelectorAll('.table-wrap')]\
+                 .filter(e => e.scrollWidth > e.clientWidth + 1)\
+                 .map(e => (e.id || 'table') + ': ' + e.scrollWidth + ' > ' + e.clientWidth);",
+                vec![],
+            )
+            .await
+            .unwrap();
+        if wide != json!([]) {
+            overflowing.push(format!("{path}: {wide}"));
+        }
         b.shot(name).await;
         let errors = b.console_errors().await;
         assert!(errors.is_empty(), "{path}: console errors {errors:#?}");
     }
+    assert!(
+        overflowing.is_empty(),
+        "tables wider than the page at 1280 px: {overflowing:#?}"
+    );
 
     // A third member joins (on_join: off), and the cluster page shows it live.
     c.goto(&format!("{}/clusters/{CLUSTER}", env.base))
