@@ -97,6 +97,12 @@ pub struct TargetPage {
     pub items: Vec<Target>,
     /// Pass as `cursor` for the next page; absent on the last.
     pub next_cursor: Option<String>,
+    /// Pass as `cursor` for the previous page; absent when the previous page is the first (no
+    /// cursor) or there is none (`offset` is 0).
+    pub previous_cursor: Option<String>,
+    /// How many matching targets come before this page (so it shows `offset + 1` to
+    /// `offset + items.len()` of `total`).
+    pub offset: usize,
     /// How many targets match the filters in all.
     pub total: usize,
 }
@@ -381,22 +387,36 @@ pub(crate) fn page(m: &ClusterModel, f: &TargetFilter) -> Result<TargetPage, Api
     };
     let filtered = f.owner.is_some() || f.state.is_some() || q.is_some();
     let mut items: Vec<Target> = Vec::with_capacity(limit + 1);
+    // The last `limit + 1` matches before the page: the previous page's cursor is the first.
+    let mut before: std::collections::VecDeque<&Target> = std::collections::VecDeque::new();
+    let mut offset = 0;
     let total = if filtered {
         // One pass over every target: count the matches, keep the page's.
         let mut total = 0;
         for (i, t) in m.targets.iter().enumerate() {
             if matches(t) {
                 total += 1;
-                if i >= start && items.len() <= limit {
+                if i < start {
+                    offset += 1;
+                    if before.len() == limit + 1 {
+                        before.pop_front();
+                    }
+                    before.push_back(t);
+                } else if items.len() <= limit {
                     items.push(t.clone());
                 }
             }
         }
         total
     } else {
+        offset = start;
+        before.extend(m.targets[start.saturating_sub(limit + 1)..start].iter());
         items.extend(m.targets[start..].iter().take(limit + 1).cloned());
         m.targets.len()
     };
+    let previous_cursor = (offset > limit)
+        .then(|| before.front().map(|t| encode_cursor("t", &t.key)))
+        .flatten();
     let next_cursor = if items.len() > limit {
         items.truncate(limit);
         items.last().map(|t| encode_cursor("t", &t.key))
@@ -406,6 +426,8 @@ pub(crate) fn page(m: &ClusterModel, f: &TargetFilter) -> Result<TargetPage, Api
     Ok(TargetPage {
         items,
         next_cursor,
+        previous_cursor,
+        offset,
         total,
     })
 }
@@ -546,5 +568,49 @@ mod tests {
         let p = page(&m, &filter(Some("b"), Some("x"), None)).unwrap();
         assert_eq!((keys(&p), p.total), (Vec::<&str>::new(), 0));
         assert!(contains_folded("ABC", "") && !contains_folded("ab", "abc"));
+    }
+
+    #[test]
+    fn pages_know_their_offset_and_walk_back_to_the_first() {
+        let targets: Vec<Target> = (0..11)
+            .map(|i| mk_target(&format!("T-{i:02}"), if i % 2 == 0 { "a" } else { "b" }))
+            .collect();
+        let m = ClusterModel::for_tests(Vec::new(), targets);
+        for owner in [None, Some("a")] {
+            let filter = |cursor: Option<String>| TargetFilter {
+                owner: owner.map(str::to_owned),
+                state: None,
+                q: None,
+                cursor,
+                limit: Some(2),
+            };
+            // Forward to the last page, noting each page's keys and offset.
+            let mut pages = vec![page(&m, &filter(None)).unwrap()];
+            while let Some(next) = pages.last().unwrap().next_cursor.clone() {
+                pages.push(page(&m, &filter(Some(next))).unwrap());
+            }
+            let mut shown = 0;
+            for p in &pages {
+                assert_eq!(p.offset, shown, "{owner:?}");
+                shown += p.items.len();
+            }
+            assert_eq!(shown, pages[0].total, "{owner:?}");
+            // Back again, page by page: each previous cursor gives the page before.
+            for i in (1..pages.len()).rev() {
+                let back = match &pages[i].previous_cursor {
+                    Some(c) => page(&m, &filter(Some(c.clone()))).unwrap(),
+                    None => {
+                        assert_eq!(
+                            i, 1,
+                            "{owner:?}: only the second page goes back to no cursor"
+                        );
+                        page(&m, &filter(None)).unwrap()
+                    }
+                };
+                assert_eq!(keys(&back), keys(&pages[i - 1]), "{owner:?} page {i}");
+                assert_eq!(back.offset, pages[i - 1].offset);
+            }
+            assert!(pages[0].previous_cursor.is_none() && pages[0].offset == 0);
+        }
     }
 }

@@ -41,7 +41,6 @@ struct TargetsPage {
     owners: Vec<Choice>,
     states: Vec<Choice>,
     filtered: bool,
-    first_page: bool,
     page: TargetPage,
 }
 
@@ -119,7 +118,6 @@ pub async fn list(
     render(&TargetsPage {
         base,
         filtered: filter.owner.is_some() || filter.state.is_some() || filter.q.is_some(),
-        first_page: filter.cursor.is_none(),
         cluster,
         q: lq.q,
         owner: lq.owner,
