@@ -343,6 +343,24 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// A database URL `server` with its database (path) replaced by `name`, query kept: for test
+/// harnesses that create a database per run on one PostgreSQL server.
+pub fn with_database(server: &str, name: &str) -> String {
+    let (base, query) = match server.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (server, None),
+    };
+    let authority_start = base.find("://").map_or(0, |i| i + 3);
+    let base = match base[authority_start..].find('/') {
+        Some(slash) => &base[..authority_start + slash],
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{name}?{q}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
 /// Now, as unix milliseconds (the unit of every time in this store).
 pub fn now_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()

@@ -67,23 +67,6 @@ impl TestDb {
     }
 }
 
-/// `server` with its database (path) replaced by `name`, query kept.
-fn with_database(server: &str, name: &str) -> String {
-    let (base, query) = match server.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (server, None),
-    };
-    let authority_start = base.find("://").map_or(0, |i| i + 3);
-    let base = match base[authority_start..].find('/') {
-        Some(slash) => &base[..authority_start + slash],
-        None => base,
-    };
-    match query {
-        Some(q) => format!("{base}/{name}?{q}"),
-        None => format!("{base}/{name}"),
-    }
-}
-
 /// Runs `test` against SQLite, then PostgreSQL when `LEASEHOLD_TEST_POSTGRES_URL` is set.
 async fn each_backend(test: impl AsyncFn(&TestDb)) {
     let sqlite = TestDb::sqlite();

@@ -4,7 +4,8 @@
 //! simulator or the real kube-apiserver. Each scenario injects one fault — a member killed
 //! (SIGKILL, its pod kept Ready), sent SIGTERM (pod kept Ready), paused with SIGSTOP past its
 //! hold then resumed; the control plane killed in the middle of a rebalance with a standby
-//! replica on the same SQLite history; its API connection blackholed or refused — and then
+//! replica on the same history (SQLite, and PostgreSQL when a server is given); its API
+//! connection blackholed or refused — and then
 //! checks, every time:
 //!
 //! - no two members ever worked on one target at once (hooks, not Leases); after SIGSTOP the
@@ -64,11 +65,17 @@ fn seeds() -> Vec<u64> {
 /// `client`, when given); `policy` is added to the cluster's policy.
 async fn cluster(policy: &str, client: Option<kube::Client>) -> Harness {
     let mut h = Harness::new(&v2_yaml(TARGETS, policy)).await;
+    start_cluster(&mut h, client).await;
+    h
+}
+
+/// Starts [`cluster`]'s members and control plane in `h`.
+async fn start_cluster(h: &mut Harness, client: Option<kube::Client>) {
     for m in MEMBERS {
         h.add_process_member(m).await;
     }
     h.wait_pods_ready(MEMBERS.len()).await;
-    registered(&h, &MEMBERS).await;
+    registered(h, &MEMBERS).await;
     match client {
         Some(c) => h.start_engine_with("cp-a", c).await,
         None => h.start_engine("cp-a").await,
@@ -78,7 +85,6 @@ async fn cluster(policy: &str, client: Option<kube::Client>) -> Harness {
         Duration::from_secs(30),
     )
     .await;
-    h
 }
 
 /// Waits until each of `members` holds its member Lease (its agent runs and may be given work;
@@ -334,13 +340,37 @@ async fn a_member_paused_past_its_hold_is_fenced_and_stops_when_it_resumes() {
 }
 
 /// The acting control plane killed in the middle of a rebalance (its task aborted: no release
-/// of the control-plane Lease) with a standby replica on the same history: the standby takes
-/// over and finishes the operation; every move is done once and recorded once.
+/// of the control-plane Lease) with a standby replica on the same SQLite history: the standby
+/// takes over and finishes the operation; every move is done once and recorded once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_control_plane_killed_mid_rebalance_is_replaced_and_nothing_is_lost() {
+    control_plane_killed_mid_rebalance(false).await;
+}
+
+/// The same with the two replicas sharing a PostgreSQL history, the HA setup (when
+/// `LEASEHOLD_TEST_POSTGRES_URL` names a server, as in CI and `scripts/test.sh` with
+/// PostgreSQL installed; otherwise it says it skipped).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_postgresql_a_control_plane_killed_mid_rebalance_is_replaced_and_nothing_is_lost() {
+    control_plane_killed_mid_rebalance(true).await;
+}
+
+async fn control_plane_killed_mid_rebalance(postgres: bool) {
     for seed in seeds() {
         let mut rng = StdRng::seed_from_u64(seed);
-        let mut h = cluster("on_join: off, max_concurrent_moves: 2", None).await;
+        let policy = "on_join: off, max_concurrent_moves: 2";
+        let mut h = if postgres {
+            // The cluster comes up with its history on PostgreSQL from the first engine on.
+            let mut h = Harness::new(&v2_yaml(TARGETS, policy)).await;
+            if !h.use_postgres().await {
+                eprintln!("skipped: LEASEHOLD_TEST_POSTGRES_URL is not set");
+                return;
+            }
+            start_cluster(&mut h, None).await;
+            h
+        } else {
+            cluster(policy, None).await
+        };
         let standby = h.start_engine("cp-b").await;
         h.add_process_member("c-3").await;
         for e in [&h.engines["cp-a"].0, &standby] {

@@ -139,7 +139,10 @@ async fn every_page_renders_and_strangers_are_sent_to_log_in() {
         ("/clusters/c/instances", "Replication instances of c"),
         ("/clusters/c/targets", "t-0"),
         ("/clusters/c/targets?q=T-3", "t-3"),
-        ("/clusters/c/targets?state=unassigned", "1–5 of 5 targets that match"),
+        (
+            "/clusters/c/targets?state=unassigned",
+            "1–5 of 5 targets that match",
+        ),
         ("/clusters/c/targets/t-2", "Ownership timeline"),
         ("/operations", "Operations"),
         ("/history", "History"),

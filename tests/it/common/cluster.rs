@@ -80,6 +80,9 @@ pub struct Harness {
     pub member_ns: String,
     pub config: Config,
     pub db: tempfile::TempDir,
+    /// History on PostgreSQL instead of SQLite ([`Harness::use_postgres`]): the server's URL
+    /// and this harness's database on it.
+    pg: Option<(String, String)>,
     pub checker: InvariantChecker,
     pub members: BTreeMap<String, Member>,
     /// Member agents running as processes ([`Harness::add_process_member`]).
@@ -136,6 +139,7 @@ impl Harness {
             t,
             config,
             db: tempfile::tempdir().unwrap(),
+            pg: None,
             checker: InvariantChecker::new(),
             members: BTreeMap::new(),
             processes: BTreeMap::new(),
@@ -145,7 +149,35 @@ impl Harness {
     }
 
     pub fn db_url(&self) -> String {
-        format!("sqlite:{}", self.db.path().join("history.db").display())
+        match &self.pg {
+            Some((server, name)) => leasehold::store::with_database(server, name),
+            None => format!("sqlite:{}", self.db.path().join("history.db").display()),
+        }
+    }
+
+    /// Keeps history in a fresh database on the PostgreSQL server `LEASEHOLD_TEST_POSTGRES_URL`
+    /// names (`scripts/postgres.sh`; CI sets it), for engines started from now on; dropped by
+    /// [`Harness::finish`]. Whether there is such a server.
+    pub async fn use_postgres(&mut self) -> bool {
+        let Some(server) = std::env::var("LEASEHOLD_TEST_POSTGRES_URL")
+            .ok()
+            .filter(|s| !s.is_empty())
+        else {
+            return false;
+        };
+        sqlx::any::install_default_drivers();
+        let name = format!("leasehold_it_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = <sqlx::AnyConnection as sqlx::Connection>::connect(&server)
+            .await
+            .expect("connect to LEASEHOLD_TEST_POSTGRES_URL");
+        sqlx::Executor::execute(
+            &mut admin,
+            sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")),
+        )
+        .await
+        .expect("create the harness's database");
+        self.pg = Some((server, name));
+        true
     }
 
     pub async fn store(&self) -> Store {
@@ -363,6 +395,17 @@ impl Harness {
         }
         if let Some((_, app)) = self.hook_app.take() {
             app.abort();
+        }
+        if let Some((server, name)) = self.pg.take() {
+            let mut admin = <sqlx::AnyConnection as sqlx::Connection>::connect(&server)
+                .await
+                .expect("connect to LEASEHOLD_TEST_POSTGRES_URL");
+            sqlx::Executor::execute(
+                &mut admin,
+                sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")),
+            )
+            .await
+            .expect("drop the harness's database");
         }
         self.checker.assert_ok();
     }
