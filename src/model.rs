@@ -63,8 +63,13 @@ words! {
         Initial = "initial",
         /// A rebalance operation moved it.
         Rebalance = "rebalance",
-        /// Its owner died, went unready, vanished or stopped renewing.
+        /// Its owner stopped renewing, died or vanished: it was taken over once the owner's
+        /// hold expired.
         Failover = "failover",
+        /// Its owner, still live, was stopping on purpose (its pod terminating, or, in protocol
+        /// v2, its member Lease saying it is leaving): a graceful hand-over, no expiry waited
+        /// out.
+        Handoff = "handoff",
         /// A remove-instance operation drained it off its owner.
         Removal = "removal",
         /// Someone asked for this one move.

@@ -240,10 +240,21 @@ pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> 
             // Already wanted there (a stalled target whose only home is where it is).
             continue;
         }
-        let cause = if t.owner.is_some() || t.desired.is_some() {
-            Cause::Failover
-        } else {
-            Cause::Initial
+        // A holder that is live and stopping on purpose (its pod terminating, or its member
+        // Lease saying it is leaving) hands the target over; anything else — an expired hold, a
+        // holder gone unready or without a pod — may be a crash, and is a failover.
+        let stopping = |owner: &str| {
+            model.instance(owner).is_some_and(|i| {
+                i.terminating
+                    || i.member_lease
+                        .as_ref()
+                        .is_some_and(|m| m.liveness == Liveness::Leaving)
+            })
+        };
+        let cause = match (t.owner.as_deref(), t.state) {
+            (None, _) if t.desired.is_none() => Cause::Initial,
+            (Some(o), TargetState::Owned | TargetState::Moving) if stopping(o) => Cause::Handoff,
+            _ => Cause::Failover,
         };
         actions.push(Action::Desire {
             key: mv.target,
@@ -361,6 +372,49 @@ mod tests {
             [
                 ("t2".into(), "b".into(), Cause::Initial),
                 ("t3".into(), "a".into(), Cause::Failover)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_live_owner_stopping_on_purpose_hands_over_and_a_suspected_crash_fails_over() {
+        use crate::k8s::model::MemberLease;
+        let mut terminating = Instance::for_tests("t", false, false, false);
+        terminating.terminating = true;
+        let mut leaving = Instance::for_tests("l", true, false, false);
+        leaving.member_lease = Some(MemberLease {
+            liveness: Liveness::Leaving,
+            unchanged_ms: Some(100),
+            revocable: false,
+        });
+        let unready = Instance::for_tests("u", false, false, false);
+        let m = model(
+            vec![
+                Instance::for_tests("a", true, false, false),
+                terminating,
+                leaving,
+                unready,
+            ],
+            vec![
+                Target::for_tests("k1", Some("t"), Some("t"), TargetState::Owned, true),
+                Target::for_tests("k2", Some("l"), Some("l"), TargetState::Owned, true),
+                // Not ready, still renewing: perhaps crashing; no way to know yet.
+                Target::for_tests("k3", Some("u"), Some("u"), TargetState::Owned, true),
+                // A terminating pod whose hold expired: it did not hand over.
+                Target::for_tests("k4", Some("t"), Some("t"), TargetState::Expired, true),
+            ],
+        );
+        let causes: Vec<(String, Cause)> = desires(&decide(&m, 10, &HashSet::new()))
+            .into_iter()
+            .map(|(k, _, c)| (k, c))
+            .collect();
+        assert_eq!(
+            causes,
+            [
+                ("k1".into(), Cause::Handoff),
+                ("k2".into(), Cause::Handoff),
+                ("k3".into(), Cause::Failover),
+                ("k4".into(), Cause::Failover),
             ]
         );
     }

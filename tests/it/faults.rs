@@ -179,13 +179,40 @@ async fn settled(h: &Harness, members: &[&str], within: Duration, seed: u64) {
     );
 }
 
-/// Rows of history written by the control plane for `cause` since `since_ms`.
-async fn ownership_rows(h: &Harness, cause: Cause, since_ms: i64) -> usize {
+/// Every target that left `from` is in history as leaving it, 20 of them, all for `cause`.
+async fn assert_causes(h: &Harness, from: &str, cause: Cause, seed: u64) {
+    let rows = eventually(Duration::from_secs(10), || async {
+        let rows: Vec<_> = ownership_rows(h, 0)
+            .await
+            .into_iter()
+            .filter(|(_, f, ..)| f.as_deref() == Some(from))
+            .collect();
+        (rows.len() == 20).then_some(rows)
+    })
+    .await
+    .unwrap_or_else(|| panic!("seed {seed}: not 20 rows of targets leaving {from}"));
+    assert!(
+        rows.iter().all(|(.., c)| *c == Some(cause)),
+        "seed {seed}: {from}'s targets left it for {rows:?}, not all {cause:?}"
+    );
+}
+
+/// Ownership changes recorded since `since_ms`: (target, from, to, cause).
+async fn ownership_rows(
+    h: &Harness,
+    since_ms: i64,
+) -> Vec<(
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<Cause>,
+)> {
     h.history(HistoryKind::Ownership)
         .await
-        .iter()
-        .filter(|r| r.cause == Some(cause) && r.at_ms >= since_ms)
-        .count()
+        .into_iter()
+        .filter(|r| r.at_ms >= since_ms)
+        .map(|r| (r.target, r.from, r.to, r.cause))
+        .collect()
 }
 
 /// A member killed (SIGKILL) while its pod stays Ready: only its member Lease tells. Its targets
@@ -216,6 +243,7 @@ async fn a_killed_member_fails_over_within_the_bound() {
             took >= jiff::SignedDuration::try_from(D).unwrap(),
             "seed {seed}: taken over {took:?} after the last renewal, before it expired"
         );
+        assert_causes(&h, victim, Cause::Failover, seed).await;
         h.finish().await;
     }
 }
@@ -275,6 +303,8 @@ async fn a_member_sent_sigterm_hands_everything_over_before_it_exits() {
             *worst <= Duration::from_millis(500),
             "seed {seed}: a target had no worker for {worst:?}"
         );
+        // History tells a planned stop from a crash.
+        assert_causes(&h, victim, Cause::Handoff, seed).await;
         h.finish().await;
     }
 }
@@ -481,10 +511,10 @@ async fn api_connection_lost(link_state: common::Link) {
         .unwrap_or_else(|| panic!("seed {seed}: never fresh again after {link_state:?}"));
         // Members kept renewing throughout: nobody was failed over, nothing moved.
         tokio::time::sleep(D).await;
-        assert_eq!(
-            ownership_rows(&h, Cause::Failover, lost).await,
-            0,
-            "seed {seed}: live members failed over after {link_state:?} for {outage:?}"
+        let moved = ownership_rows(&h, lost).await;
+        assert!(
+            moved.is_empty(),
+            "seed {seed}: targets of live members moved after {link_state:?} for {outage:?}: {moved:?}"
         );
         settled(&h, &MEMBERS, Duration::from_secs(10), seed).await;
         eprintln!(

@@ -325,32 +325,13 @@ mod tests {
     use crate::k8s::model::MemberLease;
 
     fn instance(liveness: Option<Liveness>) -> Instance {
-        Instance {
-            name: "c-0".into(),
-            role: None,
-            phase: Some("Running".into()),
-            ready: true,
-            terminating: false,
-            ip: None,
-            node: None,
-            ordinal: Some(0),
-            dns: None,
-            endpoint_ready: None,
-            restarts: 0,
-            created: None,
-            lease_renew_age_ms: None,
-            capacity: 1,
-            owned: 20,
-            owned_weight: 20,
-            cordoned: false,
-            ghost: false,
-            leader: false,
-            member_lease: liveness.map(|liveness| MemberLease {
-                liveness,
-                unchanged_ms: None,
-                revocable: false,
-            }),
-        }
+        let mut i = Instance::for_tests("c-0", true, false, false);
+        i.member_lease = liveness.map(|liveness| MemberLease {
+            liveness,
+            unchanged_ms: None,
+            revocable: false,
+        });
+        i
     }
 
     #[test]
