@@ -385,6 +385,7 @@ mod tests {
         leaving.member_lease = Some(MemberLease {
             liveness: Liveness::Leaving,
             unchanged_ms: Some(100),
+            duration_ms: Some(10_000),
             revocable: false,
         });
         let unready = Instance::for_tests("u", false, false, false);
@@ -605,6 +606,7 @@ mod tests {
             Some(MemberLease {
                 liveness,
                 unchanged_ms: Some(0),
+                duration_ms: Some(10_000),
                 revocable,
             })
         };

@@ -129,6 +129,9 @@ pub struct MemberLease {
     pub liveness: Liveness,
     /// Milliseconds since its record last changed, as we observed it.
     pub unchanged_ms: Option<i64>,
+    /// The duration it promises (`leaseDurationSeconds`, in ms; `None` without a Lease): a
+    /// member renews every third of it, so a record unchanged for much longer is late.
+    pub duration_ms: Option<i64>,
     /// The control plane may take this member's targets away now (clear their holder): it
     /// released its member Lease, or was fenced after its renew deadline had passed.
     pub revocable: bool,

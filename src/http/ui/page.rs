@@ -172,18 +172,40 @@ impl Base {
 }
 
 /// A small labelled badge: its CSS class (`ok`, `warn`, `bad`, `info`), word and tooltip.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tag {
     pub class: &'static str,
-    pub word: &'static str,
-    pub title: &'static str,
+    pub word: String,
+    pub title: String,
 }
 
-/// See [`Base::heartbeat`]; `None` for a live member and in protocol v1.
+/// See [`Base::heartbeat`]; `None` for a live member renewing on time, and in protocol v1.
 pub fn heartbeat(i: &Instance) -> Option<Tag> {
-    let tag = |class, word, title| Some(Tag { class, word, title });
-    match i.member_lease.as_ref()?.liveness {
-        Liveness::Live => None,
+    let tag = |class, word: &str, title: &str| {
+        Some(Tag {
+            class,
+            word: word.to_owned(),
+            title: title.to_owned(),
+        })
+    };
+    let m = i.member_lease.as_ref()?;
+    match m.liveness {
+        // A member renews every third of its duration; unchanged past two thirds, it has missed
+        // renewals and passed its own renew deadline: suspect, before anything expires.
+        Liveness::Live => match (m.unchanged_ms, m.duration_ms) {
+            (Some(u), Some(d)) if d > 0 && u * 3 > d * 2 => Some(Tag {
+                class: "warn",
+                word: format!("heartbeat late ({})", span(u)),
+                title: format!(
+                    "its member Lease was last renewed {} ago (it renews every {}): unless it \
+                     renews, it is fenced and its targets fail over in about {}",
+                    span(u),
+                    span(d / 3),
+                    span((d - u).max(0)),
+                ),
+            }),
+            _ => None,
+        },
         Liveness::Leaving => tag(
             "warn",
             "leaving",
@@ -325,10 +347,16 @@ mod tests {
     use crate::k8s::model::MemberLease;
 
     fn instance(liveness: Option<Liveness>) -> Instance {
+        late(liveness, None)
+    }
+
+    /// An instance whose member Lease (9 s) was unchanged for `unchanged_ms`.
+    fn late(liveness: Option<Liveness>, unchanged_ms: Option<i64>) -> Instance {
         let mut i = Instance::for_tests("c-0", true, false, false);
         i.member_lease = liveness.map(|liveness| MemberLease {
             liveness,
-            unchanged_ms: None,
+            unchanged_ms,
+            duration_ms: Some(9_000),
             revocable: false,
         });
         i
@@ -339,11 +367,20 @@ mod tests {
         // v1, and a live v2 member: nothing beyond the pod's own state.
         assert_eq!(heartbeat(&instance(None)), None);
         assert_eq!(heartbeat(&instance(Some(Liveness::Live))), None);
-        let word = |l| heartbeat(&instance(Some(l))).map(|t| (t.class, t.word));
-        assert_eq!(word(Liveness::Expired), Some(("bad", "heartbeat lost")));
-        assert_eq!(word(Liveness::Fenced), Some(("bad", "fenced")));
-        assert_eq!(word(Liveness::Absent), Some(("warn", "no heartbeat")));
-        assert_eq!(word(Liveness::Leaving), Some(("warn", "leaving")));
-        assert_eq!(word(Liveness::Released), Some(("info", "signed off")));
+        let word = |i: Instance| heartbeat(&i).map(|t| (t.class, t.word));
+        let at = |l| word(instance(Some(l)));
+        assert_eq!(
+            at(Liveness::Expired),
+            Some(("bad", "heartbeat lost".into()))
+        );
+        assert_eq!(at(Liveness::Fenced), Some(("bad", "fenced".into())));
+        assert_eq!(at(Liveness::Absent), Some(("warn", "no heartbeat".into())));
+        assert_eq!(at(Liveness::Leaving), Some(("warn", "leaving".into())));
+        assert_eq!(at(Liveness::Released), Some(("info", "signed off".into())));
+        // Live, renewing every 3 s: fine up to 6 s unchanged, suspect after.
+        assert_eq!(word(late(Some(Liveness::Live), Some(6_000))), None);
+        let t = heartbeat(&late(Some(Liveness::Live), Some(7_500))).unwrap();
+        assert_eq!((t.class, t.word.as_str()), ("warn", "heartbeat late (7 s)"));
+        assert!(t.title.ends_with("fail over in about 1 s"), "{}", t.title);
     }
 }

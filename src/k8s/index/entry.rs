@@ -246,6 +246,7 @@ impl MemberEntry {
         MemberLease {
             liveness,
             unchanged_ms,
+            duration_ms: Some(i64::from(e.duration_s) * 1000),
             revocable,
         }
     }

@@ -252,6 +252,7 @@ impl ClusterState {
                 MemberLease {
                     liveness: Liveness::Absent,
                     unchanged_ms: None,
+                    duration_ms: None,
                     revocable: false,
                 },
                 |m| m.state(name, now_ms, self.members_judged_at(now_ms)),
