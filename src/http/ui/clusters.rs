@@ -8,16 +8,19 @@ use axum::response::Response;
 
 use super::page::{Base, UiError, Viewer, render, see_other};
 use super::plan::PlanView;
+use super::story::{self, Line, What};
 use crate::http::actions;
 use crate::http::api::clusters::{ClusterDetail, ClusterSummary, snapshot, summary};
 use crate::http::auth::Action;
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use crate::k8s::model::Instance;
-use crate::store::{HistoryEntry, HistoryKind, HistoryQuery};
+use crate::store::{HistoryKind, HistoryQuery};
 
 /// Events shown on a cluster's page.
-const RECENT_EVENTS: u32 = 25;
+const RECENT_EVENTS: usize = 25;
+/// History rows read to tell them (the store's page limit).
+const RECENT_ROWS: u32 = 1000;
 
 #[derive(Template)]
 #[template(path = "overview.html")]
@@ -45,7 +48,7 @@ struct ClusterPage {
     base: Base,
     c: ClusterDetail,
     max_load: usize,
-    events: Vec<HistoryEntry>,
+    events: Vec<Line>,
     demo: bool,
 }
 
@@ -65,16 +68,18 @@ pub async fn cluster(
         instances: view.model.instances.clone(),
         services: view.model.services.clone(),
     };
-    let events = state
+    // Enough rows that a few hundred moves told as one line still leave room for the rest.
+    let rows = state
         .engine
         .store()
         .history(&HistoryQuery {
             cluster: Some(cluster.clone()),
-            limit: RECENT_EVENTS,
+            limit: RECENT_ROWS,
             ..Default::default()
         })
         .await?
         .items;
+    let events = story::lines(rows, RECENT_EVENTS);
     let max_load = c
         .instances
         .iter()

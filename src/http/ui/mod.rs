@@ -15,6 +15,7 @@ mod login;
 mod operations;
 mod page;
 mod plan;
+mod story;
 mod targets;
 
 use axum::Router;

@@ -1,0 +1,215 @@
+//! Recent events told as a story: consecutive ownership changes that belong together — the
+//! moves of one operation, or the targets one member lost for one cause (a failover, a
+//! hand-off) — become one line ("20 targets left c-2 (handoff) for c-0 (10) and c-1 (10) in
+//! 0.12 s"), expandable to the moves; everything else stays a line of its own. Pure: it only
+//! regroups the history rows it is given, newest first.
+
+use crate::model::Cause;
+use crate::store::{HistoryEntry, HistoryKind};
+
+/// Changes further apart than this are not one story, even with the same member and cause.
+const WINDOW_MS: i64 = 60_000;
+
+/// One line of the recent events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    /// The newest entry's time.
+    pub at_ms: i64,
+    /// What the line is.
+    pub what: What,
+}
+
+/// What one line of the recent events tells.
+#[derive(Debug, Clone, PartialEq)]
+pub enum What {
+    /// One history entry, as the history page shows it.
+    One(HistoryEntry),
+    /// Several targets moved together, newest first.
+    Moves {
+        /// The cause they share.
+        cause: Option<Cause>,
+        /// The member they left (`None`: they had no holder).
+        from: Option<String>,
+        /// The operation they belong to, if any.
+        operation: Option<String>,
+        /// Where they went: member and how many, most first.
+        to: Vec<(String, usize)>,
+        /// From the oldest to the newest change.
+        span_ms: i64,
+        /// The changes.
+        entries: Vec<HistoryEntry>,
+    },
+}
+
+/// Whether `e` can join the moves that `first` (the newest in the group) started.
+fn together(first: &HistoryEntry, e: &HistoryEntry) -> bool {
+    e.kind == HistoryKind::Ownership
+        && first.kind == HistoryKind::Ownership
+        && e.cause == first.cause
+        && e.operation == first.operation
+        && (e.operation.is_some() || e.from == first.from)
+        && first.at_ms - e.at_ms <= WINDOW_MS
+}
+
+/// Groups `entries` (newest first) into at most `limit` lines.
+pub fn lines(entries: Vec<HistoryEntry>, limit: usize) -> Vec<Line> {
+    let mut out: Vec<Vec<HistoryEntry>> = Vec::new();
+    for e in entries {
+        match out.last_mut() {
+            Some(group) if together(&group[0], &e) => group.push(e),
+            _ => {
+                if out.len() == limit {
+                    break;
+                }
+                out.push(vec![e]);
+            }
+        }
+    }
+    out.into_iter().map(line).collect()
+}
+
+fn line(mut group: Vec<HistoryEntry>) -> Line {
+    let at_ms = group[0].at_ms;
+    if group.len() == 1 {
+        return Line {
+            at_ms,
+            what: What::One(group.remove(0)),
+        };
+    }
+    let mut to: Vec<(String, usize)> = Vec::new();
+    for e in &group {
+        let name = e.to.clone().unwrap_or_else(|| "nobody".into());
+        match to.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, n)) => *n += 1,
+            None => to.push((name, 1)),
+        }
+    }
+    to.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let first = &group[0];
+    let span_ms = at_ms - group[group.len() - 1].at_ms;
+    Line {
+        at_ms,
+        what: What::Moves {
+            cause: first.cause,
+            from: if first.operation.is_some() && group.iter().any(|e| e.from != first.from) {
+                None
+            } else {
+                first.from.clone()
+            },
+            operation: first.operation.clone(),
+            to,
+            span_ms,
+            entries: group,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn moved(
+        target: &str,
+        from: &str,
+        to: &str,
+        cause: Cause,
+        op: Option<&str>,
+        at_ms: i64,
+    ) -> HistoryEntry {
+        HistoryEntry {
+            id: at_ms,
+            at_ms,
+            kind: HistoryKind::Ownership,
+            cluster: "c".into(),
+            target: Some(target.into()),
+            instance: None,
+            from: Some(from.into()),
+            to: Some(to.into()),
+            cause: Some(cause),
+            event: None,
+            operation: op.map(Into::into),
+            actor: None,
+            detail: None,
+            acquired_at_ms: Some(at_ms),
+        }
+    }
+
+    fn instance(name: &str, event: &str, at_ms: i64) -> HistoryEntry {
+        HistoryEntry {
+            kind: HistoryKind::Instance,
+            target: None,
+            from: None,
+            to: None,
+            cause: None,
+            instance: Some(name.into()),
+            event: Some(event.into()),
+            acquired_at_ms: None,
+            ..moved("", "", "", Cause::Initial, None, at_ms)
+        }
+    }
+
+    #[test]
+    fn moves_that_belong_together_are_one_line_and_the_rest_stay_apart() {
+        let h = Cause::Handoff;
+        let f = Cause::Failover;
+        let r = Cause::Rebalance;
+        let entries = vec![
+            // Newest first: a rebalance's three moves from two members...
+            moved("t9", "a", "d", r, Some("op-1"), 9_000),
+            moved("t8", "b", "d", r, Some("op-1"), 8_900),
+            moved("t7", "a", "d", r, Some("op-1"), 8_800),
+            instance("d", "joined", 8_000),
+            // ...b's hand-off of three targets to two members...
+            moved("t3", "b", "a", h, None, 5_120),
+            moved("t2", "b", "c", h, None, 5_050),
+            moved("t1", "b", "a", h, None, 5_000),
+            // ...a failover from c: another cause, another line.
+            moved("t6", "c", "a", f, None, 4_000),
+            // ...and one more from b, too long before to be the same story.
+            moved("t0", "b", "a", h, None, -60_000),
+        ];
+        let got = lines(entries, 10);
+        let shape: Vec<String> = got
+            .iter()
+            .map(|l| match &l.what {
+                What::One(e) => format!("one {:?}", e.event.as_deref().or(e.target.as_deref())),
+                What::Moves {
+                    cause,
+                    from,
+                    operation,
+                    to,
+                    span_ms,
+                    entries,
+                } => format!(
+                    "{} {cause:?} from {from:?} op {operation:?} to {to:?} in {span_ms}",
+                    entries.len()
+                ),
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                r#"3 Some(Rebalance) from None op Some("op-1") to [("d", 3)] in 200"#,
+                r#"one Some("joined")"#,
+                r#"3 Some(Handoff) from Some("b") op None to [("a", 2), ("c", 1)] in 120"#,
+                r#"one Some("t6")"#,
+                r#"one Some("t0")"#,
+            ]
+        );
+        assert_eq!(got[0].at_ms, 9_000);
+        // At most `limit` lines, each whole.
+        let two = lines(got_entries(), 2);
+        assert_eq!(two.len(), 2);
+        assert!(matches!(&two[0].what, What::Moves { entries, .. } if entries.len() == 3));
+    }
+
+    fn got_entries() -> Vec<HistoryEntry> {
+        vec![
+            moved("t3", "b", "a", Cause::Handoff, None, 3),
+            moved("t2", "b", "a", Cause::Handoff, None, 2),
+            moved("t1", "b", "a", Cause::Handoff, None, 1),
+            instance("b", "left", 0),
+            instance("b", "not_ready", -1),
+        ]
+    }
+}
