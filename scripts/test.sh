@@ -8,8 +8,9 @@
 # needs python3 with venv, and PyPI), counted as one more test; LEASEHOLD_SKIP_SCHEMATHESIS=1
 # leaves it out. Then scripts/docs-check.sh runs the user docs' commands against a demo (each
 # block counted as a test; needs curl and jq, installed with apt-get when missing;
-# LEASEHOLD_SKIP_DOCS_CHECK=1 leaves it out). The browser tests (tests/it/browser.rs) need chromium and chromedriver: installed
-# here with apt-get when missing (LEASEHOLD_SKIP_BROWSER=1 skips them instead).
+# LEASEHOLD_SKIP_DOCS_CHECK=1 leaves it out). The browser tests (tests/it/browser.rs) need chromium and chromedriver, and npm
+# for axe-core (scripts/fetch-axe.sh): installed here with apt-get when missing
+# (LEASEHOLD_SKIP_BROWSER=1 skips them instead).
 # Arguments go to `cargo test` instead of the default run (e.g. `-p leasehold --test it engine::`).
 # Ends with one total line, "N passed, N failed".
 set -euo pipefail
@@ -25,6 +26,12 @@ if ! command -v chromedriver >/dev/null 2>&1 && [ "${LEASEHOLD_SKIP_BROWSER:-}" 
   else
     echo "chromedriver missing and cannot apt-get install it; the browser tests (tests/it/browser.rs) will fail" >&2
   fi
+fi
+if ! command -v npm >/dev/null 2>&1 && [ "${LEASEHOLD_SKIP_BROWSER:-}" != 1 ] \
+   && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  echo "== installing npm for axe-core in the browser tests (scripts/fetch-axe.sh)"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null) \
+    || echo "could not install npm; the browser tests will fail (LEASEHOLD_SKIP_BROWSER=1 skips them)" >&2
 fi
 if ! command -v jq >/dev/null 2>&1 && [ "${LEASEHOLD_SKIP_DOCS_CHECK:-}" != 1 ] \
    && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then

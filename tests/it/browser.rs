@@ -3,7 +3,8 @@
 //! agents and the simulator with its fake kubelet. They log in through the form, load every
 //! page and fail on any console error (CSP violations and failed loads included), check the
 //! skip link is the first stop for the keyboard, run a rebalance and an instance removal from
-//! the UI and watch them complete live (no reload) with relative times ticking, load pages and
+//! the UI and watch them complete live (no reload) with relative times ticking, run axe-core
+//! on every page (no serious or critical violation), load pages and
 //! tabs in numbers without ever waiting for a connection, and save screenshots at 1280 px and at
 //! phone width under `<target>/browser-screenshots/` for review. No two members ever work on
 //! one target at once (the invariant checker records the agents' hooks).
@@ -336,6 +337,53 @@ async fn loads(env: &Env) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// What axe-core reports at `/docs` inside the vendored Swagger UI's own markup, which this
+/// project does not write: the version badge's contrast, the operation summaries' nested
+/// buttons, its servers `<select>` without a label. Anything else there fails the test.
+const SWAGGER_UI_VIOLATIONS: [&str; 3] = [
+    "color-contrast (serious): Elements must meet minimum color contrast ratio thresholds — <pre class=\"version\">",
+    "nested-interactive (serious)",
+    "select-name (critical): Select element must have an accessible name — <select id=\"servers\">",
+];
+
+/// axe-core's source (`scripts/fetch-axe.sh` fetches the pinned version from npm once, into
+/// `target/`).
+fn axe_source() -> String {
+    let out =
+        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/fetch-axe.sh"))
+            .output()
+            .expect("scripts/fetch-axe.sh runs");
+    assert!(
+        out.status.success(),
+        "scripts/fetch-axe.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = String::from_utf8(out.stdout).unwrap();
+    std::fs::read_to_string(path.trim()).unwrap()
+}
+
+/// The serious and critical violations axe-core finds on the page shown (WCAG 2 A/AA rules and
+/// its best practices): rule, help, and the first offending element of each.
+async fn axe_violations(c: &Client, axe: &str) -> Vec<String> {
+    c.execute(&format!("{axe}\n;return true;"), vec![])
+        .await
+        .expect("axe-core loads into the page");
+    let found = c
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             axe.run(document, {resultTypes: ['violations']}).then(r => done(
+               r.violations
+                 .filter(v => v.impact === 'serious' || v.impact === 'critical')
+                 .map(v => v.id + ' (' + v.impact + '): ' + v.help + ' — ' +
+                   (v.nodes[0] ? v.nodes[0].html : ''))
+             ), e => done(['axe failed: ' + e]));",
+            vec![],
+        )
+        .await
+        .expect("axe-core runs");
+    serde_json::from_value(found).unwrap()
+}
+
 /// Logs in through the form, asked for by the cluster page, which comes back.
 async fn log_in(b: &Browser, env: &Env, shot: bool) {
     let c = &b.client;
@@ -499,9 +547,20 @@ async fn the_dashboard_in_chromium() {
         ("api-docs", "/docs/".to_owned()),
     ];
     let mut overflowing = Vec::new();
+    let mut inaccessible = Vec::new();
+    let axe = axe_source();
     for (name, path) in &pages {
         c.goto(&format!("{}{path}", env.base)).await.unwrap();
         tokio::time::sleep(Duration::from_millis(400)).await;
+        // axe-core finds no serious or critical accessibility violation (on /docs, none but
+        // the ones in Swagger UI's own markup, listed in SWAGGER_UI_VIOLATIONS).
+        let mut found = axe_violations(c, &axe).await;
+        if path.starts_with("/docs") {
+            found.retain(|v| !SWAGGER_UI_VIOLATIONS.iter().any(|k| v.starts_with(k)));
+        }
+        if !found.is_empty() {
+            inaccessible.push(format!("{path}: {found:#?}"));
+        }
         // At 1280 px every table fits: nothing hidden behind a sideways scroll.
         let wide = c
             .execute(
@@ -522,6 +581,11 @@ async fn the_dashboard_in_chromium() {
     assert!(
         overflowing.is_empty(),
         "tables wider than the page at 1280 px: {overflowing:#?}"
+    );
+    assert!(
+        inaccessible.is_empty(),
+        "axe-core: serious or critical violations:\n{}",
+        inaccessible.join("\n")
     );
 
     // A third member joins (on_join: off), and the cluster page shows it live.
