@@ -154,6 +154,15 @@ pub struct PlanRequest {
     pub expected: Option<String>,
 }
 
+/// What a removal does besides draining ([`Engine::removal_effects`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemovalEffects {
+    /// The webhook: `Ok((method, url))`, or why its URL cannot be made now; `None` without one.
+    pub webhook: Option<Result<(String, String), String>>,
+    /// The pod is deleted at the end.
+    pub delete_pod: bool,
+}
+
 /// Whether `plan` is the plan the caller previewed (`expected`, when given).
 fn expect(expected: Option<&str>, plan: &planner::Plan) -> Result<(), EngineError> {
     match expected {
@@ -406,6 +415,26 @@ impl Engine {
         self.inner
             .model(cluster)
             .ok_or_else(|| EngineError::UnknownCluster(cluster.to_owned()))
+    }
+
+    /// What removing `instance` of `model` (cluster `cluster`) would do besides draining it, as
+    /// the removal would do it now: the webhook it calls (method and URL, or why the URL cannot
+    /// be made now) and whether the pod is deleted.
+    pub fn removal_effects(
+        &self,
+        cluster: &str,
+        model: &ClusterModel,
+        instance: &str,
+    ) -> Result<RemovalEffects, EngineError> {
+        let spec = self.inner.cluster(cluster)?;
+        let removal = &spec.policy.removal;
+        Ok(RemovalEffects {
+            webhook: removal.webhook.as_ref().map(|w| {
+                removal::render_url(&w.url, spec, model, instance, None)
+                    .map(|url| (w.method.clone(), url))
+            }),
+            delete_pod: removal.delete_pod,
+        })
     }
 
     /// Runs the watchers, the control-plane election, the history recorder and — while this

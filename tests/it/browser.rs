@@ -539,6 +539,7 @@ async fn the_dashboard_in_chromium() {
         ("overview", "/".to_owned()),
         ("cluster", format!("/clusters/{CLUSTER}")),
         ("instances", format!("/clusters/{CLUSTER}/instances")),
+        ("instance", format!("/clusters/{CLUSTER}/instances/c-0")),
         ("targets", format!("/clusters/{CLUSTER}/targets?q=dev-00")),
         ("target", format!("/clusters/{CLUSTER}/targets/dev-001")),
         ("rebalance", format!("/clusters/{CLUSTER}/rebalance")),

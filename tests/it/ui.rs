@@ -137,6 +137,10 @@ async fn every_page_renders_and_strangers_are_sent_to_log_in() {
         ("/", "Clusters"),
         ("/clusters/c", "Recent events"),
         ("/clusters/c/instances", "Replication instances of c"),
+        (
+            "/clusters/c/instances/c-0",
+            "calls no webhook (none configured)",
+        ),
         ("/clusters/c/targets", "t-0"),
         ("/clusters/c/targets?q=T-3", "t-3"),
         (
@@ -420,4 +424,34 @@ async fn a_stale_preview_is_refused_and_the_fresh_plan_shown() {
     )
     .await;
     assert_eq!(ok.status, StatusCode::SEE_OTHER, "{}", ok.body);
+}
+
+/// An instance's page says what removing it would do here; an unknown instance is a 404 page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_page_states_what_removal_does_and_unknown_ones_are_404() {
+    let app = app().await;
+    with_member(&app).await;
+    let page = get(
+        &app,
+        "/clusters/c/instances/c-1",
+        Auth::Bearer("viewer-token"),
+    )
+    .await;
+    assert_eq!(page.status, StatusCode::OK);
+    for says in [
+        "moves its 0 targets",
+        "calls no webhook (none configured)",
+        "leaves its pod alone",
+        "/clusters/c/instances/c-1/remove",
+        "10.0.0.11",
+    ] {
+        assert!(page.body.contains(says), "lacks {says:?}: {}", page.body);
+    }
+    let missing = get(
+        &app,
+        "/clusters/c/instances/nope",
+        Auth::Bearer("viewer-token"),
+    )
+    .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND, "{}", missing.body);
 }

@@ -9,13 +9,14 @@ use axum::response::Response;
 use super::page::{Base, UiError, Viewer, render, see_other};
 use super::plan::PlanView;
 use super::story::{self, Line, What};
+use crate::engine::RemovalEffects;
 use crate::http::actions;
 use crate::http::api::clusters::{ClusterDetail, ClusterSummary, snapshot, summary};
 use crate::http::auth::Action;
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
-use crate::k8s::model::Instance;
-use crate::store::{HistoryKind, HistoryQuery};
+use crate::k8s::model::{Instance, Target};
+use crate::store::{HistoryEntry, HistoryKind, HistoryQuery};
 
 /// Events shown on a cluster's page.
 const RECENT_EVENTS: usize = 25;
@@ -108,13 +109,17 @@ struct InstancesPage {
 }
 
 impl InstancesPage {
-    /// How old a pod created at `created` (RFC 3339) is.
     fn age(&self, created: &str) -> String {
-        created
-            .parse::<jiff::Timestamp>()
-            .map(|t| super::page::span(self.base.now_ms - t.as_millisecond()))
-            .unwrap_or_else(|_| created.to_owned())
+        age(self.base.now_ms, created)
     }
+}
+
+/// How old a pod created at `created` (RFC 3339) is at `now_ms`.
+fn age(now_ms: i64, created: &str) -> String {
+    created
+        .parse::<jiff::Timestamp>()
+        .map(|t| super::page::span(now_ms - t.as_millisecond()))
+        .unwrap_or_else(|_| created.to_owned())
 }
 
 /// `/clusters/{cluster}/instances`: the replication instances in detail.
@@ -135,6 +140,103 @@ pub async fn instances(
         base,
         instances: view.model.instances.clone(),
         cluster,
+    })
+}
+
+#[derive(Template)]
+#[template(path = "instance.html")]
+struct InstancePage {
+    base: Base,
+    cluster: String,
+    i: Instance,
+    /// The first targets it holds (see `held_total`).
+    held: Vec<Target>,
+    held_total: usize,
+    /// What removing it would do besides draining it.
+    removal: RemovalEffects,
+    /// Why removing it deserves a second thought.
+    warnings: Vec<String>,
+    history: Vec<HistoryEntry>,
+}
+
+impl InstancePage {
+    fn age(&self, created: &str) -> String {
+        age(self.base.now_ms, created)
+    }
+}
+
+/// Targets listed on an instance's page (the rest are a link away).
+const INSTANCE_TARGETS: usize = 50;
+/// History entries on an instance's page.
+const INSTANCE_HISTORY: u32 = 50;
+
+/// `/clusters/{cluster}/instances/{instance}`: one member — its pod, heartbeat, targets and
+/// history, and what Remove and Uncordon would do here.
+pub async fn instance(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path((cluster, instance)): Path<(String, String)>,
+) -> Result<Response, UiError> {
+    viewer
+        .caller
+        .require(&state, Action::Read, Some(&cluster))
+        .await?;
+    let view = snapshot(&state, &cluster).await?;
+    let model = &view.model;
+    let Some(i) = model.instance(&instance).cloned() else {
+        return Err(ApiError::NotFound(format!(
+            "cluster {cluster:?} has no instance {instance:?}"
+        ))
+        .into());
+    };
+    let mine = model
+        .targets
+        .iter()
+        .filter(|t| t.owner.as_deref() == Some(instance.as_str()));
+    let held_total = mine.clone().count();
+    let held: Vec<Target> = mine.take(INSTANCE_TARGETS).cloned().collect();
+    let removal = state.engine.removal_effects(&cluster, model, &instance)?;
+    let mut warnings = Vec::new();
+    if i.leader {
+        warnings.push(format!(
+            "{instance} is the cluster's elected leader: removing it makes the members elect another."
+        ));
+    }
+    if let Some(role) = &i.role {
+        let others = model
+            .instances
+            .iter()
+            .filter(|o| o.name != instance && o.role.as_deref() == Some(role.as_str()) && o.ready)
+            .count();
+        if others == 0 {
+            warnings.push(format!(
+                "{instance} is the only ready instance with the role {role}: removing it leaves the cluster without one."
+            ));
+        }
+    }
+    let history = state
+        .engine
+        .store()
+        .history(&HistoryQuery {
+            cluster: Some(cluster.clone()),
+            instance: Some(instance.clone()),
+            limit: INSTANCE_HISTORY,
+            ..Default::default()
+        })
+        .await?
+        .items;
+    let base = Base::new(&state, &viewer, format!("{instance} in {cluster}"))
+        .await
+        .for_cluster(&cluster);
+    render(&InstancePage {
+        base,
+        cluster,
+        i,
+        held,
+        held_total,
+        removal,
+        warnings,
+        history,
     })
 }
 

@@ -32,6 +32,10 @@ pub fn router() -> Router<AppState> {
         .route("/clusters/{cluster}", get(clusters::cluster))
         .route("/clusters/{cluster}/instances", get(clusters::instances))
         .route(
+            "/clusters/{cluster}/instances/{instance}",
+            get(clusters::instance),
+        )
+        .route(
             "/clusters/{cluster}/instances/{instance}/remove",
             get(clusters::remove_preview).post(clusters::remove),
         )
