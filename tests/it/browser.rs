@@ -651,7 +651,7 @@ async fn the_dashboard_in_chromium() {
         .click()
         .await
         .unwrap();
-    b.wait_text("h1", "remove_instance c-0", Duration::from_secs(10))
+    b.wait_text("h1", "remove instance c-0", Duration::from_secs(10))
         .await;
     b.mark().await;
     b.wait_text("#op-state", "succeeded", Duration::from_secs(60))

@@ -149,6 +149,10 @@ async fn every_page_renders_and_strangers_are_sent_to_log_in() {
         ),
         ("/clusters/c/targets/t-2", "Ownership timeline"),
         ("/operations", "Operations"),
+        (
+            "/operations?kind=remove_instance",
+            "<option value=\"remove_instance\" selected>remove instance</option>",
+        ),
         ("/history", "History"),
         ("/history?cluster=c&kind=instance", "History"),
     ];

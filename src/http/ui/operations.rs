@@ -15,7 +15,7 @@ use crate::http::actions;
 use crate::http::auth::Action;
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
-use crate::model::OperationState;
+use crate::model::{OperationKind, OperationState};
 use crate::store::{
     HistoryEntry, HistoryKind, HistoryQuery, Operation, OperationQuery, OperationSummary, Page,
 };
@@ -136,6 +136,8 @@ pub struct OperationsQuery {
     cluster: String,
     #[serde(default)]
     state: String,
+    #[serde(default)]
+    kind: String,
     cursor: Option<String>,
 }
 
@@ -145,15 +147,21 @@ struct OperationsPage {
     base: Base,
     cluster: String,
     state: String,
+    kind: String,
     clusters: Vec<Choice>,
     states: Vec<Choice>,
+    kinds: Vec<Choice>,
     page: Page<OperationSummary>,
 }
 
 impl OperationsPage {
     fn next(&self, cursor: &str) -> String {
         let mut q = form_urlencoded::Serializer::new(String::new());
-        for (k, v) in [("cluster", &self.cluster), ("state", &self.state)] {
+        for (k, v) in [
+            ("cluster", &self.cluster),
+            ("state", &self.state),
+            ("kind", &self.kind),
+        ] {
             if !v.is_empty() {
                 q.append_pair(k, v);
             }
@@ -186,7 +194,7 @@ pub async fn list(
         .operations(&OperationQuery {
             cluster: Some(q.cluster.clone()).filter(|c| !c.is_empty()),
             state: word(&q.state)?,
-            kind: None,
+            kind: word(&q.kind)?,
             cursor: q.cursor.filter(|c| !c.is_empty()),
             limit: PAGE,
         })
@@ -199,8 +207,10 @@ pub async fn list(
         base,
         clusters: choices(&base_clusters, &q.cluster),
         states: choices(OperationState::ALL.iter().map(|s| s.as_str()), &q.state),
+        kinds: choices(OperationKind::ALL.iter().map(|k| k.as_str()), &q.kind),
         cluster: q.cluster,
         state: q.state,
+        kind: q.kind,
         page,
     })
 }

@@ -162,12 +162,29 @@ impl Base {
         heartbeat(i)
     }
 
+    /// A word of the model (`not_ready`, `remove_instance`, `leader_gained`…) as people read
+    /// it (see [`label`]).
+    pub fn label(&self, word: impl std::fmt::Display) -> String {
+        label(&word.to_string())
+    }
+
     /// The machine-readable form of a time (for `<time datetime>`).
     pub fn iso(&self, at_ms: impl Millis) -> String {
         let at_ms = at_ms.ms();
         jiff::Timestamp::from_millisecond(at_ms)
             .map(|t| t.to_string())
             .unwrap_or_default()
+    }
+}
+
+/// A word of the model as people read it: `leader_gained` is "became leader", `leader_lost`
+/// "lost leadership", other words with their underscores as spaces (`not ready`,
+/// `remove instance`, `leases cleaned`). The API keeps the words themselves.
+pub fn label(word: &str) -> String {
+    match word {
+        "leader_gained" => "became leader".to_owned(),
+        "leader_lost" => "lost leadership".to_owned(),
+        other => other.replace('_', " "),
     }
 }
 
@@ -360,6 +377,14 @@ mod tests {
             revocable: false,
         });
         i
+    }
+
+    #[test]
+    fn model_words_read_as_words() {
+        assert_eq!(label("not_ready"), "not ready");
+        assert_eq!(label("remove_instance"), "remove instance");
+        assert_eq!(label("leader_gained"), "became leader");
+        assert_eq!(label("handoff"), "handoff");
     }
 
     #[test]
