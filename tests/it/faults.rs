@@ -61,15 +61,16 @@ fn seeds() -> Vec<u64> {
     (1..=n).collect()
 }
 
-/// Three process members sharing the targets evenly, the control plane `cp-a` acting (through
-/// `client`, when given); `policy` is added to the cluster's policy.
-async fn cluster(policy: &str, client: Option<kube::Client>) -> Harness {
+/// Three process members sharing the targets evenly, the control plane `cp-a` acting; `policy`
+/// is added to the cluster's policy.
+async fn cluster(policy: &str) -> Harness {
     let mut h = Harness::new(&v2_yaml(TARGETS, policy)).await;
-    start_cluster(&mut h, client).await;
+    start_cluster(&mut h, None).await;
     h
 }
 
-/// Starts [`cluster`]'s members and control plane in `h`.
+/// Starts [`cluster`]'s members and control plane (reaching the API through `client`, when
+/// given) in `h`.
 async fn start_cluster(h: &mut Harness, client: Option<kube::Client>) {
     for m in MEMBERS {
         h.add_process_member(m).await;
@@ -221,7 +222,7 @@ async fn ownership_rows(
 async fn a_killed_member_fails_over_within_the_bound() {
     for seed in seeds() {
         let mut rng = StdRng::seed_from_u64(seed);
-        let mut h = cluster("on_join: off", None).await;
+        let mut h = cluster("on_join: off").await;
         let (victim, moment) = victim_and_moment(&mut rng);
         tokio::time::sleep(moment).await;
         let mut p = h.processes.remove(victim).unwrap();
@@ -255,7 +256,7 @@ async fn a_killed_member_fails_over_within_the_bound() {
 async fn a_member_sent_sigterm_hands_everything_over_before_it_exits() {
     for seed in seeds() {
         let mut rng = StdRng::seed_from_u64(seed);
-        let mut h = cluster("on_join: off", None).await;
+        let mut h = cluster("on_join: off").await;
         let (victim, moment) = victim_and_moment(&mut rng);
         tokio::time::sleep(moment).await;
         let mut p = h.processes.remove(victim).unwrap();
@@ -316,7 +317,7 @@ async fn a_member_sent_sigterm_hands_everything_over_before_it_exits() {
 async fn a_member_paused_past_its_hold_is_fenced_and_stops_when_it_resumes() {
     for seed in seeds() {
         let mut rng = StdRng::seed_from_u64(seed);
-        let h = cluster("on_join: off", None).await;
+        let h = cluster("on_join: off").await;
         h.checker.tolerate_fenced_overlaps();
         let (victim, moment) = victim_and_moment(&mut rng);
         tokio::time::sleep(moment).await;
@@ -399,7 +400,7 @@ async fn control_plane_killed_mid_rebalance(postgres: bool) {
             start_cluster(&mut h, None).await;
             h
         } else {
-            cluster(policy, None).await
+            cluster(policy).await
         };
         let standby = h.start_engine("cp-b").await;
         h.add_process_member("c-3").await;
@@ -477,19 +478,10 @@ async fn api_connection_lost(link_state: common::Link) {
     for seed in seeds() {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut h = Harness::new(&v2_yaml(TARGETS, "on_join: off")).await;
-        for m in MEMBERS {
-            h.add_process_member(m).await;
-        }
-        h.wait_pods_ready(MEMBERS.len()).await;
-        registered(&h, &MEMBERS).await;
         // The members reach the API directly; only the control plane's link fails.
         let (client, link) = common::linked_client(&h.t).await;
-        let engine = h.start_engine_with("cp-a", client).await;
-        h.wait_balanced(
-            &[("c-0", 20), ("c-1", 20), ("c-2", 20)],
-            Duration::from_secs(30),
-        )
-        .await;
+        start_cluster(&mut h, Some(client)).await;
+        let engine = h.engines["cp-a"].0.clone();
         let (_, moment) = victim_and_moment(&mut rng);
         tokio::time::sleep(moment).await;
         let lost = leasehold::store::now_ms();
