@@ -188,7 +188,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                     join_settle: crate::demo::JOIN_SETTLE,
                 },
             };
-            crate::demo::run(opts, &state).await
+            crate::demo::run(opts, &state, shutdown_signal()).await
         }
     }
 }
@@ -446,11 +446,7 @@ async fn run_sim(args: SimArgs) -> anyhow::Result<()> {
     if args.fake_kubelet {
         simulator.spawn_kubelet(Default::default()).await?;
     }
-    simulator
-        .run_until(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
+    simulator.run_until(shutdown_signal()).await
 }
 
 #[cfg(test)]

@@ -329,8 +329,13 @@ fn url_of(addr: SocketAddr) -> String {
     format!("http://{shown}")
 }
 
-/// Runs the demo until Ctrl-C, printing where everything is (its files are in `state`).
-pub async fn run(opts: DemoOptions, state: &StateDir) -> anyhow::Result<()> {
+/// Runs the demo until `shutdown` (the CLI passes Ctrl-C or SIGTERM), printing where
+/// everything is (its files are in `state`).
+pub async fn run(
+    opts: DemoOptions,
+    state: &StateDir,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
     let kubeconfig = opts.kubeconfig_out.clone();
     let (members, targets) = (opts.members, opts.targets);
     let demo = start(opts).await?;
@@ -374,11 +379,8 @@ pub async fn run(opts: DemoOptions, state: &StateDir) -> anyhow::Result<()> {
             dir.path().display()
         ),
     }
-    println!("  Ctrl-C stops it.");
-    demo.run_until(async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await
+    println!("  Ctrl-C (or SIGTERM) stops it.");
+    demo.run_until(shutdown).await
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! clusters (collectors and the MMR-style replicas with their roles) in the API, then the
 //! demo controls: a member added takes a share, a crashed member's targets fail over once its
 //! Leases expire, a stopped member is gone and nothing it held is lost. Short lease durations
-//! keep it well under a minute.
+//! keep it well under a minute. And the `leasehold demo` process, stopped by SIGTERM, cleans up.
 
 use crate::common;
 
@@ -394,4 +394,54 @@ async fn beyond_loopback_the_api_needs_the_generated_admin_token() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(v.as_array().unwrap().len(), 2);
     demo.stop().await.unwrap();
+}
+
+/// `leasehold demo` as people run it, stopped with SIGTERM (as `timeout`, `kill`, systemd or a
+/// container runtime stop it): it exits cleanly and removes its temporary state directory.
+/// (It used to stop on Ctrl-C only, so SIGTERM killed it and left the directory behind.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_the_demo_and_removes_its_state() {
+    let mut demo = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .args([
+            "demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--kube-listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--members", "2", "--targets", "10"])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("leasehold demo starts");
+    // The state directory, from what it prints.
+    let stdout = demo.stdout.take().unwrap();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    let state = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(rest) = line.trim().strip_prefix("state (history, kubeconfig): ") {
+                return rest.split(", removed at exit").next().unwrap().to_owned();
+            }
+        }
+        panic!("the demo never said where its state is");
+    })
+    .await
+    .expect("the demo starts within 30 s");
+    assert!(Path::new(&state).is_dir(), "{state}");
+    let pid = demo.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = tokio::time::timeout(Duration::from_secs(20), demo.wait())
+        .await
+        .expect("the demo exits within 20 s of SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert!(!Path::new(&state).exists(), "{state} left behind");
 }
