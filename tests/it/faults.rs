@@ -401,12 +401,13 @@ async fn a_control_plane_killed_mid_rebalance_is_replaced_and_nothing_is_lost() 
 ///
 /// Ignored until fixed: it fails about 1 run in 3 (CI at 08e65b2, and
 /// `scripts/postgres.sh run -- cargo test --test it -- --ignored faults::on_postgresql`) because
-/// history's newest row of a moved target can be an older change: a target's first owner is
-/// recorded *after* its rebalance move (ids 60 and 46, acquire times 233 ms apart), so
-/// history's last owner is not the owner. Two replicas recording into one PostgreSQL database do
-/// not keep each target's rows in causal order.
+/// history's newest row of a moved target can be an older change. Seen: a row "nobody → c-1,
+/// initial" acquired 233 ms *before* the row "c-1 → c-3, rebalance", yet stored after it (ids 60
+/// and 46), so history's last owner is c-1 while c-3 holds the target. Not yet known: whether
+/// c-1 really acquired the target again during the control-plane takeover (a move undone and
+/// redone), and why a replica recorded it as a first owner and so late.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "known bug: two replicas on PostgreSQL can record a target's changes out of order (see the doc comment)"]
+#[ignore = "known bug: with two replicas on PostgreSQL, history's newest row of a moved target can be an older change (see the doc comment)"]
 async fn on_postgresql_a_control_plane_killed_mid_rebalance_is_replaced_and_nothing_is_lost() {
     control_plane_killed_mid_rebalance(true).await;
 }
