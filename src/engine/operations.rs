@@ -29,6 +29,10 @@ use crate::store::{MoveRecord, Operation, OwnershipChange, now_ms};
 /// How often the runner looks for operations without being woken.
 const POLL: Duration = Duration::from_secs(1);
 
+/// How long a finished move waits for the history recorder to write what the index saw
+/// before it, so its own row lands after those.
+const RECORDER_CATCH_UP: Duration = Duration::from_secs(10);
+
 pub(super) async fn runner(inner: Arc<Inner>) -> anyhow::Result<()> {
     // The operation tasks are owned here: when the replica stops acting, the acting loops'
     // JoinSet drops this future, and dropping `running` aborts every operation with it — no
@@ -246,10 +250,16 @@ async fn run_move(
             Ok(acquired_at_ms) => {
                 // The history recorder writes this handoff when the index sees it; if no
                 // replica was watching when it happened (the control plane was down
-                // mid-operation), nobody did. Recording it here too is idempotent (one row
-                // per acquisition), so the move is in history either way; `at_ms` is, as
-                // everywhere in history, when Leasehold saw it.
+                // mid-operation), it writes it only from a first list, without `from`.
+                // Recording it here too is idempotent (one row per acquisition), so the move
+                // is in history either way; `at_ms` is, as everywhere in history, when
+                // Leasehold saw it. First the recorder catches up with what the index saw
+                // before (this target's earlier changes among them): a row written here ahead
+                // of those would leave an older change as the target's newest row.
                 if let Some(at) = acquired_at_ms {
+                    if !inner.shared.journal_caught_up(RECORDER_CATCH_UP).await {
+                        warn!(target = %mv.target, "history recorder is behind; recording the move anyway");
+                    }
                     inner
                         .store
                         .record_ownership(&OwnershipChange {

@@ -105,10 +105,11 @@ impl Event {
         }
     }
 
-    /// The feed's event for an index change; `None` for one not to broadcast (an overrun
-    /// report replayed from a first list).
+    /// The feed's event for an index change; `None` for one not to broadcast (an ownership
+    /// change or overrun report replayed from a first list).
     fn from_change(c: Change) -> Option<Event> {
         Some(match c {
+            Change::Ownership { replayed: true, .. } => return None,
             Change::Ownership {
                 cluster,
                 target,

@@ -179,6 +179,10 @@ pub(super) async fn insert_entry(
     Ok(())
 }
 
+/// Rows per statement in [`Store::record_ownerships`]: 8 parameters a row, far below either
+/// database's limit on parameters (SQLite 32,766; PostgreSQL 65,535).
+pub(super) const OWNERSHIP_ROWS_PER_STATEMENT: usize = 500;
+
 pub(super) const FINAL_STATES_SQL: &str = "('succeeded', 'failed', 'cancelled')";
 
 const ENTRY_COLUMNS: &str = "SELECT id, at_ms, kind, cluster, target, instance, from_instance, \
@@ -208,24 +212,46 @@ impl Store {
     /// Records an ownership change. Idempotent when `acquired_at_ms` is set: the same
     /// (cluster, target, to, acquired_at_ms) is stored once. Returns whether it was new.
     pub async fn record_ownership(&self, c: &OwnershipChange) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "INSERT INTO history \
-             (at_ms, kind, cluster, target, from_instance, to_instance, cause, operation_id, \
-              acquired_at_ms) \
-             VALUES ($1, 'ownership', $2, $3, $4, $5, $6, $7, $8) \
-             ON CONFLICT DO NOTHING",
-        )
-        .bind(c.at_ms)
-        .bind(c.cluster.as_str())
-        .bind(c.target.as_str())
-        .bind(c.from.as_deref())
-        .bind(c.to.as_deref())
-        .bind(c.cause.as_str())
-        .bind(c.operation.as_deref())
-        .bind(c.acquired_at_ms)
-        .execute(self.pool())
-        .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(self.record_ownerships(std::slice::from_ref(c)).await? == 1)
+    }
+
+    /// Records ownership changes in order, as [`Store::record_ownership`] does one, in as few
+    /// statements as it can (a burst — a first placement, a failover — costs one round trip
+    /// per 500 rows, not one per row). Returns how many were new.
+    pub async fn record_ownerships(&self, changes: &[OwnershipChange]) -> Result<u64, StoreError> {
+        const COLUMNS: usize = 8;
+        let mut new = 0;
+        for chunk in changes.chunks(OWNERSHIP_ROWS_PER_STATEMENT) {
+            let rows: Vec<String> = (0..chunk.len())
+                .map(|r| {
+                    let p: Vec<String> = (1..=COLUMNS)
+                        .map(|c| format!("${}", r * COLUMNS + c))
+                        .collect();
+                    format!("({}, 'ownership', {})", p[0], p[1..].join(", "))
+                })
+                .collect();
+            let sql = format!(
+                "INSERT INTO history \
+                 (at_ms, kind, cluster, target, from_instance, to_instance, cause, operation_id, \
+                  acquired_at_ms) \
+                 VALUES {} ON CONFLICT DO NOTHING",
+                rows.join(", ")
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for c in chunk {
+                q = q
+                    .bind(c.at_ms)
+                    .bind(c.cluster.clone())
+                    .bind(c.target.clone())
+                    .bind(c.from.clone())
+                    .bind(c.to.clone())
+                    .bind(c.cause.as_str())
+                    .bind(c.operation.clone())
+                    .bind(c.acquired_at_ms);
+            }
+            new += q.execute(self.pool()).await?.rows_affected();
+        }
+        Ok(new)
     }
 
     /// Records a mutating API request: `actor` asked for `what` on `cluster`; `result` is

@@ -312,6 +312,58 @@ async fn ownership_recording_is_idempotent() {
     .await;
 }
 
+/// A batch spanning several statements is stored in its order (the newest row is the last
+/// change), each acquisition once: repeats within the batch and rows already stored are
+/// skipped, and only the new ones are counted.
+#[tokio::test]
+async fn ownership_batches_keep_their_order_and_skip_what_is_stored() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        let stored = change("t-0", None, Some("m-0"), 1);
+        assert!(store.record_ownership(&stored).await.unwrap());
+        let n = history::OWNERSHIP_ROWS_PER_STATEMENT * 2 + 7;
+        let mut batch: Vec<OwnershipChange> = (0..n as i64)
+            .map(|i| {
+                change(
+                    &format!("t-{}", i % 3),
+                    None,
+                    Some(&format!("m-{i}")),
+                    10 + i,
+                )
+            })
+            .collect();
+        batch.insert(3, stored.clone());
+        batch.push(batch[5].clone());
+        assert_eq!(store.record_ownerships(&batch).await.unwrap(), n as u64);
+        assert_eq!(store.record_ownerships(&batch).await.unwrap(), 0);
+        let mut q = query(1000);
+        q.target = Some("t-0".into());
+        let newest = &store.history(&q).await.unwrap().items[0];
+        let last_of_t0 = (0..n as i64).rev().find(|i| i % 3 == 0).unwrap();
+        assert_eq!(newest.to, Some(format!("m-{last_of_t0}")));
+        let mut all = Vec::new();
+        let mut q = query(1000);
+        loop {
+            let page = store.history(&q).await.unwrap();
+            all.extend(page.items);
+            match page.next_cursor {
+                Some(c) => q.cursor = Some(c),
+                None => break,
+            }
+        }
+        let acquired: Vec<i64> = all
+            .iter()
+            .rev()
+            .map(|e| e.acquired_at_ms.unwrap())
+            .collect();
+        let expected: Vec<i64> = std::iter::once(1)
+            .chain((0..n as i64).map(|i| 10 + i))
+            .collect();
+        assert_eq!(acquired, expected, "stored in the batch's order");
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn overrun_recording_is_idempotent_and_other_instance_events_are_not_touched() {
     each_backend(async |db| {

@@ -399,15 +399,14 @@ async fn a_control_plane_killed_mid_rebalance_is_replaced_and_nothing_is_lost() 
 /// `LEASEHOLD_TEST_POSTGRES_URL` names a server, as in `scripts/test.sh` with PostgreSQL
 /// installed; otherwise it says it skipped).
 ///
-/// Ignored until fixed: it fails about 1 run in 3 (CI at 08e65b2, and
-/// `scripts/postgres.sh run -- cargo test --test it -- --ignored faults::on_postgresql`) because
-/// history's newest row of a moved target can be an older change. Seen: a row "nobody → c-1,
-/// initial" acquired 233 ms *before* the row "c-1 → c-3, rebalance", yet stored after it (ids 60
-/// and 46), so history's last owner is c-1 while c-3 holds the target. Not yet known: whether
-/// c-1 really acquired the target again during the control-plane takeover (a move undone and
-/// redone), and why a replica recorded it as a first owner and so late.
+/// This found two faults in history (fixed): on PostgreSQL each insert took a round trip of
+/// about 40 ms (sqlx 0.9.0 leaves Nagle's algorithm on), so the acting replica's recorder fell
+/// seconds behind a first placement; killed then, its unwritten rows were lost, because the
+/// standby had found those holders in its first list and recorded nothing from a first list.
+/// And the move's own write of its row could land before the recorder's older row of the same
+/// target, leaving an older change as history's newest ("nobody → c-1, initial" after
+/// "c-1 → c-3, rebalance").
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "known bug: with two replicas on PostgreSQL, history's newest row of a moved target can be an older change (see the doc comment)"]
 async fn on_postgresql_a_control_plane_killed_mid_rebalance_is_replaced_and_nothing_is_lost() {
     control_plane_killed_mid_rebalance(true).await;
 }

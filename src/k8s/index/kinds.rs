@@ -392,6 +392,7 @@ impl Indexed for Lease {
             at_ms: now,
             acquired_at_ms: view.holding.acquire.map(|t| t.as_millisecond()),
             gap_ms,
+            replayed: false,
         };
         match state.targets.get_mut(key) {
             Some(entry) => {
@@ -401,13 +402,13 @@ impl Indexed for Lease {
                 emit.changed = remapped || entry.observe(&view, now, ix) == Observed::Changed;
                 if new_holder.is_some() && new_holder != before.as_deref() {
                     let change = ownership(from.as_deref(), gap_ms);
-                    emit.push(change);
+                    emit.ownership(change);
                 }
             }
             None => {
                 if new_holder.is_some() {
                     let change = ownership(None, None);
-                    emit.push(change);
+                    emit.ownership(change);
                 }
                 let name: Arc<str> = view.name.as_str().into();
                 let key: Arc<str> = key.into();
@@ -447,6 +448,7 @@ impl Indexed for Lease {
                 at_ms: emit.now_ms,
                 acquired_at_ms: None,
                 gap_ms: None,
+                replayed: false,
             });
         }
     }

@@ -80,6 +80,10 @@ pub enum Change {
         /// its hold expiring by our clock, to this acquire being seen (0 if the old hold had
         /// not expired yet). `None` for a first owner, the same member again, or a deletion.
         gap_ms: Option<i64>,
+        /// Found in a watch's first list, not seen happening (`from` is then unknown and
+        /// `None`): the holder's acquisition, for history to record if no replica did when it
+        /// happened (recording it again is a no-op). Not counted or broadcast.
+        replayed: bool,
     },
     /// An instance joined, left, became (not) ready, gained or lost leadership.
     Instance {
@@ -237,6 +241,28 @@ impl Emit<'_> {
         if !self.quiet {
             self.out.push(c);
         }
+    }
+
+    /// An ownership change. In a first list (quiet) it is pushed as replayed only when the
+    /// acquisition is identified (`acquired_at_ms`), so that recording it is idempotent.
+    fn ownership(&mut self, mut c: Change) {
+        if let Change::Ownership {
+            replayed,
+            acquired_at_ms,
+            from,
+            gap_ms,
+            ..
+        } = &mut c
+            && self.quiet
+        {
+            if acquired_at_ms.is_none() {
+                return;
+            }
+            *replayed = true;
+            *from = None;
+            *gap_ms = None;
+        }
+        self.out.push(c);
     }
 
     fn instance(&mut self, instance: &str, kind: InstanceEventKind) {

@@ -290,6 +290,57 @@ fn target_states_follow_observation_and_membership() {
     assert!(m.instance("old-3").unwrap().ghost);
 }
 
+/// A first list reports no change, except each holder's acquisition (when it is identified by
+/// an `acquireTime`) as a replayed change, for history to record if nobody did: from unknown,
+/// cause and operation from the Lease, no gap. A relist afterwards reports only real changes.
+#[test]
+fn a_first_list_replays_identified_acquisitions_only() {
+    let config = Config::parse(CONFIG, Path::new("t.yaml")).unwrap();
+    let mut ix = Index::new(&config.clusters);
+    let held = mk_lease("t1", "c-1", Some("c-1"), 7);
+    let mut unidentified = mk_lease("t2", "c-0", Some("c-0"), 8);
+    unidentified.spec.as_mut().unwrap().acquire_time = None;
+    let unheld = mk_lease("t3", "c-0", None, 0);
+    let all = [held.clone(), unidentified, unheld];
+    let ch = ix.reset::<Lease>("ns", &all, at(9000));
+    assert_eq!(ch.len(), 1, "{ch:?}");
+    match &ch[0] {
+        Change::Ownership {
+            target,
+            from,
+            to,
+            cause,
+            operation,
+            acquired_at_ms,
+            gap_ms,
+            replayed,
+            at_ms,
+            ..
+        } => {
+            assert_eq!(target, "t1");
+            assert_eq!((from, to.as_deref()), (&None, Some("c-1")));
+            assert_eq!(*cause, Cause::Rebalance);
+            assert_eq!(operation.as_deref(), Some("op-1"));
+            assert_eq!((*acquired_at_ms, *gap_ms, *at_ms), (Some(7000), None, 9000));
+            assert!(replayed);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Synced now: the same Lease again is no change; a new holder is a live one.
+    assert!(ownership(&ix.reset::<Lease>("ns", &all, at(9500))).is_empty());
+    let moved = protocol::held_by(
+        &protocol::released(&held, at(10_000)),
+        "c-0",
+        at(10_001),
+        10,
+    );
+    let ch = ix.apply(&moved, at(10_001));
+    assert!(
+        matches!(&ch[..], [Change::Ownership { replayed: false, from: Some(f), .. }] if f == "c-1"),
+        "{ch:?}"
+    );
+}
+
 #[test]
 fn relist_reports_what_changed_while_away() {
     let mut ix = index();

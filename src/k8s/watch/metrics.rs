@@ -139,7 +139,7 @@ impl WatchMetrics {
     }
 
     /// What the index reported for one event: ownership changes, handoff gaps and overrun
-    /// reports (a report replayed from a first list is not counted again).
+    /// reports (a change or report replayed from a first list is not counted again).
     pub fn changes(&self, changes: &[Change]) {
         for c in changes {
             if let Change::Overrun {
@@ -154,6 +154,7 @@ impl WatchMetrics {
                 cluster,
                 cause,
                 gap_ms,
+                replayed: false,
                 ..
             } = c
             {
@@ -207,6 +208,7 @@ mod tests {
             at_ms: 0,
             acquired_at_ms: None,
             gap_ms,
+            replayed: false,
         }
     }
 

@@ -50,9 +50,13 @@ pub struct SharedIndex {
     index: RwLock<Index>,
     changes: broadcast::Sender<Change>,
     journal: mpsc::Sender<Change>,
-    journal_rx: Mutex<mpsc::Receiver<Change>>,
+    journal_rx: Mutex<JournalRx>,
     /// Changes the journal could not take since its consumer last heard.
     journal_missed: AtomicU64,
+    /// Changes offered to the journal so far (taken or missed).
+    journal_offered: AtomicU64,
+    /// Of those, how many the consumer has dealt with (see [`Journal::done`]).
+    journal_done: watch::Sender<u64>,
     version: watch::Sender<u64>,
 }
 
@@ -64,8 +68,13 @@ impl SharedIndex {
             index: RwLock::new(index),
             changes: broadcast::channel(CHANGE_BUFFER).0,
             journal,
-            journal_rx: Mutex::new(journal_rx),
+            journal_rx: Mutex::new(JournalRx {
+                rx: journal_rx,
+                taken: 0,
+            }),
             journal_missed: AtomicU64::new(0),
+            journal_offered: AtomicU64::new(0),
+            journal_done: watch::channel(0).0,
             version: watch::channel(0).0,
         })
     }
@@ -75,15 +84,39 @@ impl SharedIndex {
         f(&self.index.read().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// Changes the index (and publishes what changed).
+    /// Changes the index (and publishes what changed). The changes enter the journal before
+    /// the write lock is let go, so whoever reads the new state knows the journal has them
+    /// (see [`SharedIndex::journal_caught_up`]).
     pub fn write<T>(&self, f: impl FnOnce(&mut Index) -> (T, Vec<Change>)) -> T {
         let (value, changes, revision) = {
             let mut guard = self.lock_for_write();
             let (value, changes) = f(&mut guard);
+            self.offer_to_journal(&changes);
             (value, changes, guard.revision())
         };
         self.publish(changes, revision);
         value
+    }
+
+    fn offer_to_journal(&self, changes: &[Change]) {
+        for c in changes {
+            if self.journal.try_send(c.clone()).is_err() {
+                self.journal_missed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.journal_offered
+            .fetch_add(changes.len() as u64, Ordering::Release);
+    }
+
+    /// Waits (up to `within`) until the journal's consumer has dealt with every change the
+    /// index made so far — for a writer of history that must not store a row before the
+    /// changes that came earlier (the recorder's). Whether it did in time.
+    pub async fn journal_caught_up(&self, within: Duration) -> bool {
+        let offered = self.journal_offered.load(Ordering::Acquire);
+        let mut done = self.journal_done.subscribe();
+        tokio::time::timeout(within, done.wait_for(|d| *d >= offered))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     /// The write lock. Building a large cluster's model holds the read lock for tens of
@@ -109,12 +142,9 @@ impl SharedIndex {
     }
 
     fn publish(&self, changes: Vec<Change>, revision: u64) {
-        for c in changes {
-            if self.changes.receiver_count() > 0 {
-                let _ = self.changes.send(c.clone());
-            }
-            if self.journal.try_send(c).is_err() {
-                self.journal_missed.fetch_add(1, Ordering::Relaxed);
+        if self.changes.receiver_count() > 0 {
+            for c in changes {
+                let _ = self.changes.send(c);
             }
         }
         // Two writers may publish out of order: the version only moves forward.
@@ -140,6 +170,7 @@ impl SharedIndex {
         Journal {
             rx: self.journal_rx.lock().await,
             missed: &self.journal_missed,
+            done: &self.journal_done,
         }
     }
 
@@ -163,23 +194,54 @@ impl SharedIndex {
 /// The consumer's end of [`SharedIndex::journal`].
 #[derive(Debug)]
 pub struct Journal<'a> {
-    rx: MutexGuard<'a, mpsc::Receiver<Change>>,
+    rx: MutexGuard<'a, JournalRx>,
     missed: &'a AtomicU64,
+    done: &'a watch::Sender<u64>,
+}
+
+/// The journal's receiving end, and how many changes were taken from it (or missed) since the
+/// index was created.
+#[derive(Debug)]
+struct JournalRx {
+    rx: mpsc::Receiver<Change>,
+    taken: u64,
 }
 
 impl Journal<'_> {
     /// The next change. `Err(n)` first when `n` changes were dropped because the journal was
     /// full ([`JOURNAL_CAPACITY`] behind).
     pub async fn next(&mut self) -> Result<Change, u64> {
+        let mut batch = self.next_batch(1).await?;
+        Ok(batch.pop().expect("a batch holds at least one change"))
+    }
+
+    /// The next changes, at least one and at most `max`, in order: all that are queued, without
+    /// waiting for more. `Err(n)` first when `n` changes were dropped because the journal was
+    /// full ([`JOURNAL_CAPACITY`] behind).
+    pub async fn next_batch(&mut self, max: usize) -> Result<Vec<Change>, u64> {
         let missed = self.missed.swap(0, Ordering::Relaxed);
         if missed > 0 {
+            self.rx.taken += missed;
             return Err(missed);
         }
-        match self.rx.recv().await {
-            Some(change) => Ok(change),
-            // The sender lives in `SharedIndex`, as does this receiver's lock: never closed.
-            None => std::future::pending().await,
+        let mut batch = Vec::new();
+        // The sender lives in `SharedIndex`, as does this receiver's lock: never closed.
+        if self.rx.rx.recv_many(&mut batch, max.max(1)).await == 0 {
+            std::future::pending::<()>().await;
         }
+        self.rx.taken += batch.len() as u64;
+        Ok(batch)
+    }
+
+    /// Everything taken so far has been dealt with (written out, or given up on): wakes
+    /// [`SharedIndex::journal_caught_up`].
+    pub fn done(&self) {
+        let taken = self.rx.taken;
+        self.done.send_if_modified(|d| {
+            let newer = taken > *d;
+            *d = taken;
+            newer
+        });
     }
 }
 
@@ -418,5 +480,51 @@ mod tests {
         }
         shared.write(|_| ((), vec![change(0)]));
         assert_eq!(journal.next().await, Ok(change(0)));
+    }
+
+    /// A batch is what is queued, in order, up to the limit; the journal counts as caught up
+    /// only once its consumer said it dealt with everything offered, dropped changes included.
+    #[tokio::test]
+    async fn the_journal_is_caught_up_once_its_consumer_dealt_with_every_change() {
+        let shared = shared();
+        let short = Duration::from_millis(20);
+        assert!(shared.journal_caught_up(short).await, "nothing offered yet");
+        for i in 0..5 {
+            shared.write(|_| ((), vec![change(i)]));
+        }
+        let mut journal = shared.journal().await;
+        let first = journal.next_batch(3).await.unwrap();
+        assert_eq!(first, (0..3).map(change).collect::<Vec<_>>());
+        journal.done();
+        assert!(!shared.journal_caught_up(short).await, "two still queued");
+        assert_eq!(
+            journal.next_batch(100).await.unwrap(),
+            [change(3), change(4)]
+        );
+        assert!(
+            !shared.journal_caught_up(short).await,
+            "taken but not yet done"
+        );
+        journal.done();
+        assert!(shared.journal_caught_up(short).await);
+        // A waiter is woken when the consumer is done, not only when it asks.
+        shared.write(|_| ((), vec![change(5)]));
+        let (caught_up, ()) =
+            tokio::join!(shared.journal_caught_up(Duration::from_secs(5)), async {
+                assert_eq!(journal.next().await, Ok(change(5)));
+                journal.done();
+            });
+        assert!(caught_up);
+        drop(journal);
+        // Dropped changes count as dealt with once the consumer has been told of them.
+        for i in 0..JOURNAL_CAPACITY + 2 {
+            shared.write(|_| ((), vec![change(i)]));
+        }
+        let mut journal = shared.journal().await;
+        assert_eq!(journal.next_batch(10).await, Err(2));
+        while !shared.journal_caught_up(Duration::ZERO).await {
+            journal.next_batch(JOURNAL_CAPACITY).await.unwrap();
+            journal.done();
+        }
     }
 }
