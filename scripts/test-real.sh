@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The real-Kubernetes tier: every integration test that talks to Kubernetes, run against a real
 # kube-apiserver + etcd instead of the simulator, plus the differential tests that send the same
-# request scripts to both and compare the answers (docs/real-apiserver.md, docs/fidelity.md).
+# request scripts to both and compare the answers (docs/real-apiserver.md, docs/fidelity.md),
+# and the end-to-end scenarios on a whole cluster (the real controllers, scheduler and kwok).
 #
 #   scripts/test-real.sh            all of the tier
 #   scripts/test-real.sh engine     only these: a simulator test target
@@ -24,14 +25,25 @@ cd "$(dirname "$0")/.."
 # and the unit tests.
 SIM_TARGETS=(sim_smoke fidelity_api fidelity_apply fidelity_watch kubectl differential)
 IT_AREAS=(agent engine faults api ui idempotency metrics deploy)
+# Areas that need the whole cluster (kube-controller-manager, kube-scheduler, kwok's nodes:
+# LEASEHOLD_ENVTEST_CLUSTER=1): the end-to-end scenarios on real StatefulSets. The areas above
+# run on kube-apiserver + etcd alone, with the simulator crate's kubelet loop in each test's
+# namespace (kwok's nodes would run their pods too).
+CLUSTER_AREAS=(statefulsets)
 if (($# > 0)); then
-  SIM_TARGETS=() IT_AREAS=()
+  SIM_TARGETS=() IT_AREAS=() CLUSTER_AREAS=()
   for t in "$@"; do
-    if [ -f "crates/kube-sim/tests/$t.rs" ]; then SIM_TARGETS+=("$t"); else IT_AREAS+=("$t"); fi
+    if [ -f "crates/kube-sim/tests/$t.rs" ]; then SIM_TARGETS+=("$t")
+    elif [ "$t" = statefulsets ]; then CLUSTER_AREAS+=("$t")
+    else IT_AREAS+=("$t"); fi
   done
 fi
 
-scripts/envtest.sh build
+if ((${#CLUSTER_AREAS[@]})); then
+  LEASEHOLD_ENVTEST_CLUSTER=1 scripts/envtest.sh build
+else
+  scripts/envtest.sh build
+fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
@@ -48,6 +60,10 @@ for t in "${SIM_TARGETS[@]}"; do run_one "$t" --test "$t" "${extra[@]}"; done
 for a in "${IT_AREAS[@]}"; do
   if ((${#extra[@]})); then run_one "it $a" --test it "${extra[@]}" "$a::"
   else run_one "it $a" --test it -- "$a::"; fi
+done
+for a in "${CLUSTER_AREAS[@]}"; do
+  if ((${#extra[@]})); then LEASEHOLD_ENVTEST_CLUSTER=1 run_one "it $a (whole cluster)" --test it "${extra[@]}" "$a::"
+  else LEASEHOLD_ENVTEST_CLUSTER=1 run_one "it $a (whole cluster)" --test it -- "$a::"; fi
 done
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "%d passed, %d failed\n", p, f }' "$log"

@@ -16,5 +16,6 @@ mod engine;
 mod faults;
 mod idempotency;
 mod metrics;
+mod statefulsets;
 mod tls;
 mod ui;

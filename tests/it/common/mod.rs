@@ -6,5 +6,6 @@
 pub mod app;
 pub mod cluster;
 pub mod invariant;
+pub mod pod_agents;
 
 pub use kube_sim::testkit::*;
