@@ -43,6 +43,8 @@ KUBE_SCHEDULER="$KUBE_DIR/bin/kube-scheduler"
 ETCD="$ETCD_DIR/bin/etcd"
 # Fake nodes kwok runs (LEASEHOLD_ENVTEST_CLUSTER=1).
 KWOK_NODES=3
+# Feature gates of the whole-cluster tier (kube-apiserver and kube-controller-manager).
+CLUSTER_FEATURE_GATES=MaxUnavailableStatefulSet=true
 # kwok: a release that builds with the machine's Go (v0.8.0 needs Go 1.26).
 KWOK_VERSION=v0.8.0
 KWOK_DIR="$CACHE/kwok-$KWOK_VERSION"
@@ -351,6 +353,11 @@ cmd_start() {
   local start=$SECONDS etcd_port peer_port api_port etcd_pid api_pid extra_args=()
   # Extra kube-apiserver flags (word-split; later flags win), e.g. --feature-gates=...
   read -r -a extra_args <<<"${LEASEHOLD_ENVTEST_APISERVER_ARGS:-}"
+  if [[ ${LEASEHOLD_ENVTEST_CLUSTER:-} == 1 ]]; then
+    # StatefulSet rolling updates with maxUnavailable (alpha in 1.33): on in the apiserver and
+    # the controller-manager alike. Before the caller's flags, which win.
+    extra_args=("--feature-gates=$CLUSTER_FEATURE_GATES" "${extra_args[@]}")
+  fi
   etcd_port=$(free_port)
   peer_port=$(free_port)
   api_port=$(free_port)
@@ -448,6 +455,7 @@ start_cluster() {
     --root-ca-file="$d/ca.crt" \
     --cluster-name=envtest \
     --node-monitor-grace-period=12s \
+    --feature-gates="$CLUSTER_FEATURE_GATES" \
     --profiling=false \
     >"$d/kube-controller-manager.log" 2>&1 </dev/null &
   pid=$!

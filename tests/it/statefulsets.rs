@@ -556,9 +556,10 @@ clusters:
     }
 }
 
-/// The overlays' Deployment becomes Available on real controllers (kwok runs its pod), and the
-/// ServiceAccount they create may do what Leasehold does and nothing more: RBAC refuses it a
-/// Secret, a pod deletion, a Lease outside the namespaces it manages and any cluster-wide list.
+/// The overlays' Deployment becomes Available on real controllers (kwok runs its pods): `single`,
+/// then `ha` over it (two replicas on two nodes). The ServiceAccount they create may do what
+/// Leasehold does and nothing more: RBAC refuses it a Secret, a pod deletion, a Lease outside
+/// the namespaces it manages and any cluster-wide list.
 #[tokio::test]
 async fn the_overlay_installs_for_real_and_grants_only_what_leasehold_uses() {
     cluster_tier_only!();
@@ -589,6 +590,74 @@ async fn the_overlay_installs_for_real_and_grants_only_what_leasehold_uses() {
                 .stdout
         )
     );
+    // The ha overlay over it, as docs/getting-started.md applies it (the database Secret
+    // first): two replicas, Available, on different nodes (its anti-affinity).
+    let secret = t
+        .kubectl(&[
+            "-n",
+            "leasehold",
+            "create",
+            "secret",
+            "generic",
+            "leasehold-database",
+            "--from-literal=url=postgres://leasehold:PASSWORD@postgres.db.svc:5432/leasehold",
+        ])
+        .await;
+    assert!(
+        secret.status.success(),
+        "{}",
+        String::from_utf8_lossy(&secret.stderr)
+    );
+    let ha = repo().join("deploy/overlays/ha");
+    let out = t.kubectl(&["apply", "-k", ha.to_str().unwrap()]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let nodes = eventually(Duration::from_secs(90), || async {
+        let out = t
+            .kubectl(&[
+                "-n",
+                "leasehold",
+                "get",
+                "deployment",
+                "leasehold",
+                "-o",
+                "jsonpath={.status.availableReplicas} {.status.updatedReplicas} {.status.replicas}",
+            ])
+            .await;
+        if String::from_utf8_lossy(&out.stdout) != "2 2 2" {
+            return None;
+        }
+        let out = t
+            .kubectl(&[
+                "-n",
+                "leasehold",
+                "get",
+                "pods",
+                "-l",
+                "app.kubernetes.io/component=control-plane",
+                "--field-selector=status.phase=Running",
+                "-o",
+                "jsonpath={.items[*].spec.nodeName}",
+            ])
+            .await;
+        let nodes: BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        (nodes.len() == 2).then_some(nodes)
+    })
+    .await;
+    assert!(
+        nodes.is_some(),
+        "the ha overlay's Deployment never had 2 replicas available on 2 nodes"
+    );
+    let secret = t
+        .kubectl(&["-n", "leasehold", "delete", "secret", "leasehold-database"])
+        .await;
+    assert!(secret.status.success());
     let dir = tempfile::tempdir().unwrap();
     let kc = service_account_kubeconfig(&t, "leasehold", "leasehold", dir.path()).await;
     let can = |args: &'static [&'static str]| {
@@ -802,9 +871,10 @@ async fn a_member_pod_recreated_by_its_statefulset_leaves_no_ghost() {
     s.finish().await;
 }
 
-/// A rolling update of the member StatefulSet: first only c-2 (partition 2), then the rest.
-/// The controller replaces one pod at a time, highest ordinal first, waiting for each to be
-/// Ready; every replaced member hands its targets over before its process exits.
+/// A rolling update of the member StatefulSet (`maxUnavailable: 1`, its feature gate on in this
+/// tier): first only c-2 (partition 2), then the rest. The controller replaces one pod at a
+/// time, highest ordinal first, waiting for each to be Ready; every replaced member hands its
+/// targets over before its process exits.
 #[tokio::test]
 async fn a_rolling_update_replaces_members_one_at_a_time_without_a_lost_target() {
     cluster_tier_only!();
@@ -817,7 +887,7 @@ async fn a_rolling_update_replaces_members_one_at_a_time_without_a_lost_target()
                 CLUSTER,
                 &PatchParams::default(),
                 &Patch::Merge(json!({"spec": {
-                    "updateStrategy": {"rollingUpdate": {"partition": partition}},
+                    "updateStrategy": {"rollingUpdate": {"partition": partition, "maxUnavailable": 1}},
                     "template": {"metadata": {"annotations": {"example.com/version": version}}}
                 }})),
             )
