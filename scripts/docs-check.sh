@@ -5,14 +5,33 @@
 # block becomes the demo's address, KUBECONFIG is the demo's simulated Kubernetes API, the
 # working directory is the repository (so `kubectl apply -k deploy/...` works), and `leasehold`
 # is the binary just built. A block right after a line `<!-- docs-check: skip (why) -->` is not
-# run (it needs a real cluster, a container engine, or runs forever); the reason is printed.
+# run (it needs a container engine, a running Leasehold, or runs forever); the reason is printed.
 # Ends with "N passed, N failed" counting blocks; exits non-zero if any block failed.
 #
-#   scripts/docs-check.sh [FILE...]      (default: the files listed below)
+# Blocks that need a real cluster run on the whole-cluster tier instead (the real controllers,
+# scheduler and kwok's nodes: docs/real-apiserver.md), with --cluster:
+#   <!-- docs-check: cluster -->             runs against the demo and on the cluster
+#   <!-- docs-check: cluster only (why) -->  runs only on the cluster (why: not against the demo)
+# With --cluster only those blocks run, file by file in the order below, all on the one cluster
+# LEASEHOLD_TEST_KUBECONFIG names (a file's blocks may rely on an earlier file's), with no demo:
+#   LEASEHOLD_ENVTEST_CLUSTER=1 scripts/envtest.sh run -- scripts/docs-check.sh --cluster
+#
+#   scripts/docs-check.sh [--cluster] [FILE...]   (default: the files listed below)
 #   DOCS_CHECK_VERBOSE=1 prints every block's output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+
+mode=demo
+if [ "${1:-}" = --cluster ]; then
+  mode=cluster
+  shift
+  if [ "${LEASEHOLD_TEST_CLUSTER:-}" != 1 ] || [ -z "${LEASEHOLD_TEST_KUBECONFIG:-}" ]; then
+    echo "docs-check --cluster: run it on the whole-cluster tier:" \
+      "LEASEHOLD_ENVTEST_CLUSTER=1 scripts/envtest.sh run -- scripts/docs-check.sh --cluster" >&2
+    exit 2
+  fi
+fi
 
 files=("$@")
 if [ ${#files[@]} -eq 0 ]; then
@@ -58,9 +77,9 @@ for file in "${files[@]}"; do
   n=$((n + 1))
   script="$work/$n.sh"
   # Extract the blocks: one bash script per file, each block announced; skipped ones listed.
-  python3 - "$file" "$script" >"$work/$n.skipped" <<'PY'
+  python3 - "$file" "$script" "$mode" >"$work/$n.skipped" <<'PY'
 import re, sys
-path, out = sys.argv[1], sys.argv[2]
+path, out, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 lines = open(path, encoding="utf-8").read().split("\n")
 parts, i = [], 0
 while i < len(lines):
@@ -76,9 +95,17 @@ while i < len(lines):
         k -= 1
     marker = lines[k].strip() if k >= 0 else ""
     if m.group(1) in ("sh", "bash", "shell"):
+        cluster_only = marker.startswith("<!-- docs-check: cluster only")
+        on_cluster = cluster_only or marker == "<!-- docs-check: cluster -->"
         if marker.startswith("<!-- docs-check: skip"):
             why = marker[len("<!-- docs-check: skip"):].rstrip("->").strip()
-            print(f"{path}:{i + 1}: skipped {why}")
+            if mode == "demo":
+                print(f"{path}:{i + 1}: skipped {why}")
+        elif mode == "cluster" and not on_cluster:
+            pass
+        elif mode == "demo" and cluster_only:
+            why = marker[len("<!-- docs-check: cluster only"):].rstrip("->").strip()
+            print(f"{path}:{i + 1}: skipped here, runs on the whole-cluster tier (--cluster) {why}")
         else:
             body = "\n".join(lines[i + 1:j])
             parts.append(f"printf '\\n--- %s\\n' '{path}:{i + 1}'\n{body}\nprintf '\\n+++ %s\\n' '{path}:{i + 1}'")
@@ -94,13 +121,19 @@ PY
     echo "== $file: no block to run"
     continue
   fi
-  echo "== $file: $blocks blocks against a fresh demo"
-  start_demo "$work/demo-$n" || { failed=$((failed + blocks)); demo_stop; continue; }
-  host=${base#http://}
-  sed -i "s|localhost:8080|$host|g; s|127\.0\.0\.1:8080|$host|g" "$script"
   status=0
-  (cd "$root" && PATH="$work/bin:$PATH" KUBECONFIG="$work/demo-$n/state/kubeconfig" \
-    timeout 600 bash "$script") >"$work/$n.out" 2>&1 || status=$?
+  if [ "$mode" = cluster ]; then
+    echo "== $file: $blocks blocks on the whole cluster"
+    (cd "$root" && PATH="$work/bin:$PATH" KUBECONFIG="$LEASEHOLD_TEST_KUBECONFIG" \
+      timeout 600 bash "$script") >"$work/$n.out" 2>&1 || status=$?
+  else
+    echo "== $file: $blocks blocks against a fresh demo"
+    start_demo "$work/demo-$n" || { failed=$((failed + blocks)); demo_stop; continue; }
+    host=${base#http://}
+    sed -i "s|localhost:8080|$host|g; s|127\.0\.0\.1:8080|$host|g" "$script"
+    (cd "$root" && PATH="$work/bin:$PATH" KUBECONFIG="$work/demo-$n/state/kubeconfig" \
+      timeout 600 bash "$script") >"$work/$n.out" 2>&1 || status=$?
+  fi
   [ -z "${DOCS_CHECK_VERBOSE:-}" ] || sed 's/^/    /' "$work/$n.out"
   ok=$(grep -c "^+++ " "$work/$n.out" || true)
   passed=$((passed + ok))
@@ -111,6 +144,8 @@ PY
   fi
   demo_stop
 done
-echo "docs-check: $skipped blocks skipped (reasons above)"
+if [ "$mode" = demo ]; then
+  echo "docs-check: $skipped blocks skipped (reasons above)"
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -436,7 +436,7 @@ EOF
 # StatefulSet, ReplicaSet, EndpointSlice, garbage collector, namespace, ServiceAccount and its
 # token, node lifecycle, disruption/eviction), and kwok running $KWOK_NODES fake nodes whose
 # kubelets make scheduled pods Running and Ready with IPs (one kwok process per node, named
-# kwok-node-N in DIR/pids). All as the admin user.
+# kwok-node-N in DIR/pids), and four 10 Gi PersistentVolumes. All as the admin user.
 start_cluster() {
   local d=$1 start=$SECONDS pid i kwok_port
   [[ -x "$KUBE_CONTROLLER_MANAGER" && -x "$KUBE_SCHEDULER" && -x "$KWOK" ]] ||
@@ -512,6 +512,20 @@ metadata:
 EOF
     echo "---"
   done | "${kubectl[@]}" apply -f - >/dev/null || { log "could not create the kwok nodes"; return 1; }
+  # Storage, as a static provisioner would leave it: claims without a StorageClass (the
+  # overlays' leasehold-data) bind to one of these. Nothing mounts them.
+  for ((i = 0; i < 4; i++)); do
+    cat <<EOF
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: envtest-pv-$i}
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteOnce]
+  hostPath: {path: /var/lib/envtest-pv-$i}
+EOF
+    echo "---"
+  done | "${kubectl[@]}" apply -f - >/dev/null || { log "could not create the PersistentVolumes"; return 1; }
   # Ready: the nodes are (kwok), the default ServiceAccount exists (the ServiceAccount
   # controller runs) and the scheduler answers its health check.
   local deadline=$((SECONDS + 120)) ready

@@ -6,7 +6,8 @@
 #
 #   scripts/test-real.sh            all of the tier
 #   scripts/test-real.sh engine     only these: a simulator test target
-#                                   (crates/kube-sim/tests/<name>.rs) or an area of tests/it
+#                                   (crates/kube-sim/tests/<name>.rs), an area of tests/it, or
+#                                   `docs` (the docs' cluster blocks: docs-check.sh --cluster)
 #
 # Builds the control plane first (scripts/envtest.sh build: Go, through the Go module proxy;
 # cached, about 20 minutes the first time). Each test target and area gets a fresh control plane
@@ -35,11 +36,12 @@ if (($# > 0)); then
   for t in "$@"; do
     if [ -f "crates/kube-sim/tests/$t.rs" ]; then SIM_TARGETS+=("$t")
     elif [ "$t" = statefulsets ]; then CLUSTER_AREAS+=("$t")
+    elif [ "$t" = docs ]; then :
     else IT_AREAS+=("$t"); fi
   done
 fi
 
-if ((${#CLUSTER_AREAS[@]})); then
+if ((${#CLUSTER_AREAS[@]})) || (($# == 0)) || [[ " $* " == *" docs "* ]]; then
   LEASEHOLD_ENVTEST_CLUSTER=1 scripts/envtest.sh build
 else
   scripts/envtest.sh build
@@ -65,6 +67,20 @@ for a in "${CLUSTER_AREAS[@]}"; do
   if ((${#extra[@]})); then LEASEHOLD_ENVTEST_CLUSTER=1 run_one "it $a (whole cluster)" --test it "${extra[@]}" "$a::"
   else LEASEHOLD_ENVTEST_CLUSTER=1 run_one "it $a (whole cluster)" --test it -- "$a::"; fi
 done
-awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
-     END { printf "%d passed, %d failed\n", p, f }' "$log"
+# The docs' command blocks that need a real cluster, on one whole cluster (all at once, or
+# when asked for by name: docs).
+docs_counts=""
+if (($# == 0)) || [[ " $* " == *" docs "* ]]; then
+  echo "== real kube-apiserver: the docs' cluster blocks (scripts/docs-check.sh --cluster)"
+  start=$SECONDS
+  docs_log=$(mktemp)
+  LEASEHOLD_ENVTEST_CLUSTER=1 scripts/envtest.sh run -- scripts/docs-check.sh --cluster 2>&1 |
+    tee "$docs_log" || status=1
+  docs_counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$docs_log" | tail -1)
+  rm -f "$docs_log"
+  [ -n "$docs_counts" ] || { docs_counts="0 passed, 1 failed"; status=1; }
+  echo "== docs: $((SECONDS - start)) s"
+fi
+awk -v docs="$docs_counts" '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { split(docs, d, " "); p += d[1]; f += d[3]; printf "%d passed, %d failed\n", p, f }' "$log"
 exit "$status"

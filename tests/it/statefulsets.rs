@@ -248,8 +248,8 @@ async fn service_account_kubeconfig(
 }
 
 /// `deploy/overlays/single` applied for real, as its README says (the worker-pool example
-/// first: the overlay manages its namespace), with a PersistentVolume for its claim (this
-/// cluster has no storage provisioner), once per apiserver.
+/// first: the overlay manages its namespace; the tier's PersistentVolumes take its claim),
+/// once per apiserver.
 async fn install_leasehold(t: &common::TestSim) {
     let examples = repo().join("deploy/examples/worker-pool");
     let single = repo().join("deploy/overlays/single");
@@ -262,15 +262,6 @@ async fn install_leasehold(t: &common::TestSim) {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    apply(
-        t,
-        &["-f", "-"],
-        r#"{"apiVersion": "v1", "kind": "PersistentVolume",
-            "metadata": {"name": "leasehold-data"},
-            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                     "hostPath": {"path": "/var/lib/leasehold-envtest"}}}"#,
-    )
-    .await;
 }
 
 fn statefulset(ns: &str, replicas: i32) -> Value {
