@@ -1002,7 +1002,26 @@ async fn a_node_that_dies_has_its_members_targets_failed_over_within_the_bound()
     cluster_tier_only!();
     let s = Scenario::start(3).await;
     let running = s.agents.running();
-    let victim_node = running["c-0"].clone().expect("c-0 is scheduled");
+    // The node stays dead for the other scenarios on this cluster: pick one that hosts a member
+    // but none of Leasehold's own pods (deploy/overlays), which they need Available.
+    let control_plane: BTreeSet<String> = Api::<Pod>::namespaced(s.t.client.clone(), "leasehold")
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| p.spec?.node_name)
+        .collect();
+    let victim_node = running
+        .values()
+        .flatten()
+        .find(|n| !control_plane.contains(*n))
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!(
+                "every member shares a node with Leasehold's pods: {running:?}, {control_plane:?}"
+            )
+        });
     let victims: Vec<String> = running
         .iter()
         .filter(|(_, n)| n.as_deref() == Some(victim_node.as_str()))
