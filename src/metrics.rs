@@ -123,6 +123,7 @@ struct Families {
     members: Family<ClusterLabels, Gauge>,
     members_ready: Family<ClusterLabels, Gauge>,
     stale: Family<ClusterLabels, Gauge>,
+    mass_lapse: Family<ClusterLabels, Gauge>,
     acting: Gauge,
 }
 
@@ -139,6 +140,9 @@ pub struct ClusterGauges<'a> {
     pub members_ready: usize,
     /// A watch the cluster depends on is down or not yet synced.
     pub stale: bool,
+    /// Members lapsed together in a mass lapse (0 when there is none): the model alone cannot
+    /// say, the caller sets it (`engine::placement::mass_lapse`).
+    pub mass_lapse_members: usize,
 }
 
 /// The registry and every metric family; clones share them.
@@ -176,6 +180,7 @@ impl Metrics {
             members: Family::default(),
             members_ready: Family::default(),
             stale: Family::default(),
+            mass_lapse: Family::default(),
             acting: Gauge::default(),
         };
         let r = &mut registry;
@@ -224,6 +229,11 @@ impl Metrics {
             "cluster_stale",
             "1 while a watch the cluster depends on is down, not yet synced, or not proven current",
             f.stale.clone(),
+        );
+        r.register(
+            "mass_lapse_members",
+            "Members whose liveness lapsed together (protocol v2), taken for a slow API server: failovers are held back while it is above 0",
+            f.mass_lapse.clone(),
         );
         r.register(
             "control_plane_acting",
@@ -339,6 +349,9 @@ impl Metrics {
             .get_or_create(&labels)
             .set(gauge_value(c.members_ready));
         f.stale.get_or_create(&labels).set(i64::from(c.stale));
+        f.mass_lapse
+            .get_or_create(&labels)
+            .set(gauge_value(c.mass_lapse_members));
     }
 
     /// Whether this replica is the acting control plane.

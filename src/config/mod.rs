@@ -270,6 +270,11 @@ pub struct Policy {
     /// Retries of a timed-out move before it fails.
     #[serde(default = "default_move_retries")]
     pub move_retries: u32,
+    /// Protocol v2: when at least this share of the members (and at least two) lapse together,
+    /// it is taken for a slow API server rather than dead members — a mass lapse: at most one
+    /// lapsed member is failed over per lease duration, and the cluster shows why.
+    #[serde(default = "default_mass_lapse_share")]
+    pub mass_lapse_share: f64,
     /// Removal of an instance.
     #[serde(default)]
     pub removal: Removal,
@@ -284,6 +289,7 @@ impl Default for Policy {
             max_concurrent_moves: default_max_moves(),
             move_timeout: default_move_timeout(),
             move_retries: default_move_retries(),
+            mass_lapse_share: default_mass_lapse_share(),
             removal: Removal::default(),
         }
     }
@@ -396,6 +402,14 @@ fn default_move_timeout() -> Duration {
 }
 fn default_move_retries() -> u32 {
     2
+}
+/// The share of a cluster's members whose member Leases must lapse together for a mass lapse
+/// (`policy.mass_lapse_share`), as the node lifecycle controller's `--unhealthy-zone-threshold`
+/// (0.55): about half.
+pub const DEFAULT_MASS_LAPSE_SHARE: f64 = 0.5;
+
+fn default_mass_lapse_share() -> f64 {
+    DEFAULT_MASS_LAPSE_SHARE
 }
 fn default_method() -> String {
     "POST".into()
@@ -693,6 +707,12 @@ impl Cluster {
         }
         if p.max_concurrent_moves == 0 {
             return Err(bad("policy.max_concurrent_moves", "must be at least 1"));
+        }
+        if !(p.mass_lapse_share > 0.0 && p.mass_lapse_share <= 1.0) {
+            return Err(bad(
+                "policy.mass_lapse_share",
+                "must be a share of the members: above 0 and at most 1",
+            ));
         }
         if p.move_timeout < p.lease_duration {
             return Err(bad(

@@ -4,6 +4,9 @@
 //! and its join policy applied: when new members have joined and membership has been still for
 //! `join_settle`, a rebalance is proposed (superseding the cluster's older proposals) or
 //! started. Each pass's duration and every Lease write's outcome go to the engine's metrics.
+//! A mass lapse ([`placement::MassLapse`]) is lived through here: at most one lapsed member
+//! failed over per lease duration, its start and end logged and published as Kubernetes Events
+//! about the control-plane Lease (`MassLapse`, `MassLapseOver`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -63,6 +66,17 @@ impl Settled {
     }
 }
 
+/// A cluster's mass lapse as the loop lives it: since when, and when it last failed a lapsed
+/// member over.
+#[derive(Default)]
+struct LapseWatch {
+    since: Option<Instant>,
+    last_failover: Option<Instant>,
+}
+
+/// How long an Event may take to publish (it happens when the API server may be slow).
+const EVENT_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Membership as last acted on, and a join waiting for membership to settle.
 #[derive(Default)]
 struct JoinWatch {
@@ -74,6 +88,7 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
     let mut versions = inner.shared.versions();
     let mut joins: HashMap<String, JoinWatch> = HashMap::new();
     let mut settled: HashMap<String, Settled> = HashMap::new();
+    let mut lapses: HashMap<String, LapseWatch> = HashMap::new();
     let mut cordons_read = Instant::now();
     loop {
         let started = Instant::now();
@@ -115,7 +130,8 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
                 // return changes the index, which wakes this loop).
                 inner.probes.hurry();
             }
-            if reconcile(&inner, spec, &view, busy.clone()).await || view.awaiting_proof {
+            let lapse = lapses.entry(spec.name.clone()).or_default();
+            if reconcile(&inner, spec, &view, busy.clone(), lapse).await || view.awaiting_proof {
                 settled.remove(&spec.name);
             } else {
                 let duration_ms = inner.duration_ms(&spec.name).unwrap_or(i64::MAX);
@@ -154,23 +170,40 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
     }
 }
 
-/// Decides and makes the cluster's Lease writes; whether there were any to make.
-async fn reconcile(inner: &Inner, spec: &Cluster, view: &Arc<View>, busy: HashSet<String>) -> bool {
+/// Decides and makes the cluster's Lease writes; whether there were any to make (or a mass
+/// lapse holds some back: the next pass may fail one more over).
+async fn reconcile(
+    inner: &Inner,
+    spec: &Cluster,
+    view: &Arc<View>,
+    busy: HashSet<String>,
+    lapse: &mut LapseWatch,
+) -> bool {
     let duration_s = i32::try_from(spec.policy.lease_duration.as_secs()).unwrap_or(i32::MAX);
+    let guard = placement::Guard {
+        share: spec.policy.mass_lapse_share,
+        may_fail_over_one: lapse
+            .last_failover
+            .is_none_or(|t| t.elapsed() >= spec.policy.lease_duration),
+    };
     let v = view.clone();
     // Deciding walks every target: off the async workers, like building the model.
-    let actions =
-        match tokio::task::spawn_blocking(move || placement::decide(&v.model, duration_s, &busy))
-            .await
-        {
-            Ok(actions) => actions,
-            Err(e) => {
-                warn!(cluster = %spec.name, error = %e, "placement decision failed");
-                return true;
-            }
-        };
+    let decision = match tokio::task::spawn_blocking(move || {
+        placement::decide_guarded(&v.model, duration_s, &busy, guard)
+    })
+    .await
+    {
+        Ok(decision) => decision,
+        Err(e) => {
+            warn!(cluster = %spec.name, error = %e, "placement decision failed");
+            return true;
+        }
+    };
+    live_through(inner, spec, lapse, &decision).await;
+    let held_back = decision.mass_lapse.is_some();
+    let actions = decision.actions;
     if actions.is_empty() {
-        return false;
+        return held_back;
     }
     debug!(cluster = %spec.name, actions = actions.len(), "reconciling");
     let apis = LeaseApis {
@@ -186,6 +219,69 @@ async fn reconcile(inner: &Inner, spec: &Cluster, view: &Arc<View>, busy: HashSe
         write_batch(inner, spec, &apis, duration_s, batch).await;
     }
     true
+}
+
+/// Follows a mass lapse: its start and end are logged and published as Events, and a lapsed
+/// member failed over during it starts the next lease duration's wait.
+async fn live_through(
+    inner: &Inner,
+    spec: &Cluster,
+    lapse: &mut LapseWatch,
+    decision: &placement::Decision,
+) {
+    use kube::runtime::events::{Event, EventType};
+    let event = match (&decision.mass_lapse, lapse.since) {
+        (Some(m), None) => {
+            lapse.since = Some(Instant::now());
+            let reason = m.reason();
+            warn!(cluster = %spec.name, lapsed = ?m.lapsed, %reason, "mass lapse: holding failovers back");
+            Some(Event {
+                type_: EventType::Warning,
+                reason: "MassLapse".into(),
+                note: Some(format!("cluster {}: {reason}", spec.name)),
+                action: "HoldFailovers".into(),
+                secondary: None,
+            })
+        }
+        (None, Some(since)) => {
+            lapse.since = None;
+            lapse.last_failover = None;
+            info!(cluster = %spec.name, lasted = ?since.elapsed(), "mass lapse over: failing over as usual");
+            Some(Event {
+                type_: EventType::Normal,
+                reason: "MassLapseOver".into(),
+                note: Some(format!(
+                    "cluster {}: member renewals back after {:.1} s",
+                    spec.name,
+                    since.elapsed().as_secs_f64()
+                )),
+                action: "ResumeFailovers".into(),
+                secondary: None,
+            })
+        }
+        _ => None,
+    };
+    if let Some(member) = &decision.failed_over_in_lapse {
+        lapse.last_failover = Some(Instant::now());
+        warn!(cluster = %spec.name, %member, "mass lapse: failing over one lapsed member (at most one per lease duration)");
+    }
+    if let Some(event) = event {
+        let cp = &inner.config.control_plane;
+        let regarding = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("coordination.k8s.io/v1".into()),
+            kind: Some("Lease".into()),
+            name: Some(cp.lease_name.clone()),
+            namespace: Some(cp.namespace.clone()),
+            ..Default::default()
+        };
+        match tokio::time::timeout(EVENT_TIMEOUT, inner.events.publish(&event, &regarding)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                warn!(cluster = %spec.name, %error, "could not publish the mass-lapse Event")
+            }
+            Err(_) => warn!(cluster = %spec.name, "publishing the mass-lapse Event took too long"),
+        }
+    }
 }
 
 /// `desire`, unless the Lease's desired owner is no longer `expect`: someone (an operation,

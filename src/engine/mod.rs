@@ -192,6 +192,8 @@ pub(crate) struct Inner {
     pub metrics: Metrics,
     /// This replica's watch probes (see `k8s::probe`).
     pub probes: Arc<Probes>,
+    /// Publishes the control plane's Kubernetes Events (about its election Lease).
+    events: kube::runtime::events::Recorder,
 }
 
 impl Inner {
@@ -324,6 +326,13 @@ impl Engine {
         let shared = SharedIndex::new(index);
         let views = views::Views::new(config.clusters.iter().map(|c| c.name.as_str()));
         let probes = Probes::new(&config.control_plane.lease_name, &identity);
+        let events = kube::runtime::events::Recorder::new(
+            client.clone(),
+            kube::runtime::events::Reporter {
+                controller: "leasehold-control-plane".to_owned(),
+                instance: Some(identity.clone()),
+            },
+        );
         Engine {
             inner: Arc::new(Inner {
                 config,
@@ -337,6 +346,7 @@ impl Engine {
                 views,
                 metrics: Metrics::new(),
                 probes,
+                events,
             }),
         }
     }
@@ -406,6 +416,13 @@ impl Engine {
             )
             .imbalance_before
         })
+    }
+
+    /// The mass lapse a view shows, if any ([`placement::mass_lapse`] with the cluster's
+    /// `policy.mass_lapse_share`): every replica sees it alike, acting or not.
+    pub fn mass_lapse(&self, view: &View) -> Option<placement::MassLapse> {
+        let spec = self.inner.config.cluster(&view.model.name)?;
+        placement::mass_lapse(&view.model, spec.policy.mass_lapse_share)
     }
 
     /// A cluster's model now, built on the calling thread (~30 ms of CPU at 50,000 targets):

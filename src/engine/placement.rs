@@ -4,11 +4,15 @@
 //! targets already held before Leasehold managed them, and remove Leases of targets no longer
 //! configured. Targets inside a running operation are left to it. Protocol v2: fence silent
 //! members, revoke the holds of fenced and stopped ones, delete the member Leases of departed
-//! pods. No I/O: the control loop carries out the returned actions as compare-and-swap writes.
+//! pods — except when many members lapse at once ([`MassLapse`]: more likely a slow API server
+//! than dead members), when at most one lapsed member is failed over per lease duration and
+//! the others keep their targets. No I/O: the control loop carries out the returned actions as
+//! compare-and-swap writes.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
+pub use crate::config::DEFAULT_MASS_LAPSE_SHARE;
 use crate::engine::planner::{self, Member, MemberState};
 use crate::k8s::model::{ClusterModel, Instance, Liveness, Target, TargetState};
 use crate::model::Cause;
@@ -111,6 +115,11 @@ pub fn quiet_for(model: &ClusterModel, duration_ms: i64) -> Option<Duration> {
 /// although its pod is ready (a hung or stopped agent) receives nothing new; the neglected
 /// targets fail over, the ones it still renews stay.
 pub fn members(model: &ClusterModel, duration_ms: i64) -> Vec<Member> {
+    members_sparing(model, duration_ms, &HashSet::new())
+}
+
+/// [`members`], with `spared` lapsed members kept as if live: they receive nothing new.
+fn members_sparing(model: &ClusterModel, duration_ms: i64, spared: &HashSet<&str>) -> Vec<Member> {
     let mut hung: HashSet<&str> = model
         .targets
         .iter()
@@ -134,7 +143,7 @@ pub fn members(model: &ClusterModel, duration_ms: i64) -> Vec<Member> {
             capacity: i.capacity.max(1),
             state: if i.eligible() && !hung.contains(i.name.as_str()) {
                 MemberState::Active
-            } else if alive(i) {
+            } else if alive(i) || spared.contains(i.name.as_str()) {
                 MemberState::Cordoned
             } else {
                 MemberState::Draining
@@ -151,6 +160,17 @@ pub fn targets(
     busy: &HashSet<String>,
     duration_ms: i64,
 ) -> Vec<planner::Target> {
+    targets_sparing(model, busy, duration_ms, &HashSet::new())
+}
+
+/// [`targets`], with `spared` lapsed members kept as if live: they keep what is desired for
+/// them, expired or not.
+fn targets_sparing(
+    model: &ClusterModel,
+    busy: &HashSet<String>,
+    duration_ms: i64,
+    spared: &HashSet<&str>,
+) -> Vec<planner::Target> {
     let live: HashSet<&str> = model
         .instances
         .iter()
@@ -166,6 +186,7 @@ pub fn targets(
                 (Some(d), _) if live.contains(&**d) && !neglected(t, duration_ms) => {
                     Some(d.to_string())
                 }
+                (Some(d), _) if spared.contains(&**d) => Some(d.to_string()),
                 (None, Some(h)) if live.contains(&**h) && t.state != TargetState::Expired => {
                     Some(h.to_string())
                 }
@@ -186,14 +207,157 @@ pub fn targets(
         .collect()
 }
 
-/// The writes this reconcile should make.
-pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> Vec<Action> {
-    if model.protocol == Protocol::Gnmic || !model.synced || model.stale {
-        return Vec::new();
+/// Many members' liveness lapsing at once (protocol v2): their member Leases seen unchanged
+/// for a full duration and not yet fenced. Members rarely die together; an API server too slow
+/// to take their renewals makes them all look dead together, and failing them all over would
+/// move work off healthy members onto members just as late — a failover storm.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MassLapse {
+    /// The lapsed members, the longest silent first.
+    pub lapsed: Vec<String>,
+    /// Members counted: those whose member Lease is live, leaving or lapsed.
+    pub members: usize,
+    /// The 99th percentile of the counted members' renewal ages (ms since their member Lease
+    /// last changed).
+    pub renewal_age_p99_ms: i64,
+}
+
+impl MassLapse {
+    /// Why the cluster is degraded, for people.
+    pub fn reason(&self) -> String {
+        format!(
+            "API server slow? member renewals late (p99 {:.1} s): {} of {} members lapsed together; \
+             failing over at most one member per lease duration",
+            self.renewal_age_p99_ms as f64 / 1000.0,
+            self.lapsed.len(),
+            self.members
+        )
     }
+}
+
+/// Whether `model` shows a [`MassLapse`]: at least two members lapsed, and at least `share` of
+/// the members counted.
+pub fn mass_lapse(model: &ClusterModel, share: f64) -> Option<MassLapse> {
+    if model.protocol_version != 2 {
+        return None;
+    }
+    let counted: Vec<(&str, i64, bool)> = model
+        .instances
+        .iter()
+        .filter_map(|i| {
+            let m = i.member_lease.as_ref()?;
+            let lapsed = match m.liveness {
+                Liveness::Expired => true,
+                Liveness::Live | Liveness::Leaving => false,
+                Liveness::Fenced | Liveness::Released | Liveness::Absent => return None,
+            };
+            Some((i.name.as_str(), m.unchanged_ms.unwrap_or(0), lapsed))
+        })
+        .collect();
+    let mut lapsed: Vec<(&str, i64)> = counted
+        .iter()
+        .filter(|(_, _, l)| *l)
+        .map(|(n, age, _)| (*n, *age))
+        .collect();
+    if lapsed.len() < 2 || (lapsed.len() as f64) < share * counted.len() as f64 {
+        return None;
+    }
+    lapsed.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut ages: Vec<i64> = counted.iter().map(|(_, age, _)| *age).collect();
+    ages.sort_unstable();
+    let p99 = ages[((ages.len() * 99).div_ceil(100)).saturating_sub(1)];
+    Some(MassLapse {
+        lapsed: lapsed.into_iter().map(|(n, _)| n.to_owned()).collect(),
+        members: counted.len(),
+        renewal_age_p99_ms: p99,
+    })
+}
+
+/// How [`decide_guarded`] treats a [`MassLapse`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Guard {
+    /// See [`mass_lapse`].
+    pub share: f64,
+    /// No lapsed member was failed over during this mass lapse for a lease duration: one may
+    /// be now (the longest silent).
+    pub may_fail_over_one: bool,
+}
+
+impl Default for Guard {
+    fn default() -> Self {
+        Guard {
+            share: DEFAULT_MASS_LAPSE_SHARE,
+            may_fail_over_one: true,
+        }
+    }
+}
+
+/// What a reconcile decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The writes to make.
+    pub actions: Vec<Action>,
+    /// A mass lapse, if the model shows one.
+    pub mass_lapse: Option<MassLapse>,
+    /// The lapsed member failed over despite the mass lapse, if one was.
+    pub failed_over_in_lapse: Option<String>,
+}
+
+/// The writes this reconcile should make, with the default [`Guard`].
+pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> Vec<Action> {
+    decide_guarded(model, duration_s, busy, Guard::default()).actions
+}
+
+/// The writes this reconcile should make. During a [`MassLapse`] the lapsed members are
+/// spared — not fenced, their targets left where they are, given nothing new — except the
+/// longest silent one when `guard` allows one failover.
+pub fn decide_guarded(
+    model: &ClusterModel,
+    duration_s: i32,
+    busy: &HashSet<String>,
+    guard: Guard,
+) -> Decision {
+    let mut decision = Decision {
+        actions: Vec::new(),
+        mass_lapse: None,
+        failed_over_in_lapse: None,
+    };
+    if model.protocol == Protocol::Gnmic || !model.synced || model.stale {
+        return decision;
+    }
+    decision.mass_lapse = mass_lapse(model, guard.share);
+    let mut spared: HashSet<&str> = HashSet::new();
+    if let Some(lapse) = &decision.mass_lapse {
+        spared.extend(lapse.lapsed.iter().map(String::as_str));
+        // Failing one over helps only if a live member can take its targets.
+        if guard.may_fail_over_one && model.instances.iter().any(Instance::eligible) {
+            // The longest silent of those whose holds are expired (one holding nothing needs
+            // no failover).
+            let holding: HashSet<&str> = model
+                .targets
+                .iter()
+                .filter(|t| t.state == TargetState::Expired)
+                .filter_map(|t| t.owner.as_deref())
+                .collect();
+            if let Some(first) = lapse.lapsed.iter().find(|m| holding.contains(m.as_str())) {
+                spared.remove(first.as_str());
+                decision.failed_over_in_lapse = Some(first.clone());
+            }
+        }
+    }
+    decision.actions = decide_sparing(model, duration_s, busy, &spared);
+    decision
+}
+
+fn decide_sparing(
+    model: &ClusterModel,
+    duration_s: i32,
+    busy: &HashSet<String>,
+    spared: &HashSet<&str>,
+) -> Vec<Action> {
     let duration_ms = i64::from(duration_s) * 1000;
-    let members = members(model, duration_ms);
-    let targets = targets(model, busy, duration_ms);
+    let members = members_sparing(model, duration_ms, spared);
+    let targets = targets_sparing(model, busy, duration_ms, spared);
     let plan = planner::place(&members, &targets);
     let mut actions = Vec::new();
     // Protocol v2: holds of members whose member Lease is no longer live are revoked once the
@@ -207,6 +371,7 @@ pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> 
             .iter()
             .filter(|t| t.state == TargetState::Expired)
             .filter_map(|t| t.owner.as_deref())
+            .filter(|h| !spared.contains(h))
             .filter(|h| {
                 model.instance(h).is_none_or(|i| {
                     i.member_lease
@@ -350,6 +515,116 @@ mod tests {
             .collect();
         out.sort();
         out
+    }
+
+    /// Protocol v2 members `names` (`Some(age)`: lapsed for that long; `None`: live), two
+    /// targets each, held and desired where they are (expired on the lapsed).
+    fn v2_cluster(members: &[(&str, Option<i64>)]) -> ClusterModel {
+        use crate::k8s::model::MemberLease;
+        let mut instances = Vec::new();
+        let mut targets = Vec::new();
+        for (name, lapsed) in members {
+            let mut i = Instance::for_tests(name, true, false, false);
+            i.member_lease = Some(MemberLease {
+                liveness: if lapsed.is_some() {
+                    Liveness::Expired
+                } else {
+                    Liveness::Live
+                },
+                unchanged_ms: Some(lapsed.unwrap_or(1_000)),
+                duration_ms: Some(10_000),
+                revocable: false,
+            });
+            instances.push(i);
+            let state = if lapsed.is_some() {
+                TargetState::Expired
+            } else {
+                TargetState::Owned
+            };
+            for n in 0..2 {
+                let key = format!("{name}-t{n}");
+                targets.push(Target::for_tests(&key, Some(name), Some(name), state, true));
+            }
+        }
+        let mut m = model(instances, targets);
+        m.protocol_version = 2;
+        m
+    }
+
+    fn fenced(actions: &[Action]) -> Vec<String> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Fence { member } => Some(member.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Three of four members lapsing together is a mass lapse: only the longest silent is
+    /// fenced and failed over (when the guard allows one), the others keep their targets and
+    /// get nothing new; without the allowance nothing moves. One lapse alone, or a share below
+    /// the threshold, fails over as usual.
+    #[test]
+    fn a_mass_lapse_fails_over_at_most_one_member_and_spares_the_rest() {
+        let m = v2_cluster(&[
+            ("a", Some(12_000)),
+            ("b", Some(11_000)),
+            ("c", Some(10_500)),
+            ("d", None),
+        ]);
+        let lapse = mass_lapse(&m, DEFAULT_MASS_LAPSE_SHARE).expect("a mass lapse");
+        assert_eq!(lapse.lapsed, ["a", "b", "c"]);
+        assert_eq!((lapse.members, lapse.renewal_age_p99_ms), (4, 12_000));
+        assert!(
+            lapse.reason().contains("3 of 4 members lapsed together"),
+            "{}",
+            lapse.reason()
+        );
+
+        let d = decide_guarded(&m, 10, &HashSet::new(), Guard::default());
+        assert_eq!(d.failed_over_in_lapse.as_deref(), Some("a"));
+        assert_eq!(fenced(&d.actions), ["a"]);
+        assert_eq!(
+            desires(&d.actions),
+            [
+                ("a-t0".into(), "d".into(), Cause::Failover),
+                ("a-t1".into(), "d".into(), Cause::Failover)
+            ],
+            "the spared b and c receive nothing and keep theirs"
+        );
+
+        let held = Guard {
+            may_fail_over_one: false,
+            ..Guard::default()
+        };
+        let d = decide_guarded(&m, 10, &HashSet::new(), held);
+        assert!(d.mass_lapse.is_some() && d.failed_over_in_lapse.is_none());
+        assert!(d.actions.is_empty(), "{:?}", d.actions);
+
+        // Every member silent at once: nobody could take the targets, so nobody is fenced.
+        let all = v2_cluster(&[("a", Some(12_000)), ("b", Some(11_000))]);
+        let d = decide_guarded(&all, 10, &HashSet::new(), Guard::default());
+        assert!(
+            d.mass_lapse.is_some() && d.actions.is_empty(),
+            "{:?}",
+            d.actions
+        );
+
+        // One lapse is not a mass lapse, whatever the share; nor is a share below the threshold.
+        let one = v2_cluster(&[("a", Some(12_000)), ("b", None)]);
+        assert!(mass_lapse(&one, 0.1).is_none());
+        assert_eq!(
+            fenced(&decide_guarded(&one, 10, &HashSet::new(), held).actions),
+            ["a"]
+        );
+        let strict = Guard {
+            share: 1.0,
+            may_fail_over_one: false,
+        };
+        let d = decide_guarded(&m, 10, &HashSet::new(), strict);
+        assert!(d.mass_lapse.is_none());
+        assert_eq!(fenced(&d.actions), ["a", "b", "c"]);
     }
 
     #[test]

@@ -20,7 +20,9 @@ pub async fn scrape(State(state): State<AppState>) -> Response {
     let m = engine.metrics();
     for c in &engine.config().clusters {
         if let Ok(view) = engine.view(&c.name).await {
-            m.observe_cluster(&view.model.gauges());
+            let mut gauges = view.model.gauges();
+            gauges.mass_lapse_members = engine.mass_lapse(&view).map_or(0, |l| l.lapsed.len());
+            m.observe_cluster(&gauges);
         }
     }
     m.set_acting(*engine.acting().borrow());

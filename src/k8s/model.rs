@@ -363,6 +363,7 @@ impl ClusterModel {
             members: pods.clone().count(),
             members_ready: pods.filter(|i| i.ready).count(),
             stale: self.stale || !self.synced,
+            mass_lapse_members: 0,
         }
     }
 }

@@ -456,6 +456,181 @@ async fn protocol_v2_holds_targets_without_renewing_them() {
     h.finish().await;
 }
 
+/// Members `linked` reach the API through one proxy (a link the test can hang, as a slow API
+/// server would look to them), the others directly; the control plane starts once all hold
+/// their member Leases, and places 60 targets evenly.
+async fn v2_members_some_linked(
+    direct: &[&str],
+    linked: &[&str],
+) -> (Harness, tokio::sync::watch::Sender<common::Link>) {
+    let mut h = Harness::new(&v2_yaml(60, "on_join: off")).await;
+    let (client, link) = common::linked_client(&h.t).await;
+    for m in direct.iter().chain(linked) {
+        h.add_pod(m).await;
+        if linked.contains(m) {
+            h.start_agent_via(m, client.clone());
+        } else {
+            h.start_agent(m);
+        }
+    }
+    h.wait_pods_ready(direct.len() + linked.len()).await;
+    h.start_engine("cp-a").await;
+    let share = 60 / (direct.len() + linked.len());
+    let want: Vec<(&str, usize)> = direct.iter().chain(linked).map(|m| (*m, share)).collect();
+    h.wait_balanced(&want, Duration::from_secs(30)).await;
+    (h, link)
+}
+
+/// Ownership rows of history with cause `failover`, as (from, target).
+async fn failovers(h: &Harness) -> Vec<(String, String)> {
+    h.history(HistoryKind::Ownership)
+        .await
+        .into_iter()
+        .filter(|r| r.cause == Some(leasehold::model::Cause::Failover))
+        .map(|r| (r.from.unwrap_or_default(), r.target.unwrap_or_default()))
+        .collect()
+}
+
+/// Every member's API connection hangs at once — what members see of an API server too slow to
+/// take their renewals: all their member Leases lapse together. The control plane takes it for
+/// a mass lapse, not three deaths: it fences nobody (no live member could take the targets),
+/// says why the cluster is degraded, and once the link is back every target is where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn protocol_v2_members_lapsing_together_are_not_failed_over() {
+    let (h, link) = v2_members_some_linked(&[], &["c-0", "c-1", "c-2"]).await;
+    let before: BTreeMap<String, Option<String>> = h
+        .model()
+        .targets
+        .iter()
+        .map(|t| (t.key.to_string(), t.owner.as_deref().map(str::to_owned)))
+        .collect();
+    link.send_replace(common::Link::Blackhole);
+    let engine = h.engine().clone();
+    let lapse = eventually(Duration::from_secs(4 * LEASE_S), || async {
+        engine.mass_lapse(&*engine.view(CLUSTER).await.ok()?)
+    })
+    .await
+    .expect("the control plane sees the members lapse together");
+    assert_eq!(lapse.lapsed.len(), 3, "{lapse:?}");
+    // Another full duration of it: nobody is fenced, nothing moves.
+    tokio::time::sleep(Duration::from_secs(LEASE_S)).await;
+    let view = engine.view(CLUSTER).await.unwrap();
+    let reason = engine.mass_lapse(&view).expect("still lapsed").reason();
+    assert!(
+        reason.contains("3 of 3 members lapsed together"),
+        "{reason}"
+    );
+    assert!(
+        view.model
+            .instances
+            .iter()
+            .all(|i| i.member_lease.as_ref().unwrap().liveness
+                != leasehold::k8s::model::Liveness::Fenced),
+        "nobody fenced: {:?}",
+        view.model
+            .instances
+            .iter()
+            .map(|i| (&i.name, &i.member_lease))
+            .collect::<Vec<_>>()
+    );
+    link.send_replace(common::Link::Up);
+    eventually(Duration::from_secs(4 * LEASE_S), || async {
+        let m = h.model();
+        let now: BTreeMap<String, Option<String>> = m
+            .targets
+            .iter()
+            .map(|t| (t.key.to_string(), t.owner.as_deref().map(str::to_owned)))
+            .collect();
+        (now == before
+            && m.counts.owned == 60
+            && engine
+                .mass_lapse(&*engine.view(CLUSTER).await.ok()?)
+                .is_none())
+        .then_some(())
+    })
+    .await
+    .unwrap_or_else(|| panic!("not back where it was: {:?}", h.model().counts));
+    assert_eq!(failovers(&h).await, [], "no failover");
+    h.finish().await;
+}
+
+/// Three of four members lapse together while the fourth stays live: the longest silent is
+/// failed over to the live one at once, the others are spared for a lease duration; one of the
+/// spared really died meanwhile. When the link is back, the survivors keep their targets and
+/// the dead one is failed over within D + 1 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn protocol_v2_a_mass_lapse_fails_over_one_member_and_the_dead_after_recovery() {
+    let (mut h, link) = v2_members_some_linked(&["c-0"], &["c-1", "c-2", "c-3"]).await;
+    link.send_replace(common::Link::Blackhole);
+    let engine = h.engine().clone();
+    let lapse = eventually(Duration::from_secs(4 * LEASE_S), || async {
+        engine.mass_lapse(&*engine.view(CLUSTER).await.ok()?)
+    })
+    .await
+    .expect("the control plane sees three members lapse together");
+    let detected = Instant::now();
+    eprintln!("mass lapse: {}", lapse.reason());
+    // One of them fails over to the live c-0; which one is the longest silent.
+    let first = eventually(Duration::from_secs(2 * LEASE_S), || async {
+        let f = failovers(&h).await;
+        (!f.is_empty()).then_some(f)
+    })
+    .await
+    .expect("one lapsed member is failed over");
+    let fenced = first[0].0.clone();
+    assert!(
+        first.iter().all(|(from, _)| *from == fenced),
+        "only {fenced}: {first:?}"
+    );
+    // A spared member really dies meanwhile.
+    let dead = ["c-1", "c-2", "c-3"]
+        .into_iter()
+        .find(|m| *m != fenced)
+        .unwrap();
+    let m = h.members.remove(dead).unwrap();
+    m.task.abort();
+    let _ = m.task.await;
+    h.checker.crashed(dead);
+    let wait = Duration::from_millis(LEASE_S * 1000 * 3 / 4).saturating_sub(detected.elapsed());
+    tokio::time::sleep(wait).await;
+    let during = failovers(&h).await;
+    assert!(
+        during.iter().all(|(from, _)| *from == fenced),
+        "within a lease duration of the lapse only {fenced} fails over: {during:?}"
+    );
+    link.send_replace(common::Link::Up);
+    let back = Instant::now();
+    let spared_alive: Vec<&str> = ["c-1", "c-2", "c-3"]
+        .into_iter()
+        .filter(|m| *m != fenced && *m != dead)
+        .collect();
+    eventually(Duration::from_secs(LEASE_S + 3), || async {
+        let m = h.model();
+        let dead_holds = m
+            .targets
+            .iter()
+            .filter(|t| t.owner.as_deref() == Some(dead))
+            .count();
+        (m.counts.owned == 60 && dead_holds == 0).then_some(())
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "{dead}'s targets not failed over after recovery: {:?}",
+            h.model().counts
+        )
+    });
+    let took = back.elapsed();
+    eprintln!("{dead} (died during the lapse) failed over {took:?} after the link came back");
+    assert!(took <= Duration::from_secs(LEASE_S + 1), "took {took:?}");
+    let all = failovers(&h).await;
+    assert!(
+        all.iter().all(|(from, _)| *from == fenced || from == dead),
+        "the surviving spared member {spared_alive:?} lost nothing: {all:?}"
+    );
+    h.finish().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn protocol_v2_a_hung_member_is_fenced_and_its_targets_fail_over() {
     a_hung_member_is_fenced_and_its_targets_fail_over(false).await;

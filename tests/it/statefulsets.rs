@@ -680,6 +680,7 @@ async fn the_overlay_installs_for_real_and_grants_only_what_leasehold_uses() {
         ],
         &["create", "tokenreviews.authentication.k8s.io"],
         &["create", "subjectaccessreviews.authorization.k8s.io"],
+        &["create", "events.events.k8s.io", "-n", "leasehold"],
     ] {
         assert!(can(args).await, "leasehold may not {args:?}");
     }

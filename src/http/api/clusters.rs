@@ -66,6 +66,10 @@ pub struct ClusterSummary {
     pub last_operation: Option<OperationSummary>,
     /// Why the target list could not be read, if it could not.
     pub targets_error: Option<String>,
+    /// Protocol v2: why failovers are held back, if they are — many members' liveness lapsed
+    /// together (`policy.mass_lapse_share`), more likely a slow API server than dead members;
+    /// at most one lapsed member is failed over per lease duration meanwhile.
+    pub degraded: Option<String>,
 }
 
 /// A cluster in detail: its summary, instances and Services.
@@ -209,6 +213,7 @@ pub(crate) async fn summary(state: &AppState, snap: &View) -> Result<ClusterSumm
         imbalance: state.engine.imbalance(snap),
         last_operation: last,
         targets_error: m.targets_error.clone(),
+        degraded: state.engine.mass_lapse(snap).map(|l| l.reason()),
     })
 }
 

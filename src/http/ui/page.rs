@@ -77,7 +77,7 @@ pub struct Base {
     pub logged_in: bool,
     /// The CSRF token for forms.
     pub csrf: String,
-    /// Warnings for every page: stale or unsynced models.
+    /// Warnings for every page: stale or unsynced models, failovers held back (a mass lapse).
     pub banners: Vec<String>,
     /// Now (unix ms), for relative times.
     pub now_ms: i64,
@@ -105,7 +105,11 @@ impl Base {
                 Ok(v) if !v.model.synced => banners.push(format!(
                     "Cluster {c}: still reading the cluster (first sync)."
                 )),
-                Ok(_) => {}
+                Ok(v) => {
+                    if let Some(lapse) = state.engine.mass_lapse(&v) {
+                        banners.push(format!("Cluster {c} degraded: {}.", lapse.reason()));
+                    }
+                }
                 Err(e) => banners.push(format!("Cluster {c}: {e}")),
             }
         }

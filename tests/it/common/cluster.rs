@@ -248,6 +248,13 @@ impl Harness {
     }
 
     pub fn start_agent(&mut self, name: &str) {
+        let client = self.t.client.clone();
+        self.start_agent_via(name, client);
+    }
+
+    /// [`Harness::start_agent`] with the agent's API requests going through `client` (e.g. a
+    /// [`super::linked_client`], whose link a test can hang).
+    pub fn start_agent_via(&mut self, name: &str, client: kube::Client) {
         let mut cfg = AgentConfig::new(CLUSTER, &self.ns, name);
         cfg.member_namespace = self.member_ns.clone();
         cfg.default_lease_duration = Duration::from_secs(LEASE_S);
@@ -258,7 +265,6 @@ impl Harness {
         }
         let agent = Agent::new(cfg, self.checker.hooks(name, Duration::from_millis(5)));
         let (stop, rx) = oneshot::channel();
-        let client = self.t.client.clone();
         let task = tokio::spawn(async move {
             agent
                 .run(client, async {
