@@ -72,6 +72,9 @@ impl Settled {
 struct LapseWatch {
     since: Option<Instant>,
     last_failover: Option<Instant>,
+    /// Members failed over during it: still counted as lapsed, so that failing some over does
+    /// not end the lapse by itself.
+    failed_over: BTreeSet<String>,
 }
 
 /// How long an Event may take to publish (it happens when the API server may be slow).
@@ -185,11 +188,12 @@ async fn reconcile(
         may_fail_over_one: lapse
             .last_failover
             .is_none_or(|t| t.elapsed() >= spec.policy.lease_duration),
+        failed_over: lapse.failed_over.clone(),
     };
     let v = view.clone();
     // Deciding walks every target: off the async workers, like building the model.
     let decision = match tokio::task::spawn_blocking(move || {
-        placement::decide_guarded(&v.model, duration_s, &busy, guard)
+        placement::decide_guarded(&v.model, duration_s, &busy, &guard)
     })
     .await
     {
@@ -199,7 +203,9 @@ async fn reconcile(
             return true;
         }
     };
-    live_through(inner, spec, lapse, &decision).await;
+    if decision.decided {
+        live_through(inner, spec, lapse, &decision).await;
+    }
     let held_back = decision.mass_lapse.is_some();
     let actions = decision.actions;
     if actions.is_empty() {
@@ -246,14 +252,17 @@ async fn live_through(
         (None, Some(since)) => {
             lapse.since = None;
             lapse.last_failover = None;
-            info!(cluster = %spec.name, lasted = ?since.elapsed(), "mass lapse over: failing over as usual");
+            let failed_over = std::mem::take(&mut lapse.failed_over);
+            info!(cluster = %spec.name, lasted = ?since.elapsed(), ?failed_over, "mass lapse over: failing over as usual");
             Some(Event {
                 type_: EventType::Normal,
                 reason: "MassLapseOver".into(),
                 note: Some(format!(
-                    "cluster {}: member renewals back after {:.1} s",
+                    "cluster {}: no lapsed member held back any more after {:.1} s \
+                     ({} failed over during it)",
                     spec.name,
-                    since.elapsed().as_secs_f64()
+                    since.elapsed().as_secs_f64(),
+                    failed_over.len()
                 )),
                 action: "ResumeFailovers".into(),
                 secondary: None,
@@ -261,8 +270,10 @@ async fn live_through(
         }
         _ => None,
     };
+    inner.set_mass_lapse(&spec.name, decision.mass_lapse.clone());
     if let Some(member) = &decision.failed_over_in_lapse {
         lapse.last_failover = Some(Instant::now());
+        lapse.failed_over.insert(member.clone());
         warn!(cluster = %spec.name, %member, "mass lapse: failing over one lapsed member (at most one per lease duration)");
     }
     if let Some(event) = event {

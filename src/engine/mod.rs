@@ -194,9 +194,20 @@ pub(crate) struct Inner {
     pub probes: Arc<Probes>,
     /// Publishes the control plane's Kubernetes Events (about its election Lease).
     events: kube::runtime::events::Recorder,
+    /// Each cluster's mass lapse as the control loop lives it (acting replica only).
+    lapses: Mutex<HashMap<String, placement::MassLapse>>,
 }
 
 impl Inner {
+    /// Records (or clears) the mass lapse `cluster` is in (see [`Engine::mass_lapse`]).
+    fn set_mass_lapse(&self, cluster: &str, lapse: Option<placement::MassLapse>) {
+        let mut lapses = self.lapses.lock().unwrap_or_else(|e| e.into_inner());
+        match lapse {
+            Some(l) => lapses.insert(cluster.to_owned(), l),
+            None => lapses.remove(cluster),
+        };
+    }
+
     pub fn cluster(&self, name: &str) -> Result<&Cluster, EngineError> {
         self.config
             .cluster(name)
@@ -347,6 +358,7 @@ impl Engine {
                 metrics: Metrics::new(),
                 probes,
                 events,
+                lapses: Mutex::default(),
             }),
         }
     }
@@ -418,11 +430,26 @@ impl Engine {
         })
     }
 
-    /// The mass lapse a view shows, if any ([`placement::mass_lapse`] with the cluster's
-    /// `policy.mass_lapse_share`): every replica sees it alike, acting or not.
+    /// The mass lapse a cluster is in, if any: as the control loop lives it on the acting
+    /// replica (which knows whom it failed over during it); elsewhere as `view` shows it
+    /// ([`placement::mass_lapse`] with the cluster's `policy.mass_lapse_share`).
     pub fn mass_lapse(&self, view: &View) -> Option<placement::MassLapse> {
-        let spec = self.inner.config.cluster(&view.model.name)?;
-        placement::mass_lapse(&view.model, spec.policy.mass_lapse_share)
+        let name = &view.model.name;
+        if *self.inner.acting.borrow() {
+            return self
+                .inner
+                .lapses
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(name)
+                .cloned();
+        }
+        let spec = self.inner.config.cluster(name)?;
+        placement::mass_lapse(
+            &view.model,
+            spec.policy.mass_lapse_share,
+            &Default::default(),
+        )
     }
 
     /// A cluster's model now, built on the calling thread (~30 ms of CPU at 50,000 targets):

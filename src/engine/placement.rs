@@ -9,7 +9,7 @@
 //! the others keep their targets. No I/O: the control loop carries out the returned actions as
 //! compare-and-swap writes.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
 pub use crate::config::DEFAULT_MASS_LAPSE_SHARE;
@@ -207,15 +207,18 @@ fn targets_sparing(
         .collect()
 }
 
-/// Many members' liveness lapsing at once (protocol v2): their member Leases seen unchanged
-/// for a full duration and not yet fenced. Members rarely die together; an API server too slow
+/// Many members' liveness lapsing at once (protocol v2): member Leases seen unchanged for a
+/// full duration while their holds expired. Members rarely die together; an API server too slow
 /// to take their renewals makes them all look dead together, and failing them all over would
 /// move work off healthy members onto members just as late — a failover storm.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MassLapse {
-    /// The lapsed members, the longest silent first.
+    /// The lapsed members still holding (expired) targets, the longest silent first: the ones
+    /// held back.
     pub lapsed: Vec<String>,
-    /// Members counted: those whose member Lease is live, leaving or lapsed.
+    /// Lapsed members already failed over during this lapse (still counted as lapsed).
+    pub failed_over: usize,
+    /// Members counted: live, leaving, or lapsed.
     pub members: usize,
     /// The 99th percentile of the counted members' renewal ages (ms since their member Lease
     /// last changed).
@@ -226,61 +229,82 @@ impl MassLapse {
     /// Why the cluster is degraded, for people.
     pub fn reason(&self) -> String {
         format!(
-            "API server slow? member renewals late (p99 {:.1} s): {} of {} members lapsed together; \
-             failing over at most one member per lease duration",
+            "API server slow? member renewals late (p99 {:.1} s): {} of {} members lapsed together \
+             ({} failed over); failing over at most one member per lease duration",
             self.renewal_age_p99_ms as f64 / 1000.0,
-            self.lapsed.len(),
-            self.members
+            self.lapsed.len() + self.failed_over,
+            self.members,
+            self.failed_over
         )
     }
 }
 
-/// Whether `model` shows a [`MassLapse`]: at least two members lapsed, and at least `share` of
-/// the members counted.
-pub fn mass_lapse(model: &ClusterModel, share: f64) -> Option<MassLapse> {
+/// Whether `model` shows a [`MassLapse`]: lapsed members — those whose member Lease expired
+/// while they hold expired targets, and those in `failed_over` (failed over during this lapse,
+/// now fenced) — are at least two and at least `share` of the members counted, and some are
+/// still held back. A member that lapsed holding nothing needs no failover and is not counted.
+pub fn mass_lapse(
+    model: &ClusterModel,
+    share: f64,
+    failed_over: &BTreeSet<String>,
+) -> Option<MassLapse> {
     if model.protocol_version != 2 {
         return None;
     }
-    let counted: Vec<(&str, i64, bool)> = model
-        .instances
-        .iter()
-        .filter_map(|i| {
-            let m = i.member_lease.as_ref()?;
-            let lapsed = match m.liveness {
-                Liveness::Expired => true,
-                Liveness::Live | Liveness::Leaving => false,
-                Liveness::Fenced | Liveness::Released | Liveness::Absent => return None,
-            };
-            Some((i.name.as_str(), m.unchanged_ms.unwrap_or(0), lapsed))
-        })
-        .collect();
-    let mut lapsed: Vec<(&str, i64)> = counted
-        .iter()
-        .filter(|(_, _, l)| *l)
-        .map(|(n, age, _)| (*n, *age))
-        .collect();
-    if lapsed.len() < 2 || (lapsed.len() as f64) < share * counted.len() as f64 {
+    let holding: HashSet<&str> = expired_holders(model);
+    let mut held_back: Vec<(&str, i64)> = Vec::new();
+    let mut done = 0;
+    let mut ages: Vec<i64> = Vec::new();
+    for i in &model.instances {
+        let Some(m) = i.member_lease.as_ref() else {
+            continue;
+        };
+        let age = m.unchanged_ms.unwrap_or(0);
+        match m.liveness {
+            Liveness::Expired if holding.contains(i.name.as_str()) => {
+                held_back.push((i.name.as_str(), age));
+            }
+            Liveness::Fenced if failed_over.contains(&i.name) => done += 1,
+            Liveness::Live | Liveness::Leaving => {}
+            _ => continue,
+        }
+        ages.push(age);
+    }
+    let lapsed = held_back.len() + done;
+    if held_back.is_empty() || lapsed < 2 || (lapsed as f64) < share * ages.len() as f64 {
         return None;
     }
-    lapsed.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    let mut ages: Vec<i64> = counted.iter().map(|(_, age, _)| *age).collect();
+    held_back.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
     ages.sort_unstable();
     let p99 = ages[((ages.len() * 99).div_ceil(100)).saturating_sub(1)];
     Some(MassLapse {
-        lapsed: lapsed.into_iter().map(|(n, _)| n.to_owned()).collect(),
-        members: counted.len(),
+        lapsed: held_back.into_iter().map(|(n, _)| n.to_owned()).collect(),
+        failed_over: done,
+        members: ages.len(),
         renewal_age_p99_ms: p99,
     })
 }
 
+/// Holders of expired target holds.
+fn expired_holders(model: &ClusterModel) -> HashSet<&str> {
+    model
+        .targets
+        .iter()
+        .filter(|t| t.state == TargetState::Expired)
+        .filter_map(|t| t.owner.as_deref())
+        .collect()
+}
+
 /// How [`decide_guarded`] treats a [`MassLapse`].
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Guard {
     /// See [`mass_lapse`].
     pub share: f64,
     /// No lapsed member was failed over during this mass lapse for a lease duration: one may
     /// be now (the longest silent).
     pub may_fail_over_one: bool,
+    /// Members failed over during this mass lapse (see [`mass_lapse`]).
+    pub failed_over: BTreeSet<String>,
 }
 
 impl Default for Guard {
@@ -288,6 +312,7 @@ impl Default for Guard {
         Guard {
             share: DEFAULT_MASS_LAPSE_SHARE,
             may_fail_over_one: true,
+            failed_over: BTreeSet::new(),
         }
     }
 }
@@ -295,6 +320,9 @@ impl Default for Guard {
 /// What a reconcile decided.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
+    /// False when nothing could be decided (the model is stale or not synced, or gnmic's):
+    /// the rest says nothing then, not even that a mass lapse is over.
+    pub decided: bool,
     /// The writes to make.
     pub actions: Vec<Action>,
     /// A mass lapse, if the model shows one.
@@ -305,7 +333,7 @@ pub struct Decision {
 
 /// The writes this reconcile should make, with the default [`Guard`].
 pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> Vec<Action> {
-    decide_guarded(model, duration_s, busy, Guard::default()).actions
+    decide_guarded(model, duration_s, busy, &Guard::default()).actions
 }
 
 /// The writes this reconcile should make. During a [`MassLapse`] the lapsed members are
@@ -315,9 +343,10 @@ pub fn decide_guarded(
     model: &ClusterModel,
     duration_s: i32,
     busy: &HashSet<String>,
-    guard: Guard,
+    guard: &Guard,
 ) -> Decision {
     let mut decision = Decision {
+        decided: false,
         actions: Vec::new(),
         mass_lapse: None,
         failed_over_in_lapse: None,
@@ -325,24 +354,19 @@ pub fn decide_guarded(
     if model.protocol == Protocol::Gnmic || !model.synced || model.stale {
         return decision;
     }
-    decision.mass_lapse = mass_lapse(model, guard.share);
+    decision.decided = true;
+    decision.mass_lapse = mass_lapse(model, guard.share, &guard.failed_over);
     let mut spared: HashSet<&str> = HashSet::new();
     if let Some(lapse) = &decision.mass_lapse {
         spared.extend(lapse.lapsed.iter().map(String::as_str));
-        // Failing one over helps only if a live member can take its targets.
-        if guard.may_fail_over_one && model.instances.iter().any(Instance::eligible) {
-            // The longest silent of those whose holds are expired (one holding nothing needs
-            // no failover).
-            let holding: HashSet<&str> = model
-                .targets
-                .iter()
-                .filter(|t| t.state == TargetState::Expired)
-                .filter_map(|t| t.owner.as_deref())
-                .collect();
-            if let Some(first) = lapse.lapsed.iter().find(|m| holding.contains(m.as_str())) {
-                spared.remove(first.as_str());
-                decision.failed_over_in_lapse = Some(first.clone());
-            }
+        // Failing one over helps only if a live member can take its targets; the longest
+        // silent goes first.
+        if guard.may_fail_over_one
+            && model.instances.iter().any(Instance::eligible)
+            && let Some(first) = lapse.lapsed.first()
+        {
+            spared.remove(first.as_str());
+            decision.failed_over_in_lapse = Some(first.clone());
         }
     }
     decision.actions = decide_sparing(model, duration_s, busy, &spared);
@@ -366,11 +390,8 @@ fn decide_sparing(
     // write re-reads the member Lease and revokes only if it is still fenced or released.
     let mut fence: Vec<&str> = Vec::new();
     if model.protocol_version == 2 {
-        fence = model
-            .targets
-            .iter()
-            .filter(|t| t.state == TargetState::Expired)
-            .filter_map(|t| t.owner.as_deref())
+        fence = expired_holders(model)
+            .into_iter()
             .filter(|h| !spared.contains(h))
             .filter(|h| {
                 model.instance(h).is_none_or(|i| {
@@ -562,27 +583,32 @@ mod tests {
     }
 
     /// Three of four members lapsing together is a mass lapse: only the longest silent is
-    /// fenced and failed over (when the guard allows one), the others keep their targets and
-    /// get nothing new; without the allowance nothing moves. One lapse alone, or a share below
-    /// the threshold, fails over as usual.
+    /// fenced and failed over (when the guard allows one and a live member can take its targets),
+    /// the others keep their targets and get nothing new; without the allowance nothing moves.
+    /// Failing one over does not end the lapse: it still counts as lapsed. One lapse alone, a
+    /// share below the threshold, or a lapsed member holding nothing, fails over as usual.
     #[test]
     fn a_mass_lapse_fails_over_at_most_one_member_and_spares_the_rest() {
+        let none = BTreeSet::new();
         let m = v2_cluster(&[
             ("a", Some(12_000)),
             ("b", Some(11_000)),
             ("c", Some(10_500)),
             ("d", None),
         ]);
-        let lapse = mass_lapse(&m, DEFAULT_MASS_LAPSE_SHARE).expect("a mass lapse");
+        let lapse = mass_lapse(&m, DEFAULT_MASS_LAPSE_SHARE, &none).expect("a mass lapse");
         assert_eq!(lapse.lapsed, ["a", "b", "c"]);
         assert_eq!((lapse.members, lapse.renewal_age_p99_ms), (4, 12_000));
         assert!(
-            lapse.reason().contains("3 of 4 members lapsed together"),
+            lapse
+                .reason()
+                .contains("3 of 4 members lapsed together (0 failed over)"),
             "{}",
             lapse.reason()
         );
 
-        let d = decide_guarded(&m, 10, &HashSet::new(), Guard::default());
+        let d = decide_guarded(&m, 10, &HashSet::new(), &Guard::default());
+        assert!(d.decided);
         assert_eq!(d.failed_over_in_lapse.as_deref(), Some("a"));
         assert_eq!(fenced(&d.actions), ["a"]);
         assert_eq!(
@@ -598,13 +624,39 @@ mod tests {
             may_fail_over_one: false,
             ..Guard::default()
         };
-        let d = decide_guarded(&m, 10, &HashSet::new(), held);
+        let d = decide_guarded(&m, 10, &HashSet::new(), &held);
         assert!(d.mass_lapse.is_some() && d.failed_over_in_lapse.is_none());
         assert!(d.actions.is_empty(), "{:?}", d.actions);
 
+        // a is fenced now and its targets are d's: still 3 of 4 lapsed, b and c still spared.
+        let mut after = m.clone();
+        after.instances[0].member_lease.as_mut().unwrap().liveness = Liveness::Fenced;
+        for t in after
+            .targets
+            .iter_mut()
+            .filter(|t| t.owner.as_deref() == Some("a"))
+        {
+            t.owner = Some("d".into());
+            t.desired = Some("d".into());
+            t.state = TargetState::Owned;
+        }
+        let during = Guard {
+            may_fail_over_one: false,
+            failed_over: BTreeSet::from(["a".to_owned()]),
+            ..Guard::default()
+        };
+        let d = decide_guarded(&after, 10, &HashSet::new(), &during);
+        let lapse = d.mass_lapse.expect("still a mass lapse");
+        assert_eq!((lapse.lapsed.len(), lapse.failed_over), (2, 1));
+        assert!(d.actions.is_empty(), "{:?}", d.actions);
+        // Without counting a (what a replica that did not fail it over sees), 2 of 3.
+        assert!(mass_lapse(&after, DEFAULT_MASS_LAPSE_SHARE, &none).is_some());
+        assert!(mass_lapse(&after, 0.7, &none).is_none());
+        assert!(mass_lapse(&after, 0.7, &during.failed_over).is_some());
+
         // Every member silent at once: nobody could take the targets, so nobody is fenced.
         let all = v2_cluster(&[("a", Some(12_000)), ("b", Some(11_000))]);
-        let d = decide_guarded(&all, 10, &HashSet::new(), Guard::default());
+        let d = decide_guarded(&all, 10, &HashSet::new(), &Guard::default());
         assert!(
             d.mass_lapse.is_some() && d.actions.is_empty(),
             "{:?}",
@@ -613,18 +665,34 @@ mod tests {
 
         // One lapse is not a mass lapse, whatever the share; nor is a share below the threshold.
         let one = v2_cluster(&[("a", Some(12_000)), ("b", None)]);
-        assert!(mass_lapse(&one, 0.1).is_none());
+        assert!(mass_lapse(&one, 0.1, &none).is_none());
         assert_eq!(
-            fenced(&decide_guarded(&one, 10, &HashSet::new(), held).actions),
+            fenced(&decide_guarded(&one, 10, &HashSet::new(), &held).actions),
             ["a"]
         );
         let strict = Guard {
             share: 1.0,
             may_fail_over_one: false,
+            ..Guard::default()
         };
-        let d = decide_guarded(&m, 10, &HashSet::new(), strict);
+        let d = decide_guarded(&m, 10, &HashSet::new(), &strict);
         assert!(d.mass_lapse.is_none());
         assert_eq!(fenced(&d.actions), ["a", "b", "c"]);
+        // A member that lapsed holding nothing needs no failover and does not count.
+        let mut idle = v2_cluster(&[("a", Some(12_000)), ("b", None), ("c", None)]);
+        idle.targets.retain(|t| t.owner.as_deref() != Some("a"));
+        let mut gone = v2_cluster(&[("x", Some(11_000))]);
+        idle.instances.push(gone.instances.remove(0));
+        idle.targets.append(&mut gone.targets);
+        idle.targets.sort_by(|a, b| a.key.cmp(&b.key));
+        assert!(
+            mass_lapse(&idle, DEFAULT_MASS_LAPSE_SHARE, &none).is_none(),
+            "only x holds expired targets"
+        );
+        // Stale: nothing decided, not even that a lapse is over.
+        let mut stale = m.clone();
+        stale.stale = true;
+        assert!(!decide_guarded(&stale, 10, &HashSet::new(), &Guard::default()).decided);
     }
 
     #[test]
