@@ -10,6 +10,9 @@
 //!   is gone (a forced delete);
 //! - once the process has exited, deletes the pod (grace 0, preconditioned on its UID), as a
 //!   kubelet does once its containers have stopped; the StatefulSet controller then moves on.
+//!   A pod deleted while no process of it runs (never started, or exited) is deleted at once —
+//!   but not one whose process a test killed as its node's power loss ([`PodAgents::kill`]):
+//!   with its kubelet gone, it stays `Terminating`, as on a dead node.
 //!
 //! Pods it manages carry [`KUBELET_LABEL`], whose deletion kwok leaves to it (envtest.sh adapts
 //! kwok's pod-delete stage). The member's app is the invariant checker's HTTP app: when the
@@ -77,6 +80,8 @@ struct State {
     exits: Vec<Exit>,
     /// Every (pod, uid) a process was started for, in order.
     started: Vec<(String, String)>,
+    /// UIDs of pods whose kubelet a test killed with the process ([`PodAgents::kill`]).
+    lost: std::collections::BTreeSet<String>,
 }
 
 /// The pod watcher and the member processes it runs (all stopped when dropped).
@@ -123,14 +128,16 @@ impl PodAgents {
         self.state.lock().unwrap().started.clone()
     }
 
-    /// SIGKILLs the process of `pod` (its node died); false if none runs.
+    /// SIGKILLs the process of `pod` (its node died: nobody deletes the pod afterwards);
+    /// false if none runs.
     pub fn kill(&self, pod: &str) -> bool {
-        self.send(pod, Cmd::Kill)
-    }
-
-    fn send(&self, pod: &str, cmd: Cmd) -> bool {
-        let s = self.state.lock().unwrap();
-        s.running.get(pod).is_some_and(|r| r.cmds.send(cmd).is_ok())
+        let mut s = self.state.lock().unwrap();
+        let Some(r) = s.running.get(pod) else {
+            return false;
+        };
+        let (uid, sent) = (r.uid.clone(), r.cmds.send(Cmd::Kill).is_ok());
+        s.lost.insert(uid);
+        sent
     }
 
     /// The log of the process that runs (or last ran) for `pod`.
@@ -157,22 +164,40 @@ async fn follow(
     let selector = format!("{}={}", KUBELET_LABEL.0, KUBELET_LABEL.1);
     let mut events =
         watcher::watcher(pods.clone(), watcher::Config::default().labels(&selector)).boxed();
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(Event::Apply(pod) | Event::InitApply(pod)) => {
-                on_pod(&pods, &spec, &checker, &state, &pod);
-            }
-            Ok(Event::Delete(pod)) => {
-                let s = state.lock().unwrap();
-                if let Some(r) = s.running.get(&pod.name_any())
-                    && Some(r.uid.as_str()) == pod.metadata.uid.as_deref()
-                {
-                    let _ = r.cmds.send(Cmd::Kill);
+    // The latest copy of each pod, looked at again when a process exits: a pod recreated under
+    // the same name waits for the old process to be gone.
+    let mut latest: BTreeMap<String, Pod> = BTreeMap::new();
+    let (exited_tx, mut exited) = mpsc::unbounded_channel::<String>();
+    loop {
+        let pod = tokio::select! {
+            event = events.next() => match event {
+                None => return,
+                Some(Ok(Event::Apply(pod) | Event::InitApply(pod))) => {
+                    latest.insert(pod.name_any(), pod.clone());
+                    pod
                 }
-            }
-            Ok(Event::Init | Event::InitDone) => {}
-            Err(error) => eprintln!("pod agents: watch error (retrying): {error}"),
-        }
+                Some(Ok(Event::Delete(pod))) => {
+                    latest.remove(&pod.name_any());
+                    let s = state.lock().unwrap();
+                    if let Some(r) = s.running.get(&pod.name_any())
+                        && Some(r.uid.as_str()) == pod.metadata.uid.as_deref()
+                    {
+                        let _ = r.cmds.send(Cmd::Kill);
+                    }
+                    continue;
+                }
+                Some(Ok(Event::Init | Event::InitDone)) => continue,
+                Some(Err(error)) => {
+                    eprintln!("pod agents: watch error (retrying): {error}");
+                    continue;
+                }
+            },
+            Some(name) = exited.recv() => match latest.get(&name) {
+                Some(pod) => pod.clone(),
+                None => continue,
+            },
+        };
+        on_pod(&pods, &spec, &checker, &state, &pod, &exited_tx);
     }
 }
 
@@ -182,6 +207,7 @@ fn on_pod(
     checker: &InvariantChecker,
     state: &Arc<Mutex<State>>,
     pod: &Pod,
+    exited: &mpsc::UnboundedSender<String>,
 ) {
     let name = pod.name_any();
     let Some(uid) = pod.metadata.uid.clone() else {
@@ -189,6 +215,11 @@ fn on_pod(
     };
     let mut s = state.lock().unwrap();
     if pod.metadata.deletion_timestamp.is_some() {
+        let runs = s.running.get(&name).is_some_and(|r| r.uid == uid);
+        if !runs && !s.lost.contains(&uid) {
+            // No process of it runs: nothing to stop, the pod goes at once.
+            tokio::spawn(delete_pod(pods.clone(), name.clone(), uid.clone()));
+        }
         if let Some(r) = s.running.get(&name)
             && r.uid == uid
         {
@@ -244,6 +275,7 @@ fn on_pod(
             log,
             checker: checker.clone(),
             state: state.clone(),
+            exited: exited.clone(),
         },
     ));
 }
@@ -255,6 +287,27 @@ struct Supervised {
     log: PathBuf,
     checker: InvariantChecker,
     state: Arc<Mutex<State>>,
+    /// Told the pod's name when the process is gone (a new pod of that name may start then).
+    exited: mpsc::UnboundedSender<String>,
+}
+
+/// Deletes pod `name` with grace 0 if it is still the one with `uid`, as a kubelet does once
+/// its containers have stopped.
+async fn delete_pod(pods: Api<Pod>, name: String, uid: String) {
+    let dp = DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match pods.delete(&name, &dp).await {
+        // Gone already, or a new pod of that name (the precondition): nothing to do.
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+        Err(error) => eprintln!("pod agents: deleting {name}: {error}"),
+    }
 }
 
 /// Owns one member process until it ends, then (if its pod was terminating) deletes the pod.
@@ -314,21 +367,8 @@ async fn supervise(
             log: p.log.clone(),
         });
     }
+    let _ = p.exited.send(p.name.clone());
     if terminated_at.is_some() {
-        let dp = DeleteParams {
-            grace_period_seconds: Some(0),
-            preconditions: Some(Preconditions {
-                uid: Some(p.uid.clone()),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        if let Err(error) = p.pods.delete(&p.name, &dp).await {
-            // Gone already, or a new pod of that name (the precondition): nothing to do.
-            eprintln!(
-                "pod agents: deleting {} after its process exited: {error}",
-                p.name
-            );
-        }
+        delete_pod(p.pods, p.name, p.uid).await;
     }
 }
