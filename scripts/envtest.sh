@@ -438,39 +438,28 @@ EOF
 # StatefulSet, ReplicaSet, EndpointSlice, garbage collector, namespace, ServiceAccount and its
 # token, node lifecycle, disruption/eviction), and kwok running $KWOK_NODES fake nodes whose
 # kubelets make scheduled pods Running and Ready with IPs (one kwok process per node, named
-# kwok-node-N in DIR/pids), and four 10 Gi PersistentVolumes. All as the admin user.
+# kwok-node-N in DIR/pids), and six 10 Gi PersistentVolumes. All as the admin user.
 start_cluster() {
   local d=$1 start=$SECONDS pid i kwok_port
   [[ -x "$KUBE_CONTROLLER_MANAGER" && -x "$KUBE_SCHEDULER" && -x "$KWOK" ]] ||
     { log "controllers not built: run 'LEASEHOLD_ENVTEST_CLUSTER=1 $0 build' first"; return 1; }
   local kc="$d/kubeconfig" kubectl=(kubectl --kubeconfig "$d/kubeconfig")
+  # What both components take: the admin kubeconfig for everything, no serving, no election.
+  local common=(--kubeconfig="$kc" --authentication-kubeconfig="$kc"
+    --authorization-kubeconfig="$kc" --bind-address=127.0.0.1 --secure-port=0
+    --leader-elect=false --profiling=false)
   # A node whose Lease is not renewed for this long is marked Unknown and its pods not ready
   # (the default is 50 s; kwok renews every quarter of --node-lease-duration-seconds).
-  setsid "$KUBE_CONTROLLER_MANAGER" \
-    --kubeconfig="$kc" \
-    --authentication-kubeconfig="$kc" \
-    --authorization-kubeconfig="$kc" \
-    --bind-address=127.0.0.1 \
-    --secure-port=0 \
-    --leader-elect=false \
+  setsid "$KUBE_CONTROLLER_MANAGER" "${common[@]}" \
     --service-account-private-key-file="$d/sa.key" \
     --root-ca-file="$d/ca.crt" \
     --cluster-name=envtest \
     --node-monitor-grace-period=12s \
     --feature-gates="$CLUSTER_FEATURE_GATES" \
-    --profiling=false \
     >"$d/kube-controller-manager.log" 2>&1 </dev/null &
   pid=$!
   printf 'kube-controller-manager %s\n' "$pid" >>"$d/pids"
-  setsid "$KUBE_SCHEDULER" \
-    --kubeconfig="$kc" \
-    --authentication-kubeconfig="$kc" \
-    --authorization-kubeconfig="$kc" \
-    --bind-address=127.0.0.1 \
-    --secure-port=0 \
-    --leader-elect=false \
-    --profiling=false \
-    >"$d/kube-scheduler.log" 2>&1 </dev/null &
+  setsid "$KUBE_SCHEDULER" "${common[@]}" >"$d/kube-scheduler.log" 2>&1 </dev/null &
   pid=$!
   printf 'kube-scheduler %s\n' "$pid" >>"$d/pids"
 

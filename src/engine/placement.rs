@@ -251,6 +251,20 @@ pub fn mass_lapse(
     if model.protocol_version != 2 {
         return None;
     }
+    // Cheap first (this runs for every page and scrape): fewer than two candidates among the
+    // members cannot be a mass lapse, and the targets need not be walked.
+    let candidates = model
+        .instances
+        .iter()
+        .filter_map(|i| Some((i, i.member_lease.as_ref()?)))
+        .filter(|(i, m)| {
+            m.liveness == Liveness::Expired
+                || (m.liveness == Liveness::Fenced && failed_over.contains(&i.name))
+        })
+        .count();
+    if candidates < 2 {
+        return None;
+    }
     let holding: HashSet<&str> = expired_holders(model);
     let mut held_back: Vec<(&str, i64)> = Vec::new();
     let mut done = 0;

@@ -481,6 +481,15 @@ async fn v2_members_some_linked(
     (h, link)
 }
 
+/// Waits (4 D at most) until `engine` sees the members lapse together.
+async fn mass_lapse_seen(engine: &Engine) -> leasehold::engine::placement::MassLapse {
+    eventually(Duration::from_secs(4 * LEASE_S), || async {
+        engine.mass_lapse(&*engine.view(CLUSTER).await.ok()?)
+    })
+    .await
+    .expect("the control plane sees the members lapse together")
+}
+
 /// Ownership rows of history with cause `failover`, as (from, target).
 async fn failovers(h: &Harness) -> Vec<(String, String)> {
     h.history(HistoryKind::Ownership)
@@ -506,11 +515,7 @@ async fn protocol_v2_members_lapsing_together_are_not_failed_over() {
         .collect();
     link.send_replace(common::Link::Blackhole);
     let engine = h.engine().clone();
-    let lapse = eventually(Duration::from_secs(4 * LEASE_S), || async {
-        engine.mass_lapse(&*engine.view(CLUSTER).await.ok()?)
-    })
-    .await
-    .expect("the control plane sees the members lapse together");
+    let lapse = mass_lapse_seen(&engine).await;
     assert_eq!(lapse.lapsed.len(), 3, "{lapse:?}");
     // Another full duration of it: nobody is fenced, nothing moves.
     tokio::time::sleep(Duration::from_secs(LEASE_S)).await;
@@ -564,11 +569,7 @@ async fn protocol_v2_a_mass_lapse_fails_over_one_member_per_duration_and_the_dea
     let (mut h, link) = v2_members_some_linked(&["c-0"], &["c-1", "c-2", "c-3"]).await;
     link.send_replace(common::Link::Blackhole);
     let engine = h.engine().clone();
-    let lapse = eventually(Duration::from_secs(4 * LEASE_S), || async {
-        engine.mass_lapse(&*engine.view(CLUSTER).await.ok()?)
-    })
-    .await
-    .expect("the control plane sees three members lapse together");
+    let lapse = mass_lapse_seen(&engine).await;
     eprintln!("mass lapse: {}", lapse.reason());
     // First failover: at once, to the live c-0.
     let first = eventually(Duration::from_secs(2 * LEASE_S), || async {

@@ -196,6 +196,21 @@ impl Drop for Scenario {
     }
 }
 
+/// kubectl (as the admin user): its stdout, whether it succeeded or not (for polling).
+async fn kubectl_stdout(t: &common::TestSim, args: &[&str]) -> String {
+    String::from_utf8_lossy(&t.kubectl(args).await.stdout).into_owned()
+}
+
+/// kubectl (as the admin user), panicking with kubectl's words if it fails.
+async fn kubectl_ok(t: &common::TestSim, args: &[&str]) {
+    let out = t.kubectl(args).await;
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `kubectl apply` of `yaml` (as the admin user), panicking with kubectl's words if it fails.
 async fn apply(t: &common::TestSim, args: &[&str], yaml: &str) {
     let mut all = vec!["apply"];
@@ -254,13 +269,7 @@ async fn install_leasehold(t: &common::TestSim) {
     let examples = repo().join("deploy/examples/worker-pool");
     let single = repo().join("deploy/overlays/single");
     for dir in [&examples, &single] {
-        let out = t.kubectl(&["apply", "-k", dir.to_str().unwrap()]).await;
-        assert!(
-            out.status.success(),
-            "kubectl apply -k {}: {}",
-            dir.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        kubectl_ok(t, &["apply", "-k", dir.to_str().unwrap()]).await;
     }
 }
 
@@ -304,14 +313,7 @@ impl Scenario {
         // What the control plane may do here (deploy/managed-namespace), and the members'
         // ServiceAccount and Role (the worker-pool example's, in this namespace).
         let role = repo().join("deploy/managed-namespace/role.yaml");
-        let out = t
-            .kubectl(&["apply", "-n", &ns, "-f", role.to_str().unwrap()])
-            .await;
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        kubectl_ok(&t, &["apply", "-n", &ns, "-f", role.to_str().unwrap()]).await;
         let rbac = std::fs::read_to_string(repo().join("deploy/examples/worker-pool/rbac.yaml"))
             .unwrap()
             .replace("namespace: workers", &format!("namespace: {ns}"));
@@ -542,6 +544,26 @@ clusters:
         longest
     }
 
+    /// Waits until every target is spread over c-0, c-1 and c-2 again.
+    async fn spread_over_three(&self) {
+        self.http
+            .wait_spread(&["c-0", "c-1", "c-2"], Duration::from_secs(60))
+            .await;
+    }
+
+    /// Waits (30 s at most) until the process of `pod` has exited.
+    async fn exited(&self, pod: &str) {
+        eventually(Duration::from_secs(30), || async {
+            self.agents
+                .exits()
+                .iter()
+                .any(|e| e.pod == pod)
+                .then_some(())
+        })
+        .await
+        .unwrap_or_else(|| panic!("{pod}'s process never exits"));
+    }
+
     async fn finish(self) {
         self.checker.assert_ok();
     }
@@ -558,8 +580,9 @@ async fn the_overlay_installs_for_real_and_grants_only_what_leasehold_uses() {
     let t = common::start().await;
     install_leasehold(&t).await;
     let available = eventually(Duration::from_secs(60), || async {
-        let out = t
-            .kubectl(&[
+        let status = kubectl_stdout(
+            &t,
+            &[
                 "-n",
                 "leasehold",
                 "get",
@@ -567,24 +590,26 @@ async fn the_overlay_installs_for_real_and_grants_only_what_leasehold_uses() {
                 "leasehold",
                 "-o",
                 "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
-            ])
-            .await;
-        (String::from_utf8_lossy(&out.stdout) == "True").then_some(())
+            ],
+        )
+        .await;
+        (status == "True").then_some(())
     })
     .await;
     assert!(
         available.is_some(),
         "the Deployment never became Available: {}",
-        String::from_utf8_lossy(
-            &t.kubectl(&["-n", "leasehold", "describe", "deployment", "leasehold"])
-                .await
-                .stdout
+        kubectl_stdout(
+            &t,
+            &["-n", "leasehold", "describe", "deployment", "leasehold"]
         )
+        .await
     );
     // The ha overlay over it, as docs/getting-started.md applies it (the database Secret
     // first): two replicas, Available, on different nodes (its anti-affinity).
-    let secret = t
-        .kubectl(&[
+    kubectl_ok(
+        &t,
+        &[
             "-n",
             "leasehold",
             "create",
@@ -592,63 +617,52 @@ async fn the_overlay_installs_for_real_and_grants_only_what_leasehold_uses() {
             "generic",
             "leasehold-database",
             "--from-literal=url=postgres://leasehold:PASSWORD@postgres.db.svc:5432/leasehold",
-        ])
-        .await;
-    assert!(
-        secret.status.success(),
-        "{}",
-        String::from_utf8_lossy(&secret.stderr)
-    );
+        ],
+    )
+    .await;
     let ha = repo().join("deploy/overlays/ha");
-    let out = t.kubectl(&["apply", "-k", ha.to_str().unwrap()]).await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let nodes = eventually(Duration::from_secs(90), || async {
-        let out = t
-            .kubectl(&[
-                "-n",
-                "leasehold",
-                "get",
-                "deployment",
-                "leasehold",
-                "-o",
-                "jsonpath={.status.availableReplicas} {.status.updatedReplicas} {.status.replicas}",
-            ])
-            .await;
-        if String::from_utf8_lossy(&out.stdout) != "2 2 2" {
-            return None;
-        }
-        let out = t
-            .kubectl(&[
-                "-n",
-                "leasehold",
-                "get",
-                "pods",
-                "-l",
-                "app.kubernetes.io/component=control-plane",
-                "--field-selector=status.phase=Running",
-                "-o",
-                "jsonpath={.items[*].spec.nodeName}",
-            ])
-            .await;
-        let nodes: BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+    kubectl_ok(&t, &["apply", "-k", ha.to_str().unwrap()]).await;
+    let nodes =
+        eventually(Duration::from_secs(90), || async {
+            let replicas = kubectl_stdout(
+            &t,
+            &["-n", "leasehold", "get", "deployment", "leasehold", "-o",
+              "jsonpath={.status.availableReplicas} {.status.updatedReplicas} {.status.replicas}"],
+        )
+        .await;
+            if replicas != "2 2 2" {
+                return None;
+            }
+            let nodes: BTreeSet<String> = kubectl_stdout(
+                &t,
+                &[
+                    "-n",
+                    "leasehold",
+                    "get",
+                    "pods",
+                    "-l",
+                    "app.kubernetes.io/component=control-plane",
+                    "--field-selector=status.phase=Running",
+                    "-o",
+                    "jsonpath={.items[*].spec.nodeName}",
+                ],
+            )
+            .await
             .split_whitespace()
             .map(str::to_owned)
             .collect();
-        (nodes.len() == 2).then_some(nodes)
-    })
-    .await;
+            (nodes.len() == 2).then_some(nodes)
+        })
+        .await;
     assert!(
         nodes.is_some(),
         "the ha overlay's Deployment never had 2 replicas available on 2 nodes"
     );
-    let secret = t
-        .kubectl(&["-n", "leasehold", "delete", "secret", "leasehold-database"])
-        .await;
-    assert!(secret.status.success());
+    kubectl_ok(
+        &t,
+        &["-n", "leasehold", "delete", "secret", "leasehold-database"],
+    )
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let kc = service_account_kubeconfig(&t, "leasehold", "leasehold", dir.path()).await;
     let can = |args: &'static [&'static str]| {
@@ -807,9 +821,7 @@ async fn a_member_pod_recreated_by_its_statefulset_leaves_no_ghost() {
         [("c-1", old_uid.as_str())],
         "only the old c-1's process exited"
     );
-    s.http
-        .wait_spread(&["c-0", "c-1", "c-2"], Duration::from_secs(60))
-        .await;
+    s.spread_over_three().await;
     let started: Vec<(String, String)> = s.agents.started();
     assert_eq!(
         started.iter().filter(|(p, _)| p == "c-1").count(),
@@ -903,9 +915,7 @@ async fn a_rolling_update_replaces_members_one_at_a_time_without_a_lost_target()
     let replaced: Vec<String> = s.agents.exits().iter().map(|e| e.pod.clone()).collect();
     assert_eq!(replaced, ["c-2"], "partition 2: only c-2");
     s.handed_over_before_exit("c-2").await;
-    s.http
-        .wait_spread(&["c-0", "c-1", "c-2"], Duration::from_secs(60))
-        .await;
+    s.spread_over_three().await;
     roll(0, "2").await;
     updated(3).await;
     let replaced: Vec<String> = s.agents.exits().iter().map(|e| e.pod.clone()).collect();
@@ -913,9 +923,7 @@ async fn a_rolling_update_replaces_members_one_at_a_time_without_a_lost_target()
     for m in ["c-1", "c-0"] {
         s.handed_over_before_exit(m).await;
     }
-    s.http
-        .wait_spread(&["c-0", "c-1", "c-2"], Duration::from_secs(60))
-        .await;
+    s.spread_over_three().await;
     s.finish().await;
 }
 
@@ -961,36 +969,16 @@ async fn evictions_honour_the_pod_disruption_budget() {
         Err(kube::Error::Api(e)) => assert_eq!(e.code, 429, "{e:?}"),
         other => panic!("a second eviction while c-0 is away: {other:?}"),
     }
-    eventually(Duration::from_secs(30), || async {
-        s.agents
-            .exits()
-            .iter()
-            .any(|e| e.pod == "c-0")
-            .then_some(())
-    })
-    .await
-    .expect("c-0's process exits");
+    s.exited("c-0").await;
     s.handed_over_before_exit("c-0").await;
-    s.http
-        .wait_spread(&["c-0", "c-1", "c-2"], Duration::from_secs(60))
-        .await;
+    s.spread_over_three().await;
     allows_one().await;
     pods.evict("c-1", &EvictParams::default())
         .await
         .expect("the second eviction is granted once c-0 is back");
-    eventually(Duration::from_secs(30), || async {
-        s.agents
-            .exits()
-            .iter()
-            .any(|e| e.pod == "c-1")
-            .then_some(())
-    })
-    .await
-    .expect("c-1's process exits");
+    s.exited("c-1").await;
     s.handed_over_before_exit("c-1").await;
-    s.http
-        .wait_spread(&["c-0", "c-1", "c-2"], Duration::from_secs(60))
-        .await;
+    s.spread_over_three().await;
     s.finish().await;
 }
 

@@ -181,15 +181,7 @@ impl State {
                 let deadline = self.terminating.entry(uid.clone()).or_insert(by);
                 *deadline = (*deadline).min(by);
                 if *deadline <= now {
-                    let dp = DeleteParams {
-                        grace_period_seconds: Some(0),
-                        preconditions: Some(Preconditions {
-                            uid: Some(uid),
-                            resource_version: None,
-                        }),
-                        ..Default::default()
-                    };
-                    let _ = api.delete(&name, &dp).await;
+                    let _ = remove(&api, &name, uid).await;
                 }
                 continue;
             }
@@ -496,10 +488,16 @@ pub async fn crash(client: &Client, namespace: &str, name: &str) -> kube::Result
 pub async fn finish(client: &Client, namespace: &str, name: &str) -> kube::Result<()> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let pod = api.get(name).await?;
+    remove(&api, name, pod.uid().unwrap_or_default()).await
+}
+
+/// Removes pod `name` once its containers have stopped, as a kubelet does: a delete with no
+/// grace left, and only if it is still the pod with `uid` (not a new one of the same name).
+pub async fn remove(api: &Api<Pod>, name: &str, uid: String) -> kube::Result<()> {
     let dp = DeleteParams {
         grace_period_seconds: Some(0),
         preconditions: Some(Preconditions {
-            uid: pod.uid(),
+            uid: Some(uid),
             resource_version: None,
         }),
         ..Default::default()

@@ -26,7 +26,6 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, Preconditions};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt as _};
 use tokio::sync::mpsc;
@@ -291,18 +290,9 @@ struct Supervised {
     exited: mpsc::UnboundedSender<String>,
 }
 
-/// Deletes pod `name` with grace 0 if it is still the one with `uid`, as a kubelet does once
-/// its containers have stopped.
+/// Removes pod `name` if it is still the one with `uid` (`kube_sim::kubelet::remove`).
 async fn delete_pod(pods: Api<Pod>, name: String, uid: String) {
-    let dp = DeleteParams {
-        grace_period_seconds: Some(0),
-        preconditions: Some(Preconditions {
-            uid: Some(uid),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match pods.delete(&name, &dp).await {
+    match kube_sim::kubelet::remove(&pods, &name, uid).await {
         // Gone already, or a new pod of that name (the precondition): nothing to do.
         Ok(_) => {}
         Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
