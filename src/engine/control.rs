@@ -5,8 +5,9 @@
 //! `join_settle`, a rebalance is proposed (superseding the cluster's older proposals) or
 //! started. Each pass's duration and every Lease write's outcome go to the engine's metrics.
 //! A mass lapse ([`placement::MassLapse`]) is lived through here: at most one lapsed member
-//! failed over per lease duration, its start and end logged and published as Kubernetes Events
-//! about the control-plane Lease (`MassLapse`, `MassLapseOver`).
+//! failed over per lease duration (the first a lease duration after it began), its start and end logged and published as Kubernetes Events
+//! about the control-plane Lease (`MassLapse`, `MassLapseOver`), and the members it still held
+//! back when it ended given a lease duration's grace.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -66,15 +67,37 @@ impl Settled {
     }
 }
 
-/// A cluster's mass lapse as the loop lives it: since when, and when it last failed a lapsed
-/// member over.
+/// A cluster's mass lapse as the loop lives it: since when, and when a lapsed member may be
+/// failed over next; after it, the grace of the members it still held back.
 #[derive(Default)]
 struct LapseWatch {
     since: Option<Instant>,
-    last_failover: Option<Instant>,
+    /// A lease duration after the lapse began, after the last failover during it, and after a
+    /// held-back member last came back, whichever is latest.
+    next_failover: Option<Instant>,
     /// Members failed over during it: still counted as lapsed, so that failing some over does
     /// not end the lapse by itself.
     failed_over: BTreeSet<String>,
+    /// The members it held back at its last pass ([`placement::Guard::held_back`]).
+    held_back: BTreeSet<String>,
+    /// Once it is over: when their grace ends.
+    grace_until: Option<Instant>,
+}
+
+impl LapseWatch {
+    /// The guard for this pass; a grace that has run out ends here.
+    fn guard(&mut self, spec: &Cluster) -> placement::Guard {
+        if self.grace_until.is_some_and(|t| Instant::now() >= t) {
+            self.grace_until = None;
+            self.held_back.clear();
+        }
+        placement::Guard {
+            share: spec.policy.mass_lapse_share,
+            may_fail_over_one: self.next_failover.is_some_and(|t| Instant::now() >= t),
+            failed_over: self.failed_over.clone(),
+            held_back: self.held_back.clone(),
+        }
+    }
 }
 
 /// How long an Event may take to publish (it happens when the API server may be slow).
@@ -183,13 +206,7 @@ async fn reconcile(
     lapse: &mut LapseWatch,
 ) -> bool {
     let duration_s = i32::try_from(spec.policy.lease_duration.as_secs()).unwrap_or(i32::MAX);
-    let guard = placement::Guard {
-        share: spec.policy.mass_lapse_share,
-        may_fail_over_one: lapse
-            .last_failover
-            .is_none_or(|t| t.elapsed() >= spec.policy.lease_duration),
-        failed_over: lapse.failed_over.clone(),
-    };
+    let guard = lapse.guard(spec);
     let v = view.clone();
     // Deciding walks every target: off the async workers, like building the model.
     let decision = match tokio::task::spawn_blocking(move || {
@@ -206,7 +223,8 @@ async fn reconcile(
     if decision.decided {
         live_through(inner, spec, lapse, &decision).await;
     }
-    let held_back = decision.mass_lapse.is_some();
+    // Held back now, or in their grace: the next pass may fail one over.
+    let held_back = decision.mass_lapse.is_some() || !decision.recovering.is_empty();
     let actions = decision.actions;
     if actions.is_empty() {
         return held_back;
@@ -239,6 +257,9 @@ async fn live_through(
     let event = match (&decision.mass_lapse, lapse.since) {
         (Some(m), None) => {
             lapse.since = Some(Instant::now());
+            // Not at once: when a lapse begins, the members not yet lapsed are mostly about to
+            // (renewals late by up to a third of a duration).
+            lapse.next_failover = Some(Instant::now() + spec.policy.lease_duration);
             let reason = m.reason();
             warn!(cluster = %spec.name, lapsed = ?m.lapsed, %reason, "mass lapse: holding failovers back");
             Some(Event {
@@ -251,9 +272,10 @@ async fn live_through(
         }
         (None, Some(since)) => {
             lapse.since = None;
-            lapse.last_failover = None;
+            lapse.next_failover = None;
+            lapse.grace_until = Some(Instant::now() + spec.policy.lease_duration);
             let failed_over = std::mem::take(&mut lapse.failed_over);
-            info!(cluster = %spec.name, lasted = ?since.elapsed(), ?failed_over, "mass lapse over: failing over as usual");
+            info!(cluster = %spec.name, lasted = ?since.elapsed(), ?failed_over, in_grace = ?decision.recovering, "mass lapse over: members it held back get a lease duration to renew, then fail over as usual");
             Some(Event {
                 type_: EventType::Normal,
                 reason: "MassLapseOver".into(),
@@ -271,8 +293,21 @@ async fn live_through(
         _ => None,
     };
     inner.set_mass_lapse(&spec.name, decision.mass_lapse.clone());
+    if let Some(m) = &decision.mass_lapse {
+        lapse.held_back = m.lapsed.iter().cloned().collect();
+        lapse.grace_until = None;
+        if let Some(member) = &decision.failed_over_in_lapse {
+            lapse.held_back.remove(member);
+        }
+        if !decision.came_back.is_empty() {
+            // Renewals get through again: the others get a lease duration to follow.
+            let later = Instant::now() + spec.policy.lease_duration;
+            lapse.next_failover = Some(lapse.next_failover.map_or(later, |t| t.max(later)));
+            info!(cluster = %spec.name, came_back = ?decision.came_back, "mass lapse: held-back members renew again; no failover for a lease duration");
+        }
+    }
     if let Some(member) = &decision.failed_over_in_lapse {
-        lapse.last_failover = Some(Instant::now());
+        lapse.next_failover = Some(Instant::now() + spec.policy.lease_duration);
         lapse.failed_over.insert(member.clone());
         warn!(cluster = %spec.name, %member, "mass lapse: failing over one lapsed member (at most one per lease duration)");
     }

@@ -314,11 +314,21 @@ fn expired_holders(model: &ClusterModel) -> HashSet<&str> {
 pub struct Guard {
     /// See [`mass_lapse`].
     pub share: f64,
-    /// No lapsed member was failed over during this mass lapse for a lease duration: one may
-    /// be now (the longest silent).
+    /// One lapsed member may be failed over now (the longest silent): the mass lapse has
+    /// lasted a lease duration, and none was failed over, nor did a held-back member come
+    /// back, for a lease duration.
     pub may_fail_over_one: bool,
     /// Members failed over during this mass lapse (see [`mass_lapse`]).
     pub failed_over: BTreeSet<String>,
+    /// The members the mass lapse held back at its last pass. While it lasts, one of them
+    /// renewing again means renewals get through again: nobody is failed over in that pass
+    /// ([`Decision::came_back`]). Once it is over, they are in their grace: one lease duration
+    /// to renew before they are failed over as usual. A recovering API server lets members'
+    /// renewals through one after another; without this, the first renewals would end the
+    /// lapse (or make a live member to fail over to) and the last to come back would be failed
+    /// over though healthy. (The node lifecycle controller likewise restarts every node's grace
+    /// period when a zone leaves full disruption.)
+    pub held_back: BTreeSet<String>,
 }
 
 impl Default for Guard {
@@ -327,6 +337,7 @@ impl Default for Guard {
             share: DEFAULT_MASS_LAPSE_SHARE,
             may_fail_over_one: true,
             failed_over: BTreeSet::new(),
+            held_back: BTreeSet::new(),
         }
     }
 }
@@ -343,6 +354,11 @@ pub struct Decision {
     pub mass_lapse: Option<MassLapse>,
     /// The lapsed member failed over despite the mass lapse, if one was.
     pub failed_over_in_lapse: Option<String>,
+    /// During a mass lapse: members it held back ([`Guard::held_back`]) that renewed again.
+    pub came_back: Vec<String>,
+    /// After one: members it held back, in their grace ([`Guard::held_back`]), that have not
+    /// renewed yet, spared.
+    pub recovering: Vec<String>,
 }
 
 /// The writes this reconcile should make, with the default [`Guard`].
@@ -352,7 +368,9 @@ pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> 
 
 /// The writes this reconcile should make. During a [`MassLapse`] the lapsed members are
 /// spared — not fenced, their targets left where they are, given nothing new — except the
-/// longest silent one when `guard` allows one failover.
+/// longest silent one when `guard` allows one failover and no held-back member came back. After
+/// one, the members in their grace ([`Guard::held_back`]) that still hold expired targets are
+/// spared the same way.
 pub fn decide_guarded(
     model: &ClusterModel,
     duration_s: i32,
@@ -364,6 +382,8 @@ pub fn decide_guarded(
         actions: Vec::new(),
         mass_lapse: None,
         failed_over_in_lapse: None,
+        came_back: Vec::new(),
+        recovering: Vec::new(),
     };
     if model.protocol == Protocol::Gnmic || !model.synced || model.stale {
         return decision;
@@ -373,15 +393,36 @@ pub fn decide_guarded(
     let mut spared: HashSet<&str> = HashSet::new();
     if let Some(lapse) = &decision.mass_lapse {
         spared.extend(lapse.lapsed.iter().map(String::as_str));
+        decision.came_back = guard
+            .held_back
+            .iter()
+            .filter(|m| {
+                model
+                    .instance(m)
+                    .and_then(|i| i.member_lease.as_ref())
+                    .is_some_and(|l| matches!(l.liveness, Liveness::Live | Liveness::Leaving))
+            })
+            .cloned()
+            .collect();
         // Failing one over helps only if a live member can take its targets; the longest
         // silent goes first.
         if guard.may_fail_over_one
+            && decision.came_back.is_empty()
             && model.instances.iter().any(Instance::eligible)
             && let Some(first) = lapse.lapsed.first()
         {
             spared.remove(first.as_str());
             decision.failed_over_in_lapse = Some(first.clone());
         }
+    } else if !guard.held_back.is_empty() {
+        let holding = expired_holders(model);
+        decision.recovering = guard
+            .held_back
+            .iter()
+            .filter(|m| holding.contains(m.as_str()))
+            .cloned()
+            .collect();
+        spared.extend(decision.recovering.iter().map(String::as_str));
     }
     decision.actions = decide_sparing(model, duration_s, busy, &spared);
     decision
@@ -702,6 +743,41 @@ mod tests {
         assert!(
             mass_lapse(&idle, DEFAULT_MASS_LAPSE_SHARE, &none).is_none(),
             "only x holds expired targets"
+        );
+        // e, held back at the last pass, renewed again: renewals get through, so nobody is
+        // failed over in this pass though the guard would allow one.
+        let mut e = v2_cluster(&[("e", None)]);
+        let mut returning = m.clone();
+        returning.instances.append(&mut e.instances);
+        returning.targets.append(&mut e.targets);
+        returning.targets.sort_by(|a, b| a.key.cmp(&b.key));
+        let came = Guard {
+            held_back: BTreeSet::from(["a", "b", "c", "e"].map(str::to_owned)),
+            ..Guard::default()
+        };
+        let d = decide_guarded(&returning, 10, &HashSet::new(), &came);
+        assert!(d.mass_lapse.is_some(), "3 of 5 still lapsed");
+        assert_eq!(d.came_back, ["e"]);
+        assert!(
+            d.failed_over_in_lapse.is_none() && d.actions.is_empty(),
+            "{:?}",
+            d.actions
+        );
+
+        // The lapse over (b and c renewed) while a, the straggler, is in its grace: spared,
+        // nothing moves; without the grace it is failed over as usual.
+        let back = v2_cluster(&[("a", Some(13_000)), ("b", None), ("c", None), ("d", None)]);
+        let grace = Guard {
+            held_back: BTreeSet::from(["a".to_owned(), "b".to_owned()]),
+            ..Guard::default()
+        };
+        let d = decide_guarded(&back, 10, &HashSet::new(), &grace);
+        assert!(d.mass_lapse.is_none());
+        assert_eq!(d.recovering, ["a"], "b renewed: no longer spared");
+        assert!(d.actions.is_empty(), "{:?}", d.actions);
+        assert_eq!(
+            fenced(&decide_guarded(&back, 10, &HashSet::new(), &Guard::default()).actions),
+            ["a"]
         );
         // Stale: nothing decided, not even that a lapse is over.
         let mut stale = m.clone();
