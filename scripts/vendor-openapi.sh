@@ -22,6 +22,7 @@ SERVED=(
   "apis/coordination.k8s.io/v1 leases"
   "apis/discovery.k8s.io/v1 endpointslices"
   "apis/events.k8s.io/v1 events"
+  "apis/flowcontrol.apiserver.k8s.io/v1 flowschemas flowschemas/status prioritylevelconfigurations prioritylevelconfigurations/status"
   "apis/authentication.k8s.io/v1 tokenreviews"
   "apis/authorization.k8s.io/v1 subjectaccessreviews selfsubjectaccessreviews localsubjectaccessreviews"
   "apis/networking.k8s.io/v1 networkpolicies"

@@ -318,6 +318,13 @@ impl Scenario {
             .unwrap()
             .replace("namespace: workers", &format!("namespace: {ns}"));
         apply(&t, &["-f", "-"], &rbac).await;
+        // Their Lease traffic at Leasehold's members' priority level (the example's
+        // FlowSchema, named and scoped for this namespace).
+        let flow =
+            std::fs::read_to_string(repo().join("deploy/examples/worker-pool/flowschema.yaml"))
+                .unwrap()
+                .replace("workers", &ns);
+        apply(&t, &["-f", "-"], &flow).await;
         let service = json!({"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": CLUSTER, "namespace": ns},
             "spec": {"clusterIP": "None", "selector": {"app": CLUSTER}, "ports": [{"port": 8080}]}});
@@ -566,6 +573,44 @@ clusters:
 
     async fn finish(self) {
         self.checker.assert_ok();
+        // FlowSchemas are cluster-wide: the namespace's deletion does not take this one.
+        let name = format!("flowschema/leasehold-members-{}", self.ns);
+        kubectl_ok(&self.t, &["delete", &name, "--ignore-not-found"]).await;
+    }
+
+    /// The API server's priority and fairness put the members' Lease traffic and the control
+    /// plane's election at `leasehold-members`, the rest of the control plane's requests at
+    /// `leasehold-control-plane` (deploy/base/flowcontrol.yaml): read from its
+    /// `apiserver_flowcontrol_dispatched_requests_total`.
+    async fn assert_own_priority_levels(&self) {
+        let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+        let text = self
+            .t
+            .client
+            .request_text(req)
+            .await
+            .expect("apiserver /metrics");
+        let dispatched = |schema: &str, level: &str| -> f64 {
+            let labels = format!("flow_schema=\"{schema}\",priority_level=\"{level}\"");
+            text.lines()
+                .filter(|l| l.starts_with("apiserver_flowcontrol_dispatched_requests_total{"))
+                .filter(|l| l.contains(&labels))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum()
+        };
+        let members = format!("leasehold-members-{}", self.ns);
+        for (schema, level) in [
+            (members.as_str(), "leasehold-members"),
+            ("leasehold-control-plane-election", "leasehold-members"),
+            ("leasehold-control-plane", "leasehold-control-plane"),
+        ] {
+            let n = dispatched(schema, level);
+            eprintln!("priority and fairness: {n} requests by flow schema {schema} at {level}");
+            assert!(
+                n > 0.0,
+                "no request by flow schema {schema} at priority level {level}"
+            );
+        }
     }
 }
 
@@ -786,6 +831,7 @@ async fn a_statefulset_scaled_up_shares_and_scaled_down_hands_over_before_exit()
             "{leaver} stopped on purpose: every move away is a handoff: {away:?}"
         );
     }
+    s.assert_own_priority_levels().await;
     s.finish().await;
 }
 

@@ -52,6 +52,10 @@ const DOCUMENTS: &[(&str, &str)] = &[
         include_str!("openapi/apis__events.k8s.io__v1.json"),
     ),
     (
+        "apis/flowcontrol.apiserver.k8s.io/v1",
+        include_str!("openapi/apis__flowcontrol.apiserver.k8s.io__v1.json"),
+    ),
+    (
         "apis/networking.k8s.io/v1",
         include_str!("openapi/apis__networking.k8s.io__v1.json"),
     ),
@@ -976,8 +980,8 @@ mod tests {
             }
         }
         assert_eq!(
-            patches, 25,
-            "11 in api/v1, 4 in apps/v1 (with /status), 2 in policy/v1, 4 in rbac, one each for \
+            patches, 29,
+            "11 in api/v1, 4 in apps/v1 (with /status), 2 in policy/v1, 4 in rbac, 4 in flowcontrol (with /status), one each for \
              Lease, EndpointSlice, Event, NetworkPolicy"
         );
         for k in [
@@ -1019,6 +1023,8 @@ mod tests {
             ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
             ("policy", "PodDisruptionBudget"),
             ("networking.k8s.io", "NetworkPolicy"),
+            ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
+            ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
             ("authentication.k8s.io", "TokenReview"),
             ("authorization.k8s.io", "SubjectAccessReview"),
             ("authorization.k8s.io", "SelfSubjectAccessReview"),
@@ -1336,6 +1342,7 @@ mod tests {
                 "apis/coordination.k8s.io/v1",
                 "apis/discovery.k8s.io/v1",
                 "apis/events.k8s.io/v1",
+                "apis/flowcontrol.apiserver.k8s.io/v1",
                 "apis/networking.k8s.io/v1",
                 "apis/policy/v1",
                 "apis/rbac.authorization.k8s.io/v1",

@@ -118,6 +118,12 @@ pub fn typecheck(rt: &ResourceType, v: &Value) -> Result<(), String> {
         ("apps", "Deployment") => check::<api::apps::v1::Deployment>(v),
         ("apps", "StatefulSet") => check::<api::apps::v1::StatefulSet>(v),
         ("networking.k8s.io", "NetworkPolicy") => check::<api::networking::v1::NetworkPolicy>(v),
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema") => {
+            check::<api::flowcontrol::v1::FlowSchema>(v)
+        }
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration") => {
+            check::<api::flowcontrol::v1::PriorityLevelConfiguration>(v)
+        }
         ("policy", "PodDisruptionBudget") => check::<api::policy::v1::PodDisruptionBudget>(v),
         ("rbac.authorization.k8s.io", "Role") => check::<api::rbac::v1::Role>(v),
         ("rbac.authorization.k8s.io", "ClusterRole") => check::<api::rbac::v1::ClusterRole>(v),
