@@ -28,6 +28,7 @@
 //! | `leasehold_members_ready` | gauge | `cluster` | ready, not terminating member pods, at scrape time |
 //! | `leasehold_cluster_stale` | gauge | `cluster` | 1 while a watch the cluster depends on is down, not yet synced, or not proven current by a watch probe within a lease duration |
 //! | `leasehold_control_plane_acting` | gauge | | 1 if this replica holds the control-plane Lease |
+//! | `leasehold_lease_write_concurrency` | gauge | | control-loop Lease writes allowed in flight at once, adapted to the API server's latency (`engine::pacing`) |
 //!
 //! **Handoff gap.** Measured by the index on the watch events it is fed, with the control
 //! plane's wall clock (see `LeaseEntry::handoff_gap_ms`): when a target's Lease shows a new
@@ -125,6 +126,7 @@ struct Families {
     stale: Family<ClusterLabels, Gauge>,
     mass_lapse: Family<ClusterLabels, Gauge>,
     acting: Gauge,
+    write_concurrency: Gauge,
 }
 
 /// One cluster's gauges, read from its latest model at scrape time.
@@ -182,6 +184,7 @@ impl Metrics {
             stale: Family::default(),
             mass_lapse: Family::default(),
             acting: Gauge::default(),
+            write_concurrency: Gauge::default(),
         };
         let r = &mut registry;
         r.register(
@@ -239,6 +242,11 @@ impl Metrics {
             "control_plane_acting",
             "1 if this replica holds the control-plane Lease",
             f.acting.clone(),
+        );
+        r.register(
+            "lease_write_concurrency",
+            "Control-loop Lease writes allowed in flight at once, adapted to the API server's latency",
+            f.write_concurrency.clone(),
         );
         Metrics {
             registry: Arc::new(Mutex::new(registry)),
@@ -352,6 +360,11 @@ impl Metrics {
         f.mass_lapse
             .get_or_create(&labels)
             .set(gauge_value(c.mass_lapse_members));
+    }
+
+    /// Control-loop Lease writes allowed in flight at once now.
+    pub fn set_write_concurrency(&self, limit: usize) {
+        self.inner.write_concurrency.set(gauge_value(limit));
     }
 
     /// Whether this replica is the acting control plane.

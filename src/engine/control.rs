@@ -19,6 +19,7 @@ use kube::Api;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use super::pacing::Sample;
 use super::placement::{self, Action};
 use super::{Engine, EngineError, Inner, PlanRequest, View, views};
 use crate::config::{Cluster, OnJoin};
@@ -37,8 +38,6 @@ const BUSY_FACTOR: u32 = 4;
 const MAX_INTERVAL: Duration = Duration::from_millis(500);
 /// How often the acting replica re-reads cordons from the store.
 const CORDON_RELOAD: Duration = Duration::from_secs(1);
-/// Lease writes of one reconcile in flight at once.
-const WRITE_PARALLELISM: usize = 32;
 
 /// A full pass over each cluster happens at least this often, even when nothing can have
 /// changed its outcome (see [`Settled`]).
@@ -67,39 +66,6 @@ impl Settled {
     }
 }
 
-/// A cluster's mass lapse as the loop lives it: since when, and when a lapsed member may be
-/// failed over next; after it, the grace of the members it still held back.
-#[derive(Default)]
-struct LapseWatch {
-    since: Option<Instant>,
-    /// A lease duration after the lapse began, after the last failover during it, and after a
-    /// held-back member last came back, whichever is latest.
-    next_failover: Option<Instant>,
-    /// Members failed over during it: still counted as lapsed, so that failing some over does
-    /// not end the lapse by itself.
-    failed_over: BTreeSet<String>,
-    /// The members it held back at its last pass ([`placement::Guard::held_back`]).
-    held_back: BTreeSet<String>,
-    /// Once it is over: when their grace ends.
-    grace_until: Option<Instant>,
-}
-
-impl LapseWatch {
-    /// The guard for this pass; a grace that has run out ends here.
-    fn guard(&mut self, spec: &Cluster) -> placement::Guard {
-        if self.grace_until.is_some_and(|t| Instant::now() >= t) {
-            self.grace_until = None;
-            self.held_back.clear();
-        }
-        placement::Guard {
-            share: spec.policy.mass_lapse_share,
-            may_fail_over_one: self.next_failover.is_some_and(|t| Instant::now() >= t),
-            failed_over: self.failed_over.clone(),
-            held_back: self.held_back.clone(),
-        }
-    }
-}
-
 /// How long an Event may take to publish (it happens when the API server may be slow).
 const EVENT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -114,7 +80,9 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
     let mut versions = inner.shared.versions();
     let mut joins: HashMap<String, JoinWatch> = HashMap::new();
     let mut settled: HashMap<String, Settled> = HashMap::new();
-    let mut lapses: HashMap<String, LapseWatch> = HashMap::new();
+    let mut lapses: HashMap<String, placement::LapseWatch> = HashMap::new();
+    // The lapse watches' monotonic clock.
+    let epoch = Instant::now();
     let mut cordons_read = Instant::now();
     loop {
         let started = Instant::now();
@@ -157,7 +125,10 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
                 inner.probes.hurry();
             }
             let lapse = lapses.entry(spec.name.clone()).or_default();
-            if reconcile(&inner, spec, &view, busy.clone(), lapse).await || view.awaiting_proof {
+            let now_ms = i64::try_from(epoch.elapsed().as_millis()).unwrap_or(i64::MAX);
+            if reconcile(&inner, spec, &view, busy.clone(), lapse, now_ms).await
+                || view.awaiting_proof
+            {
                 settled.remove(&spec.name);
             } else {
                 let duration_ms = inner.duration_ms(&spec.name).unwrap_or(i64::MAX);
@@ -203,10 +174,11 @@ async fn reconcile(
     spec: &Cluster,
     view: &Arc<View>,
     busy: HashSet<String>,
-    lapse: &mut LapseWatch,
+    lapse: &mut placement::LapseWatch,
+    now_ms: i64,
 ) -> bool {
     let duration_s = i32::try_from(spec.policy.lease_duration.as_secs()).unwrap_or(i32::MAX);
-    let guard = lapse.guard(spec);
+    let guard = lapse.guard(spec.policy.mass_lapse_share, now_ms);
     let v = view.clone();
     // Deciding walks every target: off the async workers, like building the model.
     let decision = match tokio::task::spawn_blocking(move || {
@@ -221,7 +193,7 @@ async fn reconcile(
         }
     };
     if decision.decided {
-        live_through(inner, spec, lapse, &decision).await;
+        live_through(inner, spec, lapse, &decision, now_ms).await;
     }
     // Held back now, or in their grace: the next pass may fail one over.
     let held_back = decision.mass_lapse.is_some() || !decision.recovering.is_empty();
@@ -245,21 +217,29 @@ async fn reconcile(
     true
 }
 
-/// Follows a mass lapse: its start and end are logged and published as Events, and a lapsed
-/// member failed over during it starts the next lease duration's wait.
+/// Follows a mass lapse ([`placement::LapseWatch`]): its start and end are logged and
+/// published as Events.
 async fn live_through(
     inner: &Inner,
     spec: &Cluster,
-    lapse: &mut LapseWatch,
+    lapse: &mut placement::LapseWatch,
     decision: &placement::Decision,
+    now_ms: i64,
 ) {
     use kube::runtime::events::{Event, EventType};
-    let event = match (&decision.mass_lapse, lapse.since) {
-        (Some(m), None) => {
-            lapse.since = Some(Instant::now());
-            // Not at once: when a lapse begins, the members not yet lapsed are mostly about to
-            // (renewals late by up to a third of a duration).
-            lapse.next_failover = Some(Instant::now() + spec.policy.lease_duration);
+    let duration_ms = i64::try_from(spec.policy.lease_duration.as_millis()).unwrap_or(i64::MAX);
+    let turn = lapse.lived(decision, now_ms, duration_ms);
+    inner.set_mass_lapse(&spec.name, decision.mass_lapse.clone());
+    if let Some(m) = &decision.mass_lapse
+        && !decision.came_back.is_empty()
+    {
+        info!(cluster = %spec.name, came_back = ?decision.came_back, lapsed = ?m.lapsed, "mass lapse: held-back members renew again; no failover for a lease duration");
+    }
+    if let Some(member) = &decision.failed_over_in_lapse {
+        warn!(cluster = %spec.name, %member, "mass lapse: failing over one lapsed member (at most one per lease duration)");
+    }
+    let event = match turn {
+        Some(placement::LapseTurn::Began(m)) => {
             let reason = m.reason();
             warn!(cluster = %spec.name, lapsed = ?m.lapsed, %reason, "mass lapse: holding failovers back");
             Some(Event {
@@ -270,12 +250,12 @@ async fn live_through(
                 secondary: None,
             })
         }
-        (None, Some(since)) => {
-            lapse.since = None;
-            lapse.next_failover = None;
-            lapse.grace_until = Some(Instant::now() + spec.policy.lease_duration);
-            let failed_over = std::mem::take(&mut lapse.failed_over);
-            info!(cluster = %spec.name, lasted = ?since.elapsed(), ?failed_over, in_grace = ?decision.recovering, "mass lapse over: members it held back get a lease duration to renew, then fail over as usual");
+        Some(placement::LapseTurn::Ended {
+            lasted_ms,
+            failed_over,
+        }) => {
+            let lasted = Duration::from_millis(u64::try_from(lasted_ms).unwrap_or(0));
+            info!(cluster = %spec.name, ?lasted, ?failed_over, in_grace = ?decision.recovering, "mass lapse over: members it held back get a lease duration to renew, then fail over as usual");
             Some(Event {
                 type_: EventType::Normal,
                 reason: "MassLapseOver".into(),
@@ -283,34 +263,15 @@ async fn live_through(
                     "cluster {}: no lapsed member held back any more after {:.1} s \
                      ({} failed over during it)",
                     spec.name,
-                    since.elapsed().as_secs_f64(),
+                    lasted.as_secs_f64(),
                     failed_over.len()
                 )),
                 action: "ResumeFailovers".into(),
                 secondary: None,
             })
         }
-        _ => None,
+        None => None,
     };
-    inner.set_mass_lapse(&spec.name, decision.mass_lapse.clone());
-    if let Some(m) = &decision.mass_lapse {
-        lapse.held_back = m.lapsed.iter().cloned().collect();
-        lapse.grace_until = None;
-        if let Some(member) = &decision.failed_over_in_lapse {
-            lapse.held_back.remove(member);
-        }
-        if !decision.came_back.is_empty() {
-            // Renewals get through again: the others get a lease duration to follow.
-            let later = Instant::now() + spec.policy.lease_duration;
-            lapse.next_failover = Some(lapse.next_failover.map_or(later, |t| t.max(later)));
-            info!(cluster = %spec.name, came_back = ?decision.came_back, "mass lapse: held-back members renew again; no failover for a lease duration");
-        }
-    }
-    if let Some(member) = &decision.failed_over_in_lapse {
-        lapse.next_failover = Some(Instant::now() + spec.policy.lease_duration);
-        lapse.failed_over.insert(member.clone());
-        warn!(cluster = %spec.name, %member, "mass lapse: failing over one lapsed member (at most one per lease duration)");
-    }
     if let Some(event) = event {
         let cp = &inner.config.control_plane;
         let regarding = k8s_openapi::api::core::v1::ObjectReference {
@@ -377,7 +338,8 @@ struct LeaseApis {
     members: Api<Lease>,
 }
 
-/// Makes one batch of writes, up to [`WRITE_PARALLELISM`] at once.
+/// Makes one batch of writes, as many at once as the [pacing](super::pacing) limit allows
+/// (read again after each write, so that it follows the API server's latency within a batch).
 async fn write_batch(
     inner: &Inner,
     spec: &Cluster,
@@ -385,82 +347,121 @@ async fn write_batch(
     duration_s: i32,
     actions: Vec<Action>,
 ) {
+    let limit = || {
+        inner
+            .pacing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .limit()
+    };
+    let mut waiting = actions.into_iter();
+    let mut running = futures::stream::FuturesUnordered::new();
+    loop {
+        while running.len() < limit() {
+            let Some(action) = waiting.next() else { break };
+            running.push(async move {
+                let sent = std::time::Instant::now();
+                let result = write_one(inner, spec, apis, duration_s, &action).await;
+                (action, sent, result)
+            });
+        }
+        let Some((action, sent, result)) = running.next().await else {
+            break;
+        };
+        let now = std::time::Instant::now();
+        let sample = match &result {
+            Err(kube::Error::Api(s)) if s.code == 429 || s.code >= 500 => Sample::Overloaded,
+            Ok(_) | Err(kube::Error::Api(_)) => Sample::Answered(now - sent),
+            Err(_) => Sample::Overloaded,
+        };
+        let allowed = {
+            let mut pacing = inner
+                .pacing
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            pacing.observe(sent, sample, now);
+            pacing.limit()
+        };
+        inner.metrics.set_write_concurrency(allowed);
+        let word = match &result {
+            Ok(leases::Outcome::Created) => "created",
+            Ok(leases::Outcome::Updated) => "updated",
+            Ok(leases::Outcome::Deleted) => "deleted",
+            Ok(leases::Outcome::Unchanged) => "unchanged",
+            Err(_) => "error",
+        };
+        inner.metrics.lease_write(&spec.name, word);
+        match result {
+            Ok(outcome) => debug!(cluster = %spec.name, ?action, ?outcome, "lease write"),
+            Err(error) => {
+                warn!(cluster = %spec.name, ?action, %error, "lease write failed")
+            }
+        }
+    }
+}
+
+/// One control-loop Lease write (a compare-and-swap, re-read after conflicts).
+async fn write_one(
+    inner: &Inner,
+    spec: &Cluster,
+    apis: &LeaseApis,
+    duration_s: i32,
+    action: &Action,
+) -> kube::Result<leases::Outcome> {
     let prefix = spec.prefix();
     let cluster = spec.name.as_str();
-    futures::stream::iter(actions)
-        .for_each_concurrent(WRITE_PARALLELISM, |action| {
-            async move {
-                let result = match &action {
-                    Action::Desire {
-                        key,
-                        desire,
-                        expect,
-                        revoke: None,
-                    } => {
-                        leases::set_desire(&apis.targets, prefix, cluster, key, |current| {
-                            unless_decided(current, expect, desire)
-                        })
-                        .await
-                    }
-                    Action::Desire {
-                        key,
-                        desire,
-                        expect,
-                        revoke: Some(holder),
-                    } => revoke(inner, apis, spec, key, holder, Some((expect, desire))).await,
-                    Action::Revoke { key, holder } => {
-                        revoke(inner, apis, spec, key, holder, None).await
-                    }
-                    Action::Fence { member } => {
-                        let member = member.as_str();
-                        leases::fence(&apis.members, prefix, cluster, member, duration_s, || {
-                            inner.shared.read(|ix| {
-                                ix.expired_member_record(cluster, member, jiff::Timestamp::now())
-                            })
-                        })
-                        .await
-                    }
-                    Action::DeleteMember { member } => {
-                        let name = protocol::names::member_lease(prefix, cluster, member);
-                        leases::delete_if(&apis.members, &name, |l| {
-                            // Still this member's, still not held, and still garbage.
-                            protocol::parse_native(l, cluster).is_some_and(|v| {
-                                matches!(v.role, protocol::LeaseRole::Member(ref m) if m == member)
-                                    && v.holding.holder.is_none()
-                            }) && inner.shared.read(|ix| {
-                                ix.member_lease_is_garbage(cluster, member, jiff::Timestamp::now())
-                            })
-                        })
-                        .await
-                    }
-                    Action::Delete { lease, .. } => {
-                        leases::delete_if(&apis.targets, lease, |l| {
-                            // Still not one of the configured targets.
-                            protocol::parse_native(l, cluster).is_some_and(|v| {
-                                matches!(v.role, protocol::LeaseRole::Target(ref k) if inner
-                                    .model_has_unconfigured(cluster, k))
-                            })
-                        })
-                        .await
-                    }
-                };
-                let word = match &result {
-                    Ok(leases::Outcome::Created) => "created",
-                    Ok(leases::Outcome::Updated) => "updated",
-                    Ok(leases::Outcome::Deleted) => "deleted",
-                    Ok(leases::Outcome::Unchanged) => "unchanged",
-                    Err(_) => "error",
-                };
-                inner.metrics.lease_write(&spec.name, word);
-                match result {
-                    Ok(outcome) => debug!(cluster = %spec.name, ?action, ?outcome, "lease write"),
-                    Err(error) => {
-                        warn!(cluster = %spec.name, ?action, %error, "lease write failed")
-                    }
-                }
-            }
-        })
-        .await;
+    match &action {
+        Action::Desire {
+            key,
+            desire,
+            expect,
+            revoke: None,
+        } => {
+            leases::set_desire(&apis.targets, prefix, cluster, key, |current| {
+                unless_decided(current, expect, desire)
+            })
+            .await
+        }
+        Action::Desire {
+            key,
+            desire,
+            expect,
+            revoke: Some(holder),
+        } => revoke(inner, apis, spec, key, holder, Some((expect, desire))).await,
+        Action::Revoke { key, holder } => revoke(inner, apis, spec, key, holder, None).await,
+        Action::Fence { member } => {
+            let member = member.as_str();
+            leases::fence(&apis.members, prefix, cluster, member, duration_s, || {
+                inner
+                    .shared
+                    .read(|ix| ix.expired_member_record(cluster, member, jiff::Timestamp::now()))
+            })
+            .await
+        }
+        Action::DeleteMember { member } => {
+            let name = protocol::names::member_lease(prefix, cluster, member);
+            leases::delete_if(&apis.members, &name, |l| {
+                // Still this member's, still not held, and still garbage.
+                protocol::parse_native(l, cluster).is_some_and(|v| {
+                    matches!(v.role, protocol::LeaseRole::Member(ref m) if m == member)
+                        && v.holding.holder.is_none()
+                }) && inner
+                    .shared
+                    .read(|ix| ix.member_lease_is_garbage(cluster, member, jiff::Timestamp::now()))
+            })
+            .await
+        }
+        Action::Delete { lease, .. } => {
+            leases::delete_if(&apis.targets, lease, |l| {
+                // Still not one of the configured targets.
+                protocol::parse_native(l, cluster).is_some_and(|v| {
+                    matches!(v.role, protocol::LeaseRole::Target(ref k) if inner
+                        .model_has_unconfigured(cluster, k))
+                })
+            })
+            .await
+        }
+    }
 }
 
 impl Inner {

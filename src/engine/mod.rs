@@ -5,6 +5,7 @@
 
 mod control;
 mod operations;
+pub mod pacing;
 pub mod placement;
 pub mod planner;
 mod proposals;
@@ -196,6 +197,8 @@ pub(crate) struct Inner {
     events: kube::runtime::events::Recorder,
     /// Each cluster's mass lapse as the control loop lives it (acting replica only).
     lapses: Mutex<HashMap<String, placement::MassLapse>>,
+    /// How many control-loop Lease writes may be in flight (one API server for all clusters).
+    pacing: Mutex<pacing::Limiter>,
 }
 
 impl Inner {
@@ -359,6 +362,7 @@ impl Engine {
                 probes,
                 events,
                 lapses: Mutex::default(),
+                pacing: Mutex::default(),
             }),
         }
     }

@@ -1,7 +1,7 @@
 //! The control plane's Lease writes. Each is a compare-and-swap on `resourceVersion`: read the
 //! Lease fresh from the API server, let the caller decide on what is really there, write with
-//! the version read. A 409 means someone else wrote in between: read again and decide again,
-//! never retry blindly. Members' writes (holder) live in `agent`; this module touches `spec`
+//! the version read. A 409 means someone else wrote in between: read again (after a short
+//! jittered pause) and decide again, never retry blindly. Members' writes (holder) live in `agent`; this module touches `spec`
 //! only in protocol v2, to fence a dead member's member Lease and revoke its holds.
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -15,6 +15,15 @@ use crate::protocol::{self, Desire, Fence, Holding, LeaseView, Protocol};
 /// How often one write re-reads after conflicts before giving up for this round (the next
 /// reconcile tries again with fresh data).
 const MAX_CONFLICTS: usize = 8;
+
+/// Before reading again after a conflict: a random pause of up to 5 ms, doubling with each
+/// conflict of the same write (at most 160 ms), so that writers that collided do not read and
+/// collide again at once — no re-read storm on a busy server.
+async fn after_conflict(attempt: usize) {
+    let most = (5u64 << attempt.min(5)).min(160);
+    let pause = rand::random_range(0..=most);
+    tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+}
 
 /// What a write did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +49,7 @@ pub async fn set_desire(
     mut decide: impl FnMut(Option<&LeaseView>) -> Option<Desire>,
 ) -> kube::Result<Outcome> {
     let name = protocol::names::target_lease(prefix, cluster, key);
-    for _ in 0..MAX_CONFLICTS {
+    for attempt in 0..MAX_CONFLICTS {
         let current = api.get_opt(&name).await?;
         let view = current
             .as_ref()
@@ -70,7 +79,7 @@ pub async fn set_desire(
                 .map(|_| Outcome::Updated),
         };
         match result {
-            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(kube::Error::Api(s)) if s.code == 409 => after_conflict(attempt).await,
             other => return other,
         }
     }
@@ -168,7 +177,7 @@ where
     Fut: Future<Output = kube::Result<bool>>,
 {
     let name = protocol::names::target_lease(prefix, cluster, key);
-    for _ in 0..MAX_CONFLICTS {
+    for attempt in 0..MAX_CONFLICTS {
         let Some(current) = api.get_opt(&name).await? else {
             return Ok(Outcome::Unchanged);
         };
@@ -193,7 +202,7 @@ where
         };
         match api.replace(&name, &PostParams::default(), &next).await {
             Ok(_) => return Ok(Outcome::Updated),
-            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(kube::Error::Api(s)) if s.code == 409 => after_conflict(attempt).await,
             Err(e) => return Err(e),
         }
     }
@@ -214,7 +223,7 @@ pub async fn delete_if(
     name: &str,
     mut decide: impl FnMut(&Lease) -> bool,
 ) -> kube::Result<Outcome> {
-    for _ in 0..MAX_CONFLICTS {
+    for attempt in 0..MAX_CONFLICTS {
         let Some(lease) = api.get_opt(name).await? else {
             return Ok(Outcome::Unchanged);
         };
@@ -231,7 +240,7 @@ pub async fn delete_if(
         match api.delete(name, &params).await {
             Ok(_) => return Ok(Outcome::Deleted),
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Outcome::Unchanged),
-            Err(kube::Error::Api(s)) if s.code == 409 => continue,
+            Err(kube::Error::Api(s)) if s.code == 409 => after_conflict(attempt).await,
             Err(e) => return Err(e),
         }
     }
