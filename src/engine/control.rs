@@ -194,6 +194,8 @@ async fn reconcile(
     };
     if decision.decided {
         live_through(inner, spec, lapse, &decision, now_ms).await;
+    } else {
+        lapse.stale(now_ms);
     }
     // Held back now, or in their grace: the next pass may fail one over.
     let held_back = decision.mass_lapse.is_some() || !decision.recovering.is_empty();

@@ -11,6 +11,8 @@ pub mod planner;
 mod proposals;
 mod recorder;
 mod removal;
+#[cfg(test)]
+mod simulation;
 pub mod views;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

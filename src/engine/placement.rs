@@ -141,7 +141,11 @@ fn members_sparing(model: &ClusterModel, duration_ms: i64, spared: &HashSet<&str
         .map(|i| Member {
             id: i.name.clone(),
             capacity: i.capacity.max(1),
-            state: if i.eligible() && !hung.contains(i.name.as_str()) {
+            // Spared members keep what they hold and get nothing new, live or not.
+            state: if i.eligible()
+                && !hung.contains(i.name.as_str())
+                && !spared.contains(i.name.as_str())
+            {
                 MemberState::Active
             } else if alive(i) || spared.contains(i.name.as_str()) {
                 MemberState::Cordoned
@@ -218,6 +222,11 @@ pub struct MassLapse {
     pub lapsed: Vec<String>,
     /// Lapsed members already failed over during this lapse (still counted as lapsed).
     pub failed_over: usize,
+    /// Members still live by the observer's judgement but late: their member Lease unchanged
+    /// for more than a third of its duration plus a tenth — a member renews every third, so
+    /// its renewal is overdue by a tenth of the duration, which a healthy API server never
+    /// makes it — and likely to be seen expired soon. Counted as lapsed, not held back.
+    pub late: Vec<String>,
     /// Members counted: live, leaving, or lapsed.
     pub members: usize,
     /// The 99th percentile of the counted members' renewal ages (ms since their member Lease
@@ -230,19 +239,24 @@ impl MassLapse {
     pub fn reason(&self) -> String {
         format!(
             "API server slow? member renewals late (p99 {:.1} s): {} of {} members lapsed together \
-             ({} failed over); failing over at most one member per lease duration",
+             ({} failed over, {} late); failing over at most one member per lease duration",
             self.renewal_age_p99_ms as f64 / 1000.0,
-            self.lapsed.len() + self.failed_over,
+            self.lapsed.len() + self.failed_over + self.late.len(),
             self.members,
-            self.failed_over
+            self.failed_over,
+            self.late.len()
         )
     }
 }
 
 /// Whether `model` shows a [`MassLapse`]: lapsed members — those whose member Lease expired
-/// while they hold expired targets, and those in `failed_over` (failed over during this lapse,
-/// now fenced) — are at least two and at least `share` of the members counted, and some are
-/// still held back. A member that lapsed holding nothing needs no failover and is not counted.
+/// while they hold expired targets, those in `failed_over` (failed over during this lapse,
+/// now fenced), and live ones holding targets that are late (a renewal overdue by a tenth of
+/// the duration, not yet seen expired: the lapses one slow server causes become visible over a
+/// renewal period or two, not in the same pass) — are at least two and at least `share` of
+/// the members counted, and some are still held back or late (a lapse of late members only is
+/// one forming: nobody to fail over yet, but it has begun). A member that lapsed holding
+/// nothing needs no failover and is not counted.
 pub fn mass_lapse(
     model: &ClusterModel,
     share: f64,
@@ -253,12 +267,19 @@ pub fn mass_lapse(
     }
     // Cheap first (this runs for every page and scrape): fewer than two candidates among the
     // members cannot be a mass lapse, and the targets need not be walked.
+    let late = |m: &crate::k8s::model::MemberLease| {
+        m.liveness == Liveness::Live
+            && m.unchanged_ms
+                .zip(m.duration_ms)
+                .is_some_and(|(u, d)| u > d / 3 + d / 10)
+    };
     let candidates = model
         .instances
         .iter()
         .filter_map(|i| Some((i, i.member_lease.as_ref()?)))
         .filter(|(i, m)| {
             m.liveness == Liveness::Expired
+                || late(m)
                 || (m.liveness == Liveness::Fenced && failed_over.contains(&i.name))
         })
         .count();
@@ -266,8 +287,14 @@ pub fn mass_lapse(
         return None;
     }
     let holding: HashSet<&str> = expired_holders(model);
+    let owning: HashSet<&str> = model
+        .targets
+        .iter()
+        .filter_map(|t| t.owner.as_deref())
+        .collect();
     let mut held_back: Vec<(&str, i64)> = Vec::new();
     let mut done = 0;
+    let mut late_live: Vec<&str> = Vec::new();
     let mut ages: Vec<i64> = Vec::new();
     for i in &model.instances {
         let Some(m) = i.member_lease.as_ref() else {
@@ -279,13 +306,17 @@ pub fn mass_lapse(
                 held_back.push((i.name.as_str(), age));
             }
             Liveness::Fenced if failed_over.contains(&i.name) => done += 1,
+            Liveness::Live if late(m) && owning.contains(i.name.as_str()) => {
+                late_live.push(i.name.as_str())
+            }
             Liveness::Live | Liveness::Leaving => {}
             _ => continue,
         }
         ages.push(age);
     }
-    let lapsed = held_back.len() + done;
-    if held_back.is_empty() || lapsed < 2 || (lapsed as f64) < share * ages.len() as f64 {
+    let lapsed = held_back.len() + done + late_live.len();
+    let nobody = held_back.is_empty() && late_live.is_empty();
+    if nobody || lapsed < 2 || (lapsed as f64) < share * ages.len() as f64 {
         return None;
     }
     held_back.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
@@ -294,6 +325,7 @@ pub fn mass_lapse(
     Some(MassLapse {
         lapsed: held_back.into_iter().map(|(n, _)| n.to_owned()).collect(),
         failed_over: done,
+        late: late_live.into_iter().map(str::to_owned).collect(),
         members: ages.len(),
         renewal_age_p99_ms: p99,
     })
@@ -320,15 +352,27 @@ pub struct Guard {
     pub may_fail_over_one: bool,
     /// Members failed over during this mass lapse (see [`mass_lapse`]).
     pub failed_over: BTreeSet<String>,
-    /// The members the mass lapse held back at its last pass. While it lasts, one of them
-    /// renewing again means renewals get through again: nobody is failed over in that pass
-    /// ([`Decision::came_back`]). Once it is over, they are in their grace: one lease duration
-    /// to renew before they are failed over as usual. A recovering API server lets members'
+    /// The members the mass lapse held back or found late at its last pass. While it lasts,
+    /// one of them renewing again (live and no longer late) means renewals get through again:
+    /// nobody is failed over in that pass ([`Decision::came_back`]). Once it is over, they are
+    /// in their grace: one lease duration to renew before they are failed over as usual. A recovering API server lets members'
     /// renewals through one after another; without this, the first renewals would end the
     /// lapse (or make a live member to fail over to) and the last to come back would be failed
     /// over though healthy. (The node lifecycle controller likewise restarts every node's grace
     /// period when a zone leaves full disruption.)
     pub held_back: BTreeSet<String>,
+    /// Members the mass lapse held back or found late at any pass so far, now live again or
+    /// not: while it lasts they get nothing new, and a failover needs a live member outside
+    /// them. A server
+    /// that takes writes late lets a lapsed member's renewal through now and then; failing
+    /// one member over to another that is just as late only moves work between late members.
+    pub suspects: BTreeSet<String>,
+    /// The model was stale (its watches not proven current) less than a lease duration ago:
+    /// every member seen lapsed gets the grace of [`Guard::held_back`]. While the control plane
+    /// could not judge, the members may have been kept from renewing by the same slow API
+    /// server that kept its probes from returning; when both come back, the members' renewals
+    /// land one after another over a renewal period.
+    pub after_stale: bool,
 }
 
 impl Default for Guard {
@@ -338,6 +382,8 @@ impl Default for Guard {
             may_fail_over_one: true,
             failed_over: BTreeSet::new(),
             held_back: BTreeSet::new(),
+            suspects: BTreeSet::new(),
+            after_stale: false,
         }
     }
 }
@@ -356,8 +402,14 @@ pub struct LapseWatch {
     failed_over: BTreeSet<String>,
     /// The members it held back at its last pass ([`Guard::held_back`]).
     held_back: BTreeSet<String>,
+    /// Every member it held back so far ([`Guard::suspects`]).
+    suspects: BTreeSet<String>,
     /// Once it is over: when their grace ends.
     grace_until_ms: Option<i64>,
+    /// Since when the model is stale (passes decided nothing), if it is.
+    stale_since_ms: Option<i64>,
+    /// When the grace after a stale model ends ([`Guard::after_stale`]).
+    fresh_grace_until_ms: Option<i64>,
 }
 
 /// A turn a mass lapse took in one pass ([`LapseWatch::lived`]), to log and publish.
@@ -384,7 +436,15 @@ impl LapseWatch {
             may_fail_over_one: self.next_failover_ms.is_some_and(|t| now_ms >= t),
             failed_over: self.failed_over.clone(),
             held_back: self.held_back.clone(),
+            suspects: self.suspects.clone(),
+            after_stale: self.stale_since_ms.is_some()
+                || self.fresh_grace_until_ms.is_some_and(|t| now_ms < t),
         }
+    }
+
+    /// A pass at `now_ms` decided nothing: the model was stale (or not synced).
+    pub fn stale(&mut self, now_ms: i64) {
+        self.stale_since_ms.get_or_insert(now_ms);
     }
 
     /// Takes in what the pass at `now_ms` decided (only a decided one: a stale model says
@@ -395,6 +455,9 @@ impl LapseWatch {
         now_ms: i64,
         duration_ms: i64,
     ) -> Option<LapseTurn> {
+        if self.stale_since_ms.take().is_some() {
+            self.fresh_grace_until_ms = Some(now_ms + duration_ms);
+        }
         let turn = match (&decision.mass_lapse, self.since_ms) {
             (Some(m), None) => {
                 self.since_ms = Some(now_ms);
@@ -407,6 +470,7 @@ impl LapseWatch {
                 self.since_ms = None;
                 self.next_failover_ms = None;
                 self.grace_until_ms = Some(now_ms + duration_ms);
+                self.suspects.clear();
                 Some(LapseTurn::Ended {
                     lasted_ms: now_ms - since,
                     failed_over: std::mem::take(&mut self.failed_over),
@@ -415,7 +479,9 @@ impl LapseWatch {
             _ => None,
         };
         if let Some(m) = &decision.mass_lapse {
-            self.held_back = m.lapsed.iter().cloned().collect();
+            self.held_back = m.lapsed.iter().chain(&m.late).cloned().collect();
+            self.suspects
+                .extend(m.lapsed.iter().chain(&m.late).cloned());
             self.grace_until_ms = None;
             if let Some(member) = &decision.failed_over_in_lapse {
                 self.held_back.remove(member);
@@ -446,7 +512,8 @@ pub struct Decision {
     pub mass_lapse: Option<MassLapse>,
     /// The lapsed member failed over despite the mass lapse, if one was.
     pub failed_over_in_lapse: Option<String>,
-    /// During a mass lapse: members it held back ([`Guard::held_back`]) that renewed again.
+    /// During a mass lapse: members it held back or found late ([`Guard::held_back`]) that
+    /// renewed again.
     pub came_back: Vec<String>,
     /// After one: members it held back, in their grace ([`Guard::held_back`]), that have not
     /// renewed yet, spared.
@@ -484,10 +551,12 @@ pub fn decide_guarded(
     decision.mass_lapse = mass_lapse(model, guard.share, &guard.failed_over);
     let mut spared: HashSet<&str> = HashSet::new();
     if let Some(lapse) = &decision.mass_lapse {
-        spared.extend(lapse.lapsed.iter().map(String::as_str));
+        spared.extend(lapse.lapsed.iter().chain(&lapse.late).map(String::as_str));
+        spared.extend(guard.suspects.iter().map(String::as_str));
         decision.came_back = guard
             .held_back
             .iter()
+            .filter(|m| !lapse.late.contains(m))
             .filter(|m| {
                 model
                     .instance(m)
@@ -500,21 +569,28 @@ pub fn decide_guarded(
         // silent goes first.
         if guard.may_fail_over_one
             && decision.came_back.is_empty()
-            && model.instances.iter().any(Instance::eligible)
+            && model
+                .instances
+                .iter()
+                .any(|i| i.eligible() && !spared.contains(i.name.as_str()))
             && let Some(first) = lapse.lapsed.first()
         {
             spared.remove(first.as_str());
             decision.failed_over_in_lapse = Some(first.clone());
         }
-    } else if !guard.held_back.is_empty() {
+    } else if !guard.held_back.is_empty() || guard.after_stale {
         let holding = expired_holders(model);
-        decision.recovering = guard
+        let mut recovering: BTreeSet<&str> = guard
             .held_back
             .iter()
-            .filter(|m| holding.contains(m.as_str()))
-            .cloned()
+            .map(String::as_str)
+            .filter(|m| holding.contains(m))
             .collect();
-        spared.extend(decision.recovering.iter().map(String::as_str));
+        if guard.after_stale {
+            recovering.extend(holding.iter().copied());
+        }
+        decision.recovering = recovering.iter().map(|m| (*m).to_owned()).collect();
+        spared.extend(recovering);
     }
     decision.actions = decide_sparing(model, duration_s, busy, &spared);
     decision
@@ -749,7 +825,7 @@ mod tests {
         assert!(
             lapse
                 .reason()
-                .contains("3 of 4 members lapsed together (0 failed over)"),
+                .contains("3 of 4 members lapsed together (0 failed over, 0 late)"),
             "{}",
             lapse.reason()
         );
@@ -836,6 +912,27 @@ mod tests {
             mass_lapse(&idle, DEFAULT_MASS_LAPSE_SHARE, &none).is_none(),
             "only x holds expired targets"
         );
+        // A live member whose member Lease is unchanged for over D/3 + D/10 is late: with one
+        // expired, 2 of 4 lapsed together; a little earlier it is not.
+        let mut one_late =
+            v2_cluster(&[("a", Some(12_000)), ("b", None), ("c", None), ("d", None)]);
+        one_late.instances[1]
+            .member_lease
+            .as_mut()
+            .unwrap()
+            .unchanged_ms = Some(4_400);
+        let lapse = mass_lapse(&one_late, DEFAULT_MASS_LAPSE_SHARE, &none).expect("a and late b");
+        assert_eq!(
+            (lapse.lapsed.clone(), lapse.late.clone()),
+            (vec!["a".to_owned()], vec!["b".to_owned()])
+        );
+        one_late.instances[1]
+            .member_lease
+            .as_mut()
+            .unwrap()
+            .unchanged_ms = Some(4_300);
+        assert!(mass_lapse(&one_late, DEFAULT_MASS_LAPSE_SHARE, &none).is_none());
+
         // e, held back at the last pass, renewed again: renewals get through, so nobody is
         // failed over in this pass though the guard would allow one.
         let mut e = v2_cluster(&[("e", None)]);
@@ -906,7 +1003,8 @@ mod tests {
         // b comes back at 1.5 D: no failover at 2 D, the next only at 2.5 D.
         let mut back = m.clone();
         back.instances[0].member_lease.as_mut().unwrap().liveness = Liveness::Fenced;
-        back.instances[1].member_lease.as_mut().unwrap().liveness = Liveness::Live;
+        let l = back.instances[1].member_lease.as_mut().unwrap();
+        (l.liveness, l.unchanged_ms) = (Liveness::Live, Some(500));
         for t in back
             .targets
             .iter_mut()
@@ -924,13 +1022,19 @@ mod tests {
         assert!(d.failed_over_in_lapse.is_none());
         let (d, _) = pass(&mut w, &back, 2 * D + D / 2);
         assert_eq!(d.failed_over_in_lapse.as_deref(), Some("c"));
+        assert!(
+            desires(&d.actions).iter().all(|(_, to, _)| to == "d"),
+            "b came back during the lapse: it is a suspect and gets nothing: {:?}",
+            desires(&d.actions)
+        );
         // Everyone else back: over; a dead e held back... here c was failed over, so take a
         // model where c is still held back when it ends: its grace lasts D.
         let mut w = LapseWatch::default();
         pass(&mut w, &m, 0);
         let mut over = m.clone();
         for i in 0..2 {
-            over.instances[i].member_lease.as_mut().unwrap().liveness = Liveness::Live;
+            let l = over.instances[i].member_lease.as_mut().unwrap();
+            (l.liveness, l.unchanged_ms) = (Liveness::Live, Some(500));
         }
         for t in over
             .targets

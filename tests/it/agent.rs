@@ -511,8 +511,12 @@ async fn crashed_agent_loses_its_leases_only_after_the_observed_expiry() {
     for k in &ks {
         set_desired(c, k, "m-1").await;
     }
-    // Not taken early: m-1 must wait out a full duration of its own observation.
-    tokio::time::sleep(DUR.saturating_sub(crashed.elapsed() + Duration::from_millis(150))).await;
+    // Not taken early: m-1 must wait out a full duration of its own observation of each
+    // Lease's last renewal — the earliest of them (renewals of the keys drift apart under load).
+    let earliest = before.iter().filter_map(|h| h.renew).min().unwrap();
+    let until = earliest + DUR - Duration::from_millis(150);
+    let left = jiff::Timestamp::now().duration_until(until);
+    tokio::time::sleep(left.try_into().unwrap_or(Duration::ZERO)).await;
     for k in &ks {
         assert_eq!(
             holder(c, k).await.as_deref(),

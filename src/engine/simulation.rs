@@ -1,0 +1,1396 @@
+//! A seeded deterministic simulation of protocol v2 (tests only): the control plane's real
+//! decision core — the [`Index`] fed watch events at the control plane's own clock, with watch
+//! probes, [`placement::decide_guarded`] and [`placement::LapseWatch`] — against modelled
+//! members and a modelled API server, on virtual time. Every Lease is built by the real
+//! `protocol` functions; every write is a compare-and-swap on `resourceVersion`.
+//!
+//! Modelled, not run: the API server (one store, CAS, ordered watch streams); the members
+//! (`leasehold agent`'s v2 rules from docs/protocol.md: renew the member Lease every `D/3` by
+//! their own clock, work only until `2D/3` after the last successful renewal was *sent*, stop
+//! everything when found fenced, take only free target Leases desired for them, release one no
+//! longer desired after stopping its work); and the control plane's writes (the read-decide-CAS
+//! sequences of `k8s::leases`: a fence only of the exact record the index saw expire, a revoke
+//! only after reading the member Lease fenced or released).
+//!
+//! Faults, each placed by the seed: member crashes (some restart as a new process), network
+//! partitions of one member (what it sent meanwhile is delivered when the link heals, as a
+//! blackholed TCP connection does), an API server slow for every member at once (a mass lapse),
+//! a lagging control-plane watch (silently stale), control-plane crashes and restarts (a new
+//! index from a fresh list, a new lapse watch), and every clock running at its own rate within
+//! ±ρ. Invariants: never two members *working* on one target at once; once every fault has
+//! healed, every target is worked on by exactly one live member within a bound; and when only
+//! the API server was slow, no member was fenced.
+
+// Leases travel by value in events and answers: a simulation, not a hot path.
+#![allow(clippy::large_enum_variant, clippy::result_large_err)]
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashSet};
+use std::path::Path;
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use rand::rngs::StdRng;
+use rand::{Rng as _, SeedableRng as _};
+use serde_json::json;
+
+use super::placement::{self, Action, LapseWatch};
+use crate::config::Config;
+use crate::k8s::index::{Index, Kind};
+use crate::protocol::{self, Fence, Holding};
+
+const PREFIX: &str = "leasehold";
+const CLUSTER: &str = "c";
+const NS: &str = "ns";
+/// The lease duration `D` (ms).
+const D: i64 = 3_000;
+/// Clock-rate bound: every clock runs at a rate within 1 ± RHO of real time.
+const RHO: f64 = 0.02;
+/// Wall-clock epoch of the simulation (ms), so timestamps look like real ones.
+const EPOCH_MS: i64 = 1_790_000_000_000;
+
+/// Who a request is from, and what to do with its answer.
+#[derive(Debug, Clone)]
+enum Ev {
+    /// A member's timers and decisions (only the latest wake scheduled counts).
+    MemberWake(usize, u64),
+    /// A member's request reaches the server.
+    MemberArrive { m: usize, id: u64, req: MemberReq },
+    /// The answer reaches the member.
+    MemberAnswer {
+        m: usize,
+        id: u64,
+        req: MemberReq,
+        result: Result<Lease, Option<Lease>>,
+    },
+    /// A member's request got no answer in time.
+    MemberTimeout { m: usize, id: u64 },
+    /// A Lease change reaches a member's watch.
+    MemberWatch { m: usize, lease: Lease },
+    /// A Lease change (or a probe) reaches the control plane's watch.
+    CpWatch { epoch: u64, item: WatchItem },
+    /// The control plane's pass.
+    CpPass(u64),
+    /// The control plane's probe timer.
+    CpProbe(u64),
+    /// A step of one control-plane write reaches the server.
+    CpArrive { epoch: u64, w: usize },
+    /// Its answer reaches the control plane.
+    CpAnswer {
+        epoch: u64,
+        w: usize,
+        read: Option<Lease>,
+        ok: bool,
+    },
+    /// A fault starts or ends.
+    Fault(FaultEv),
+}
+
+#[derive(Debug, Clone)]
+enum WatchItem {
+    Lease(Box<Lease>),
+    Probe(i64),
+}
+
+#[derive(Debug, Clone)]
+enum MemberReq {
+    Heartbeat {
+        sent_local: i64,
+        lease: Lease,
+        create: bool,
+    },
+    Acquire {
+        target: String,
+        lease: Lease,
+    },
+    Release {
+        lease: Lease,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+enum FaultEv {
+    Crash {
+        m: usize,
+        restart_after: Option<i64>,
+    },
+    Restart(usize),
+    Partition {
+        m: usize,
+        heal_after: i64,
+    },
+    Heal(usize),
+    SlowAll {
+        extra: i64,
+        for_ms: i64,
+    },
+    SlowOver,
+    CpLag {
+        extra: i64,
+        for_ms: i64,
+    },
+    CpLagOver,
+    CpCrash {
+        restart_after: i64,
+    },
+    CpRestart,
+}
+
+/// One member: a process with its own clock, its member Lease and its holds.
+struct Member {
+    name: String,
+    rate: f64,
+    offset: i64,
+    alive: bool,
+    /// Requests sent while partitioned wait here until the link heals.
+    partitioned: bool,
+    generation: u64,
+    /// Our copy of our member Lease (`None`: create it).
+    heart: Option<Lease>,
+    /// Local time the last successful renewal of this term was sent (`None`: no authority).
+    renewed: Option<i64>,
+    heart_in_flight: Option<u64>,
+    retry_at: i64,
+    /// Target Leases as our watch shows them.
+    view: BTreeMap<String, Lease>,
+    /// Targets we hold and work on.
+    working: BTreeSet<String>,
+    /// Requests in flight (id → target, for acquires and releases).
+    in_flight: BTreeMap<u64, String>,
+    next_wake: Option<i64>,
+    wake_token: u64,
+}
+
+impl Member {
+    fn local(&self, t: i64) -> i64 {
+        self.offset + (t as f64 * self.rate) as i64
+    }
+    fn true_at(&self, local: i64) -> i64 {
+        ((local - self.offset) as f64 / self.rate).ceil() as i64
+    }
+    fn deadline(&self) -> Option<i64> {
+        self.renewed.map(|r| r + 2 * D / 3)
+    }
+    fn authority(&self, t: i64) -> bool {
+        self.deadline().is_some_and(|d| self.local(t) < d)
+    }
+}
+
+/// One control-plane write in progress (the steps of `k8s::leases`).
+#[derive(Debug, Clone)]
+struct CpWrite {
+    action: Action,
+    step: Step,
+    /// The target Lease as read (its version is the CAS's).
+    target: Option<Lease>,
+    tries: usize,
+    done: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Step {
+    /// GET the Lease the action is about (the member Lease for a fence, the target otherwise).
+    Read,
+    /// GET the holder's member Lease (revocations).
+    ReadMember,
+    /// PUT.
+    Write,
+}
+
+struct ControlPlane {
+    epoch: u64,
+    rate: f64,
+    offset: i64,
+    index: Index,
+    lapse: LapseWatch,
+    /// Writes of the current batch.
+    writes: Vec<CpWrite>,
+    /// The second batch (everything but fences), waiting for the first.
+    rest: Vec<Action>,
+    probe_seq: i64,
+}
+
+impl ControlPlane {
+    fn local(&self, t: i64) -> i64 {
+        self.offset + (t as f64 * self.rate) as i64
+    }
+    fn ts(&self, t: i64) -> Timestamp {
+        Timestamp::from_millisecond(EPOCH_MS + self.local(t)).unwrap()
+    }
+}
+
+/// What one seed's run saw.
+#[derive(Debug, Default, Clone)]
+pub struct Report {
+    pub events: u64,
+    pub faults: Vec<String>,
+    pub overlaps: Vec<String>,
+    pub fences: Vec<(i64, String)>,
+    pub not_converged: Option<String>,
+    pub failovers_of_healthy: Vec<String>,
+}
+
+struct Sim {
+    rng: StdRng,
+    t: i64,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(i64, u64)>>,
+    events: BTreeMap<u64, Ev>,
+    store: BTreeMap<String, Lease>,
+    rv: u64,
+    members: Vec<Member>,
+    cp: Option<ControlPlane>,
+    cp_epochs: u64,
+    /// The control plane's watch stream: the last delivery time (watch order is kept).
+    cp_watch_last: i64,
+    cp_lag: i64,
+    member_watch_last: Vec<i64>,
+    slow_extra: i64,
+    /// Requests held by partitions, per member: (id, request).
+    held: Vec<Vec<(u64, MemberReq)>>,
+    next_id: u64,
+    /// Who works on what, from when (true time).
+    work: BTreeMap<String, BTreeMap<String, i64>>,
+    config: Config,
+    targets: Vec<String>,
+    report: Report,
+    /// Members ever crashed or partitioned (a fence of any other is of a healthy member).
+    faulted: HashSet<usize>,
+    healed_at: i64,
+}
+
+fn config(targets: &[String]) -> Config {
+    let list = targets.join(", ");
+    let yaml = format!(
+        "clusters:\n- name: {CLUSTER}\n  namespace: {NS}\n  selector: {{app: c}}\n  headless_service: c\n  \
+         protocol_version: 2\n  targets: {{inline: [{list}]}}\n  \
+         policy: {{lease_duration: {}s, on_join: off}}\n",
+        D / 1000
+    );
+    Config::parse(&yaml, Path::new("sim.yaml")).expect("simulation config")
+}
+
+fn pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": NS, "labels": {"app": "c"}, "uid": format!("uid-{name}"),
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "c", "uid": "u"}]},
+        "spec": {"containers": [], "nodeName": "node-1"},
+        "status": {"phase": "Running", "podIP": "10.0.0.9",
+            "conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .expect("pod")
+}
+
+fn holder(l: &Lease) -> Option<String> {
+    Holding::of(l.spec.as_ref()).holder
+}
+
+fn rv(l: &Lease) -> Option<&str> {
+    l.metadata.resource_version.as_deref()
+}
+
+impl Sim {
+    fn new(seed: u64, n: usize, targets: usize) -> Sim {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let targets: Vec<String> = (0..targets).map(|i| format!("t-{i:02}")).collect();
+        let members = (0..n)
+            .map(|i| Member {
+                name: format!("c-{i}"),
+                rate: 1.0 + rng.random_range(-RHO..RHO),
+                offset: rng.random_range(0..1_000_000),
+                alive: true,
+                partitioned: false,
+                generation: 0,
+                heart: None,
+                renewed: None,
+                heart_in_flight: None,
+                retry_at: 0,
+                view: BTreeMap::new(),
+                working: BTreeSet::new(),
+                in_flight: BTreeMap::new(),
+                next_wake: None,
+                wake_token: 0,
+            })
+            .collect();
+        let config = config(&targets);
+        Sim {
+            rng,
+            t: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            events: BTreeMap::new(),
+            store: BTreeMap::new(),
+            rv: 0,
+            members,
+            cp: None,
+            cp_epochs: 0,
+            cp_watch_last: 0,
+            cp_lag: 0,
+            member_watch_last: vec![0; n],
+            slow_extra: 0,
+            held: vec![Vec::new(); n],
+            next_id: 0,
+            work: BTreeMap::new(),
+            config,
+            targets,
+            report: Report::default(),
+            faulted: HashSet::new(),
+            healed_at: 0,
+        }
+    }
+
+    fn at(&mut self, t: i64, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Reverse((t.max(self.t), self.seq)));
+        self.events.insert(self.seq, ev);
+    }
+
+    fn net(&mut self) -> i64 {
+        self.rng.random_range(1..15)
+    }
+
+    // ---- the API server ----
+
+    /// A compare-and-swap write (`expect`: the version read; `None`: create). Returns the
+    /// stored Lease, or the current one on a conflict.
+    fn server_write(&mut self, lease: &Lease, create: bool) -> Result<Lease, Option<Lease>> {
+        let name = lease.metadata.name.clone().expect("named");
+        let current = self.store.get(&name);
+        let ok = match (current, create) {
+            (None, true) => true,
+            (Some(c), false) => rv(c) == rv(lease),
+            _ => false,
+        };
+        if std::env::var_os("LEASEHOLD_SIM_DEBUG").is_some() && name.contains("member") {
+            eprintln!(
+                "t={} server: {name} create={create} ok={ok} holder={:?}",
+                self.t,
+                holder(lease)
+            );
+        }
+        if !ok {
+            return Err(current.cloned());
+        }
+        self.rv += 1;
+        let mut stored = lease.clone();
+        stored.metadata.resource_version = Some(self.rv.to_string());
+        stored.metadata.namespace = Some(NS.into());
+        self.store.insert(name, stored.clone());
+        self.broadcast(&stored);
+        Ok(stored)
+    }
+
+    fn broadcast(&mut self, lease: &Lease) {
+        if let Some(cp) = &self.cp {
+            let epoch = cp.epoch;
+            let d = self.net() + self.cp_lag;
+            self.cp_watch_last = self.cp_watch_last.max(self.t + d);
+            let when = self.cp_watch_last;
+            self.at(
+                when,
+                Ev::CpWatch {
+                    epoch,
+                    item: WatchItem::Lease(Box::new(lease.clone())),
+                },
+            );
+        }
+        let is_target =
+            lease.metadata.name.as_deref().is_some_and(|n| {
+                n.starts_with(&protocol::names::target_lease_stem(PREFIX, CLUSTER))
+            });
+        if is_target {
+            for m in 0..self.members.len() {
+                if !self.members[m].alive || self.members[m].partitioned {
+                    continue;
+                }
+                let d = self.net() + self.slow_extra;
+                self.member_watch_last[m] = self.member_watch_last[m].max(self.t + d);
+                let when = self.member_watch_last[m];
+                self.at(
+                    when,
+                    Ev::MemberWatch {
+                        m,
+                        lease: lease.clone(),
+                    },
+                );
+            }
+        }
+    }
+
+    // ---- work ----
+
+    fn start_work(&mut self, m: usize, target: &str) {
+        let name = self.members[m].name.clone();
+        let workers = self.work.entry(target.to_owned()).or_default();
+        if let Some((other, since)) = workers.iter().find(|(w, _)| **w != name) {
+            self.report.overlaps.push(format!(
+                "t={} {target}: {name} starts while {other} works since {since}",
+                self.t
+            ));
+        }
+        workers.insert(name, self.t);
+        self.members[m].working.insert(target.to_owned());
+    }
+
+    fn stop_work(&mut self, m: usize, target: &str) {
+        let name = self.members[m].name.clone();
+        if let Some(w) = self.work.get_mut(target) {
+            w.remove(&name);
+        }
+        self.members[m].working.remove(target);
+    }
+
+    fn stop_all(&mut self, m: usize) {
+        for t in self.members[m].working.clone() {
+            self.stop_work(m, &t);
+        }
+    }
+
+    // ---- members ----
+
+    fn send(&mut self, m: usize, req: MemberReq) -> u64 {
+        self.next_id += 1;
+        let id = self.next_id;
+        let timeout = self.members[m].true_at(self.members[m].local(self.t) + D / 3);
+        self.at(timeout, Ev::MemberTimeout { m, id });
+        if self.members[m].partitioned {
+            self.held[m].push((id, req));
+        } else {
+            let d = self.net() + self.slow_extra;
+            self.at(self.t + d, Ev::MemberArrive { m, id, req });
+        }
+        id
+    }
+
+    fn wake_member_at(&mut self, m: usize, t: i64) {
+        let t = t.max(self.t);
+        if self.members[m]
+            .next_wake
+            .is_some_and(|w| w <= t && w >= self.t)
+        {
+            return;
+        }
+        self.members[m].next_wake = Some(t);
+        self.members[m].wake_token += 1;
+        let token = self.members[m].wake_token;
+        self.at(t, Ev::MemberWake(m, token));
+    }
+
+    fn member_step(&mut self, m: usize) {
+        if !self.members[m].alive {
+            return;
+        }
+        self.members[m].next_wake = None;
+        let now_local = self.members[m].local(self.t);
+        // Past the renew deadline: every hold is lost, the work stops, nothing is written.
+        if let Some(deadline) = self.members[m].deadline()
+            && now_local >= deadline
+        {
+            self.stop_all(m);
+            self.members[m].renewed = None;
+        }
+        let me = self.members[m].name.clone();
+        // Renew (or register) when due.
+        let due = match self.members[m].renewed {
+            Some(r) => (r + D / 3).max(self.members[m].retry_at),
+            None => self.members[m].retry_at,
+        };
+        if self.members[m].heart_in_flight.is_none() && now_local >= due {
+            let ts = Timestamp::from_millisecond(EPOCH_MS + now_local).unwrap();
+            let secs = (D / 1000) as i32;
+            let (lease, create) = match &self.members[m].heart {
+                Some(l) => (protocol::member_renewed(l, &me, ts, secs, false), false),
+                None => {
+                    let mut l = protocol::new_member_lease(PREFIX, CLUSTER, &me, ts, secs, false);
+                    l.metadata.namespace = Some(NS.into());
+                    (l, true)
+                }
+            };
+            let id = self.send(
+                m,
+                MemberReq::Heartbeat {
+                    sent_local: now_local,
+                    lease,
+                    create,
+                },
+            );
+            self.members[m].heart_in_flight = Some(id);
+        }
+        // Hand over what is no longer desired for us: stop the work, then release.
+        let authority = self.members[m].authority(self.t);
+        let busy: BTreeSet<String> = self.members[m].in_flight.values().cloned().collect();
+        for (name, lease) in self.members[m].view.clone() {
+            let Some(v) = protocol::parse_native(&lease, CLUSTER) else {
+                continue;
+            };
+            let protocol::LeaseRole::Target(target) = v.role else {
+                continue;
+            };
+            if busy.contains(&target) {
+                continue;
+            }
+            let desired_me = v.desired.as_deref() == Some(me.as_str());
+            let held_me = v.holding.holder.as_deref() == Some(me.as_str());
+            if !desired_me && held_me {
+                self.stop_work(m, &target);
+                let ts = Timestamp::from_millisecond(EPOCH_MS + now_local).unwrap();
+                let id = self.send(
+                    m,
+                    MemberReq::Release {
+                        lease: protocol::released(&lease, ts),
+                    },
+                );
+                self.members[m].in_flight.insert(id, target);
+            } else if desired_me
+                && authority
+                && !self.members[m].working.contains(&target)
+                && (v.holding.holder.is_none() || held_me)
+            {
+                let ts = Timestamp::from_millisecond(EPOCH_MS + now_local).unwrap();
+                let secs = (D / 1000) as i32;
+                let id = self.send(
+                    m,
+                    MemberReq::Acquire {
+                        target: target.clone(),
+                        lease: protocol::acquired_v2(&lease, &me, ts, secs),
+                    },
+                );
+                self.members[m].in_flight.insert(id, target);
+            }
+            let _ = name;
+        }
+        // Next look: the renewal, the deadline, a retry, or a second at most.
+        let mut next = now_local + 1_000;
+        if let Some(r) = self.members[m].renewed {
+            next = next.min(r + D / 3).min(r + 2 * D / 3);
+        }
+        if self.members[m].retry_at > now_local {
+            next = next.min(self.members[m].retry_at);
+        }
+        let when = self.members[m].true_at(next.max(now_local + 1));
+        self.wake_member_at(m, when);
+    }
+
+    fn member_arrive(&mut self, m: usize, id: u64, req: MemberReq) {
+        let result = match &req {
+            MemberReq::Heartbeat { lease, create, .. } => self.server_write(lease, *create),
+            MemberReq::Acquire { lease, .. } | MemberReq::Release { lease, .. } => {
+                self.server_write(lease, false)
+            }
+        };
+        if self.members[m].partitioned {
+            return; // the answer is lost
+        }
+        let d = self.net() + self.slow_extra;
+        self.at(self.t + d, Ev::MemberAnswer { m, id, req, result });
+    }
+
+    fn member_answer(
+        &mut self,
+        m: usize,
+        id: u64,
+        req: MemberReq,
+        result: Result<Lease, Option<Lease>>,
+    ) {
+        if !self.members[m].alive {
+            return;
+        }
+        let me = self.members[m].name.clone();
+        match req {
+            MemberReq::Heartbeat { sent_local, .. } => {
+                if self.members[m].heart_in_flight != Some(id) {
+                    return; // timed out already
+                }
+                self.members[m].heart_in_flight = None;
+                match result {
+                    Ok(l) => {
+                        self.members[m].heart = Some(l);
+                        self.members[m].renewed = Some(sent_local);
+                    }
+                    Err(Some(fresh)) => {
+                        let fenced = holder(&fresh).as_deref() != Some(me.as_str());
+                        self.members[m].heart = Some(fresh);
+                        if fenced && self.members[m].renewed.is_some() {
+                            self.stop_all(m);
+                            self.members[m].renewed = None;
+                        }
+                    }
+                    Err(None) => self.members[m].heart = None,
+                }
+            }
+            MemberReq::Acquire { target, .. } => {
+                if self.members[m].in_flight.remove(&id).is_none() {
+                    return;
+                }
+                match result {
+                    Ok(l) => {
+                        let name = l.metadata.name.clone().unwrap();
+                        self.members[m].view.insert(name, l);
+                        if self.members[m].authority(self.t) {
+                            self.start_work(m, &target);
+                        }
+                    }
+                    Err(Some(fresh)) => {
+                        let name = fresh.metadata.name.clone().unwrap();
+                        self.members[m].view.insert(name, fresh);
+                    }
+                    Err(None) => {}
+                }
+            }
+            MemberReq::Release { .. } => {
+                self.members[m].in_flight.remove(&id);
+                if let Err(Some(fresh)) | Ok(fresh) = result {
+                    let name = fresh.metadata.name.clone().unwrap();
+                    self.members[m].view.insert(name, fresh);
+                }
+            }
+        }
+        self.wake_member_at(m, self.t);
+    }
+
+    fn member_timeout(&mut self, m: usize, id: u64) {
+        let mm = &mut self.members[m];
+        if mm.heart_in_flight == Some(id) {
+            mm.heart_in_flight = None;
+            mm.retry_at = mm.local(self.t) + 250;
+            self.wake_member_at(m, self.t);
+        } else if mm.in_flight.remove(&id).is_some() {
+            self.wake_member_at(m, self.t);
+        }
+    }
+
+    fn member_watch(&mut self, m: usize, lease: Lease) {
+        if !self.members[m].alive {
+            return;
+        }
+        let name = lease.metadata.name.clone().unwrap();
+        let newer = self.members[m].view.get(&name).is_none_or(|old| {
+            rv(old).and_then(|r| r.parse::<u64>().ok()) < rv(&lease).and_then(|r| r.parse().ok())
+        });
+        if newer {
+            // Our hold ended by someone else's write (a revoke): the work stops.
+            let me = self.members[m].name.clone();
+            if let Some(protocol::LeaseRole::Target(t)) =
+                protocol::parse_native(&lease, CLUSTER).map(|v| v.role)
+                && self.members[m].working.contains(&t)
+                && holder(&lease).as_deref() != Some(me.as_str())
+            {
+                self.stop_work(m, &t);
+            }
+            self.members[m].view.insert(name, lease);
+            self.wake_member_at(m, self.t);
+        }
+    }
+
+    fn start_member(&mut self, m: usize) {
+        let gen_ = self.members[m].generation + 1;
+        let mm = &mut self.members[m];
+        mm.alive = true;
+        mm.generation = gen_;
+        mm.heart = None;
+        mm.renewed = None;
+        mm.heart_in_flight = None;
+        mm.retry_at = 0;
+        mm.in_flight.clear();
+        mm.next_wake = None;
+        // A new process lists the target Leases first.
+        mm.view = self
+            .store
+            .iter()
+            .filter(|(n, _)| n.starts_with(&protocol::names::target_lease_stem(PREFIX, CLUSTER)))
+            .map(|(n, l)| (n.clone(), l.clone()))
+            .collect();
+        self.wake_member_at(m, self.t);
+    }
+
+    // ---- the control plane ----
+
+    fn start_cp(&mut self) {
+        self.cp_epochs += 1;
+        let epoch = self.cp_epochs;
+        let mut index = Index::new(&self.config.clusters);
+        index.require_proofs();
+        let rate = 1.0 + self.rng.random_range(-RHO..RHO);
+        let offset = self.rng.random_range(0..1_000_000);
+        let mut cp = ControlPlane {
+            epoch,
+            rate,
+            offset,
+            index,
+            lapse: LapseWatch::default(),
+            writes: Vec::new(),
+            rest: Vec::new(),
+            probe_seq: 0,
+        };
+        let now = cp.ts(self.t);
+        let pods: Vec<Pod> = self.members.iter().map(|m| pod(&m.name)).collect();
+        cp.index.reset::<Pod>(NS, &pods, now);
+        cp.index.reset::<Service>(NS, &[], now);
+        cp.index.reset::<EndpointSlice>(NS, &[], now);
+        cp.index.reset::<ConfigMap>(NS, &[], now);
+        let leases: Vec<Lease> = self.store.values().cloned().collect();
+        cp.index.reset::<Lease>(NS, &leases, now);
+        self.cp = Some(cp);
+        self.cp_watch_last = self.t;
+        self.at(self.t + 50, Ev::CpPass(epoch));
+        self.at(self.t, Ev::CpProbe(epoch));
+    }
+
+    fn cp_probe(&mut self, epoch: u64) {
+        let Some(cp) = &mut self.cp else { return };
+        if cp.epoch != epoch {
+            return;
+        }
+        cp.probe_seq += 1;
+        let sent = cp.ts(self.t).as_millisecond();
+        // Written (as slow as any request), then seen back on the (ordered) watch.
+        let d = self.net() + self.slow_extra;
+        self.cp_watch_last = self
+            .cp_watch_last
+            .max(self.t + d + self.net() + self.cp_lag);
+        let when = self.cp_watch_last;
+        self.at(
+            when,
+            Ev::CpWatch {
+                epoch,
+                item: WatchItem::Probe(sent),
+            },
+        );
+        let next = self.t + ((D / 3) as f64 / self.cp.as_ref().unwrap().rate) as i64;
+        self.at(next, Ev::CpProbe(epoch));
+    }
+
+    fn cp_watch(&mut self, epoch: u64, item: WatchItem) {
+        let t = self.t;
+        let Some(cp) = &mut self.cp else { return };
+        if cp.epoch != epoch {
+            return;
+        }
+        let now = cp.ts(t);
+        match item {
+            WatchItem::Lease(l) => {
+                cp.index.apply(&*l, now);
+            }
+            WatchItem::Probe(sent) => cp.index.prove(NS, Kind::Lease, sent),
+        }
+    }
+
+    fn cp_pass(&mut self, epoch: u64) {
+        let t = self.t;
+        let Some(cp) = &mut self.cp else { return };
+        if cp.epoch != epoch {
+            return;
+        }
+        if !cp.writes.is_empty() || !cp.rest.is_empty() {
+            self.at(t + 20, Ev::CpPass(epoch));
+            return;
+        }
+        let now = cp.ts(t);
+        let now_ms = cp.local(t);
+        let Some(model) = cp.index.model(CLUSTER, now) else {
+            return;
+        };
+        let guard = cp.lapse.guard(placement::DEFAULT_MASS_LAPSE_SHARE, now_ms);
+        let decision =
+            placement::decide_guarded(&model, (D / 1000) as i32, &HashSet::new(), &guard);
+        if decision.decided {
+            cp.lapse.lived(&decision, now_ms, D);
+        } else {
+            cp.lapse.stale(now_ms);
+        }
+        if std::env::var_os("LEASEHOLD_SIM_DEBUG").is_some()
+            && (!decision.actions.is_empty()
+                || std::env::var_os("LEASEHOLD_SIM_DEBUG_ALL").is_some())
+        {
+            let live: Vec<_> = model
+                .instances
+                .iter()
+                .map(|i| {
+                    (
+                        i.name.clone(),
+                        i.member_lease
+                            .as_ref()
+                            .map(|m| (m.liveness, m.unchanged_ms)),
+                    )
+                })
+                .collect();
+            eprintln!(
+                "t={t} cp: decided {} {live:?} lapse {:?} came_back {:?} failed_over {:?} actions {:?}",
+                decision.decided,
+                decision.mass_lapse.as_ref().map(|m| &m.lapsed),
+                decision.came_back,
+                decision.failed_over_in_lapse,
+                decision
+                    .actions
+                    .iter()
+                    .map(|a| format!("{a:?}").chars().take(60).collect::<String>())
+                    .collect::<Vec<_>>()
+            );
+        }
+        let (fences, rest): (Vec<Action>, Vec<Action>) = decision
+            .actions
+            .into_iter()
+            .filter(|a| {
+                matches!(
+                    a,
+                    Action::Fence { .. } | Action::Desire { .. } | Action::Revoke { .. }
+                )
+            })
+            .partition(|a| matches!(a, Action::Fence { .. }));
+        cp.rest = rest;
+        if fences.is_empty() {
+            let rest = std::mem::take(&mut cp.rest);
+            self.cp_start_batch(rest);
+        } else {
+            self.cp_start_batch(fences);
+        }
+        self.at(t + 50, Ev::CpPass(epoch));
+    }
+
+    fn cp_start_batch(&mut self, actions: Vec<Action>) {
+        let Some(cp) = &mut self.cp else { return };
+        let epoch = cp.epoch;
+        cp.writes = actions
+            .into_iter()
+            .map(|action| CpWrite {
+                action,
+                step: Step::Read,
+                target: None,
+                tries: 0,
+                done: false,
+            })
+            .collect();
+        for w in 0..cp.writes.len() {
+            let d = self.net() + self.slow_extra;
+            self.at(self.t + d, Ev::CpArrive { epoch, w });
+        }
+    }
+
+    /// The name a write's step reads or writes.
+    fn cp_subject(w: &CpWrite) -> String {
+        match (&w.action, w.step) {
+            (Action::Fence { member }, _) => protocol::names::member_lease(PREFIX, CLUSTER, member),
+            (Action::Revoke { holder, .. }, Step::ReadMember)
+            | (
+                Action::Desire {
+                    revoke: Some(holder),
+                    ..
+                },
+                Step::ReadMember,
+            ) => protocol::names::member_lease(PREFIX, CLUSTER, holder),
+            (Action::Desire { key, .. } | Action::Revoke { key, .. }, _) => {
+                protocol::names::target_lease(PREFIX, CLUSTER, key)
+            }
+            _ => String::new(),
+        }
+    }
+
+    fn cp_arrive(&mut self, epoch: u64, w: usize) {
+        let t = self.t;
+        let Some(cp) = &self.cp else { return };
+        if cp.epoch != epoch || w >= cp.writes.len() {
+            return;
+        }
+        let write = cp.writes[w].clone();
+        let (read, ok) = match write.step {
+            Step::Read | Step::ReadMember => {
+                (self.store.get(&Self::cp_subject(&write)).cloned(), true)
+            }
+            Step::Write => {
+                let lease = write.target.clone().expect("decided");
+                let create = lease.metadata.resource_version.is_none();
+                match self.server_write(&lease, create) {
+                    Ok(l) => {
+                        if let Action::Fence { member } = &write.action {
+                            self.report.fences.push((t, member.clone()));
+                        }
+                        (Some(l), true)
+                    }
+                    Err(_) => (None, false),
+                }
+            }
+        };
+        let d = self.net();
+        self.at(t + d, Ev::CpAnswer { epoch, w, read, ok });
+    }
+
+    fn cp_answer(&mut self, epoch: u64, w: usize, read: Option<Lease>, ok: bool) {
+        let t = self.t;
+        let Some(cp) = &mut self.cp else { return };
+        if cp.epoch != epoch || w >= cp.writes.len() {
+            return;
+        }
+        let now = cp.ts(t);
+        let secs = (D / 1000) as i32;
+        let mut next: Option<Step> = None;
+        {
+            let write = &mut cp.writes[w];
+            match (write.step, &write.action) {
+                (Step::Read, Action::Fence { member }) => {
+                    // `leases::fence`: only the exact record the index saw expire.
+                    match read {
+                        None => {
+                            let mut l = protocol::new_fenced_member_lease(
+                                PREFIX, CLUSTER, member, now, secs,
+                            );
+                            l.metadata.namespace = Some(NS.into());
+                            write.target = Some(l);
+                            next = Some(Step::Write);
+                        }
+                        Some(lease) => {
+                            let fresh = Holding::of(lease.spec.as_ref());
+                            let expired = cp.index.expired_member_record(CLUSTER, member, now);
+                            if fresh.holder.as_deref() == Some(member.as_str())
+                                && expired.as_ref() == Some(&fresh)
+                            {
+                                write.target = Some(protocol::fenced(&lease, Fence::Expired, now));
+                                next = Some(Step::Write);
+                            }
+                        }
+                    }
+                }
+                (
+                    Step::Read,
+                    Action::Desire {
+                        expect,
+                        desire,
+                        revoke,
+                        ..
+                    },
+                ) => {
+                    if let Some(current) = read.clone() {
+                        let view = protocol::parse_native(&current, CLUSTER);
+                        let decided = view.as_ref().and_then(|v| v.desired.clone()) == *expect;
+                        let held = revoke.as_ref().is_some_and(|h| {
+                            view.as_ref().and_then(|v| v.holding.holder.as_deref())
+                                == Some(h.as_str())
+                        });
+                        write.target = Some(current.clone());
+                        if held {
+                            next = Some(Step::ReadMember);
+                        } else if decided {
+                            write.target = Some(protocol::with_desire(&current, desire));
+                            next = Some(Step::Write);
+                        }
+                    } else if expect.is_none() && revoke.is_none() {
+                        let mut l = protocol::new_target_lease(
+                            PREFIX,
+                            CLUSTER,
+                            &desire_key(&write.action),
+                            desire,
+                        );
+                        l.metadata.namespace = Some(NS.into());
+                        write.target = Some(l);
+                        next = Some(Step::Write);
+                    }
+                }
+                (Step::Read, Action::Revoke { holder: h, .. }) => {
+                    if let Some(current) = read.clone()
+                        && holder(&current).as_deref() == Some(h.as_str())
+                    {
+                        write.target = Some(current);
+                        next = Some(Step::ReadMember);
+                    }
+                }
+                (Step::ReadMember, action) => {
+                    // `leases::may_revoke`: fenced or released, read after the target.
+                    let revocable = read.as_ref().is_some_and(|l| {
+                        protocol::parse_native(l, CLUSTER).is_some_and(|v| {
+                            v.holding.holder.is_none() && !matches!(v.fence, Some(Fence::Absent))
+                        })
+                    });
+                    let current = write.target.clone().expect("read");
+                    match action {
+                        Action::Desire { expect, desire, .. } => {
+                            let view = protocol::parse_native(&current, CLUSTER);
+                            let decided = view.as_ref().and_then(|v| v.desired.clone()) == *expect;
+                            if revocable && decided {
+                                write.target = Some(protocol::revoked(&current, desire, now));
+                                next = Some(Step::Write);
+                            } else if revocable {
+                                write.target = Some(protocol::released(&current, now));
+                                next = Some(Step::Write);
+                            } else if decided {
+                                write.target = Some(protocol::with_desire(&current, desire));
+                                next = Some(Step::Write);
+                            }
+                        }
+                        Action::Revoke { .. } if revocable => {
+                            write.target = Some(protocol::released(&current, now));
+                            next = Some(Step::Write);
+                        }
+                        _ => {}
+                    }
+                }
+                // A conflict: read again and decide again (a fence is not retried).
+                (Step::Write, action)
+                    if !ok && write.tries < 8 && !matches!(action, Action::Fence { .. }) =>
+                {
+                    write.tries += 1;
+                    next = Some(Step::Read);
+                }
+                _ => {}
+            }
+            match next {
+                Some(step) => write.step = step,
+                None => write.done = true,
+            }
+        }
+        if next.is_some() {
+            let d = self.net() + self.slow_extra;
+            self.at(t + d, Ev::CpArrive { epoch, w });
+        }
+        let cp = self.cp.as_mut().unwrap();
+        if cp.writes.iter().all(|w| w.done) {
+            cp.writes.clear();
+            let rest = std::mem::take(&mut cp.rest);
+            if !rest.is_empty() {
+                self.cp_start_batch(rest);
+            }
+        }
+    }
+
+    // ---- faults ----
+
+    fn fault(&mut self, f: FaultEv) {
+        match f {
+            FaultEv::Crash { m, restart_after } => {
+                if !self.members[m].alive {
+                    return;
+                }
+                self.faulted.insert(m);
+                self.stop_all(m);
+                self.members[m].alive = false;
+                self.held[m].clear();
+                if let Some(after) = restart_after {
+                    self.at(self.t + after, Ev::Fault(FaultEv::Restart(m)));
+                }
+            }
+            FaultEv::Restart(m) => self.start_member(m),
+            FaultEv::Partition { m, heal_after } => {
+                self.faulted.insert(m);
+                self.members[m].partitioned = true;
+                self.at(self.t + heal_after, Ev::Fault(FaultEv::Heal(m)));
+            }
+            FaultEv::Heal(m) => {
+                self.members[m].partitioned = false;
+                // What was sent meanwhile passes now, in order.
+                for (id, req) in std::mem::take(&mut self.held[m]) {
+                    let d = self.net();
+                    self.at(self.t + d, Ev::MemberArrive { m, id, req });
+                }
+                // Its watch relists.
+                if self.members[m].alive {
+                    let view: BTreeMap<String, Lease> = self
+                        .store
+                        .iter()
+                        .filter(|(n, _)| {
+                            n.starts_with(&protocol::names::target_lease_stem(PREFIX, CLUSTER))
+                        })
+                        .map(|(n, l)| (n.clone(), l.clone()))
+                        .collect();
+                    for (_, l) in view {
+                        let d = self.net();
+                        self.at(self.t + d, Ev::MemberWatch { m, lease: l });
+                    }
+                }
+            }
+            FaultEv::SlowAll { extra, for_ms } => {
+                self.slow_extra = extra;
+                self.at(self.t + for_ms, Ev::Fault(FaultEv::SlowOver));
+            }
+            FaultEv::SlowOver => self.slow_extra = 0,
+            FaultEv::CpLag { extra, for_ms } => {
+                self.cp_lag = extra;
+                self.at(self.t + for_ms, Ev::Fault(FaultEv::CpLagOver));
+            }
+            FaultEv::CpLagOver => self.cp_lag = 0,
+            FaultEv::CpCrash { restart_after } => {
+                self.cp = None;
+                self.at(self.t + restart_after, Ev::Fault(FaultEv::CpRestart));
+            }
+            FaultEv::CpRestart => self.start_cp(),
+        }
+    }
+
+    fn run_until(&mut self, end: i64) {
+        while let Some(Reverse((t, seq))) = self.queue.peek().copied() {
+            if t > end {
+                break;
+            }
+            self.queue.pop();
+            self.t = t;
+            let Some(ev) = self.events.remove(&seq) else {
+                continue;
+            };
+            self.report.events += 1;
+            match ev {
+                Ev::MemberWake(m, token) => {
+                    if self.members[m].wake_token == token {
+                        self.member_step(m);
+                    }
+                }
+                Ev::MemberArrive { m, id, req } => self.member_arrive(m, id, req),
+                Ev::MemberAnswer { m, id, req, result } => self.member_answer(m, id, req, result),
+                Ev::MemberTimeout { m, id } => self.member_timeout(m, id),
+                Ev::MemberWatch { m, lease } => self.member_watch(m, lease),
+                Ev::CpWatch { epoch, item } => self.cp_watch(epoch, item),
+                Ev::CpPass(e) => self.cp_pass(e),
+                Ev::CpProbe(e) => self.cp_probe(e),
+                Ev::CpArrive { epoch, w } => self.cp_arrive(epoch, w),
+                Ev::CpAnswer { epoch, w, read, ok } => self.cp_answer(epoch, w, read, ok),
+                Ev::Fault(f) => self.fault(f),
+            }
+        }
+        self.t = end;
+    }
+
+    /// Who works on each target now.
+    fn workers(&self) -> BTreeMap<String, Vec<String>> {
+        self.targets
+            .iter()
+            .map(|t| {
+                let w = self
+                    .work
+                    .get(t)
+                    .map(|w| w.keys().cloned().collect())
+                    .unwrap_or_default();
+                (t.clone(), w)
+            })
+            .collect()
+    }
+}
+
+fn desire_key(a: &Action) -> String {
+    match a {
+        Action::Desire { key, .. } | Action::Revoke { key, .. } => key.clone(),
+        _ => String::new(),
+    }
+}
+
+/// The kinds of run a seed makes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scenario {
+    /// Crashes, partitions, control-plane crashes and watch lag, mixed.
+    Faults,
+    /// Only the API server slow for every member at once (and maybe a control-plane crash).
+    SlowApiServer,
+}
+
+/// Runs one seed: a placement, faults over ten lease durations, then until everything healed
+/// plus the bound.
+pub fn run(seed: u64, scenario: Scenario) -> Report {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
+    let n = rng.random_range(3..=5);
+    let targets = rng.random_range(8..=24);
+    let mut sim = Sim::new(seed, n, targets);
+    for m in 0..n {
+        sim.start_member(m);
+    }
+    sim.start_cp();
+    // Placed and settled first.
+    let start = 4 * D;
+    let window = 10 * D;
+    let mut last_heal = start;
+    let faults = rng.random_range(1..=4);
+    for _ in 0..faults {
+        let at = start + rng.random_range(0..window);
+        let f = match scenario {
+            Scenario::SlowApiServer => {
+                if rng.random_bool(0.8) {
+                    let for_ms = rng.random_range(D..4 * D);
+                    last_heal = last_heal.max(at + for_ms);
+                    FaultEv::SlowAll {
+                        extra: rng.random_range(D / 2..2 * D),
+                        for_ms,
+                    }
+                } else {
+                    let after = rng.random_range(D / 2..2 * D);
+                    last_heal = last_heal.max(at + after);
+                    FaultEv::CpCrash {
+                        restart_after: after,
+                    }
+                }
+            }
+            Scenario::Faults => match rng.random_range(0..5) {
+                0 => {
+                    let restart = rng.random_bool(0.5).then(|| rng.random_range(D / 2..3 * D));
+                    last_heal = last_heal.max(at + restart.unwrap_or(0));
+                    FaultEv::Crash {
+                        m: rng.random_range(0..n),
+                        restart_after: restart,
+                    }
+                }
+                1 => {
+                    let heal = rng.random_range(D / 3..3 * D);
+                    last_heal = last_heal.max(at + heal);
+                    FaultEv::Partition {
+                        m: rng.random_range(0..n),
+                        heal_after: heal,
+                    }
+                }
+                2 => {
+                    let for_ms = rng.random_range(D / 2..3 * D);
+                    last_heal = last_heal.max(at + for_ms);
+                    FaultEv::CpLag {
+                        extra: rng.random_range(D / 3..2 * D),
+                        for_ms,
+                    }
+                }
+                3 => {
+                    let after = rng.random_range(D / 2..2 * D);
+                    last_heal = last_heal.max(at + after);
+                    FaultEv::CpCrash {
+                        restart_after: after,
+                    }
+                }
+                _ => {
+                    let for_ms = rng.random_range(D / 3..2 * D);
+                    last_heal = last_heal.max(at + for_ms);
+                    FaultEv::SlowAll {
+                        extra: rng.random_range(D / 4..D),
+                        for_ms,
+                    }
+                }
+            },
+        };
+        sim.report.faults.push(format!("{at}: {f:?}"));
+        sim.at(at, Ev::Fault(f));
+    }
+    // Everything placed before the faults?
+    sim.run_until(start);
+    let placed = sim.workers();
+    if let Some((t, w)) = placed.iter().find(|(_, w)| w.len() != 1) {
+        sim.report.not_converged = Some(format!("before the faults, {t} worked on by {w:?}"));
+        return sim.report;
+    }
+    sim.healed_at = last_heal;
+    // The bound after the last fault healed: a mass lapse's grace (D), a failover (D + a
+    // pass), the renewals that end a lapse (D/3), a new control plane's first proof (D/3).
+    let bound = 4 * D;
+    sim.run_until(last_heal + bound);
+    let alive: BTreeSet<String> = sim
+        .members
+        .iter()
+        .filter(|m| m.alive)
+        .map(|m| m.name.clone())
+        .collect();
+    if let Some((t, w)) = sim
+        .workers()
+        .into_iter()
+        .find(|(_, w)| w.len() != 1 || !alive.contains(&w[0]))
+    {
+        sim.report.not_converged = Some(format!(
+            "{bound} ms after the last fault healed ({last_heal}), {t} worked on by {w:?} (alive: {alive:?})"
+        ));
+    }
+    let names: Vec<String> = sim.members.iter().map(|m| m.name.clone()).collect();
+    sim.report.failovers_of_healthy = sim
+        .report
+        .fences
+        .iter()
+        .filter(|(_, m)| {
+            names
+                .iter()
+                .position(|n| n == m)
+                .is_some_and(|i| !sim.faulted.contains(&i))
+        })
+        .map(|(t, m)| format!("{m} fenced at {t}"))
+        .collect();
+    sim.report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Seeds per scenario: `LEASEHOLD_SIM_SEEDS` (default 100), from `LEASEHOLD_SIM_FIRST`.
+    fn seeds() -> std::ops::Range<u64> {
+        let n = std::env::var("LEASEHOLD_SIM_SEEDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(100);
+        let first = std::env::var("LEASEHOLD_SIM_FIRST")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        first..first + n
+    }
+
+    #[test]
+    #[ignore]
+    fn one_seed() {
+        let seed: u64 = std::env::var("LEASEHOLD_SIM_FIRST")
+            .unwrap()
+            .parse()
+            .unwrap();
+        let slow = std::env::var_os("LEASEHOLD_SIM_SLOW").is_some();
+        let r = run(
+            seed,
+            if slow {
+                Scenario::SlowApiServer
+            } else {
+                Scenario::Faults
+            },
+        );
+        eprintln!("{r:#?}");
+    }
+
+    #[test]
+    fn under_faults_no_two_members_work_on_one_target_and_every_target_is_worked_on_again() {
+        let mut events = 0;
+        let seeds = seeds();
+        let count = seeds.end - seeds.start;
+        for seed in seeds {
+            let r = run(seed, Scenario::Faults);
+            events += r.events;
+            assert!(
+                r.overlaps.is_empty(),
+                "seed {seed}: {:?}\nfaults {:?}",
+                r.overlaps,
+                r.faults
+            );
+            assert!(
+                r.not_converged.is_none(),
+                "seed {seed}: {:?}\nfaults {:?}",
+                r.not_converged,
+                r.faults
+            );
+        }
+        eprintln!("simulation: {count} seeds of faults, {events} events, 0 overlaps");
+    }
+
+    #[test]
+    fn an_api_server_slow_for_everyone_fences_nobody() {
+        let mut events = 0;
+        let seeds = seeds();
+        let count = seeds.end - seeds.start;
+        for seed in seeds {
+            let r = run(seed, Scenario::SlowApiServer);
+            events += r.events;
+            assert!(
+                r.overlaps.is_empty(),
+                "seed {seed}: {:?}\nfaults {:?}",
+                r.overlaps,
+                r.faults
+            );
+            assert!(
+                r.not_converged.is_none(),
+                "seed {seed}: {:?}\nfaults {:?}",
+                r.not_converged,
+                r.faults
+            );
+            assert!(
+                r.failovers_of_healthy.is_empty(),
+                "seed {seed}: {:?}\nfaults {:?}",
+                r.failovers_of_healthy,
+                r.faults
+            );
+        }
+        eprintln!(
+            "simulation: {count} seeds of a slow API server, {events} events, 0 overlaps, 0 fences"
+        );
+    }
+}
