@@ -178,7 +178,8 @@ async fn reconcile(
     now_ms: i64,
 ) -> bool {
     let duration_s = i32::try_from(spec.policy.lease_duration.as_secs()).unwrap_or(i32::MAX);
-    let guard = lapse.guard(spec.policy.mass_lapse_share, now_ms);
+    let duration_ms = i64::try_from(spec.policy.lease_duration.as_millis()).unwrap_or(i64::MAX);
+    let guard = lapse.guard(spec.policy.mass_lapse_share, now_ms, duration_ms);
     let v = view.clone();
     // Deciding walks every target: off the async workers, like building the model.
     let decision = match tokio::task::spawn_blocking(move || {
@@ -232,11 +233,6 @@ async fn live_through(
     let duration_ms = i64::try_from(spec.policy.lease_duration.as_millis()).unwrap_or(i64::MAX);
     let turn = lapse.lived(decision, now_ms, duration_ms);
     inner.set_mass_lapse(&spec.name, decision.mass_lapse.clone());
-    if let Some(m) = &decision.mass_lapse
-        && !decision.came_back.is_empty()
-    {
-        info!(cluster = %spec.name, came_back = ?decision.came_back, lapsed = ?m.lapsed, "mass lapse: held-back members renew again; no failover for a lease duration");
-    }
     if let Some(member) = &decision.failed_over_in_lapse {
         warn!(cluster = %spec.name, %member, "mass lapse: failing over one lapsed member (at most one per lease duration)");
     }

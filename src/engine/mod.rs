@@ -342,6 +342,8 @@ impl Engine {
         let shared = SharedIndex::new(index);
         let views = views::Views::new(config.clusters.iter().map(|c| c.name.as_str()));
         let probes = Probes::new(&config.control_plane.lease_name, &identity);
+        let metrics = Metrics::new();
+        metrics.set_write_concurrency(pacing::INITIAL_LIMIT);
         let events = kube::runtime::events::Recorder::new(
             client.clone(),
             kube::runtime::events::Reporter {
@@ -360,7 +362,7 @@ impl Engine {
                 busy: Mutex::default(),
                 ops_wake: Notify::new(),
                 views,
-                metrics: Metrics::new(),
+                metrics,
                 probes,
                 events,
                 lapses: Mutex::default(),

@@ -126,12 +126,12 @@ enum FaultEv {
         extra: i64,
         for_ms: i64,
     },
-    SlowOver,
+    SlowOver(i64),
     CpLag {
         extra: i64,
         for_ms: i64,
     },
-    CpLagOver,
+    CpLagOver(i64),
     CpCrash {
         restart_after: i64,
     },
@@ -272,8 +272,13 @@ struct Sim {
     /// The control plane's watch stream: the last delivery time (watch order is kept).
     cp_watch_last: i64,
     cp_lag: i64,
+    lags: Vec<i64>,
     member_watch_last: Vec<i64>,
     slow_extra: i64,
+    slows: Vec<i64>,
+    /// A deliberately broken member rule, to show the checker catches it: members keep
+    /// working past their renew deadline.
+    ignore_deadline: bool,
     /// Requests held by partitions, per member: (id, request).
     held: Vec<Vec<(u64, MemberReq)>>,
     next_id: u64,
@@ -353,8 +358,11 @@ impl Sim {
             cp_epochs: 0,
             cp_watch_last: 0,
             cp_lag: 0,
+            lags: Vec::new(),
             member_watch_last: vec![0; n],
             slow_extra: 0,
+            slows: Vec::new(),
+            ignore_deadline: false,
             held: vec![Vec::new(); n],
             next_id: 0,
             work: BTreeMap::new(),
@@ -513,6 +521,7 @@ impl Sim {
         // Past the renew deadline: every hold is lost, the work stops, nothing is written.
         if let Some(deadline) = self.members[m].deadline()
             && now_local >= deadline
+            && !self.ignore_deadline
         {
             self.stop_all(m);
             self.members[m].renewed = None;
@@ -812,7 +821,9 @@ impl Sim {
         let Some(model) = cp.index.model(CLUSTER, now) else {
             return;
         };
-        let guard = cp.lapse.guard(placement::DEFAULT_MASS_LAPSE_SHARE, now_ms);
+        let guard = cp
+            .lapse
+            .guard(placement::DEFAULT_MASS_LAPSE_SHARE, now_ms, D);
         let decision =
             placement::decide_guarded(&model, (D / 1000) as i32, &HashSet::new(), &guard);
         if decision.decided {
@@ -837,10 +848,10 @@ impl Sim {
                 })
                 .collect();
             eprintln!(
-                "t={t} cp: decided {} {live:?} lapse {:?} came_back {:?} failed_over {:?} actions {:?}",
+                "t={t} cp: decided {} {live:?} lapse {:?} recovering {:?} failed_over {:?} actions {:?}",
                 decision.decided,
-                decision.mass_lapse.as_ref().map(|m| &m.lapsed),
-                decision.came_back,
+                decision.mass_lapse.as_ref().map(|m| (&m.lapsed, &m.late)),
+                decision.recovering,
                 decision.failed_over_in_lapse,
                 decision
                     .actions
@@ -932,7 +943,7 @@ impl Sim {
                 }
             }
         };
-        let d = self.net();
+        let d = self.net() + self.slow_extra;
         self.at(t + d, Ev::CpAnswer { epoch, w, read, ok });
     }
 
@@ -1117,16 +1128,29 @@ impl Sim {
                     }
                 }
             }
+            // Overlapping slow spells: the slowest one in force counts.
             FaultEv::SlowAll { extra, for_ms } => {
-                self.slow_extra = extra;
-                self.at(self.t + for_ms, Ev::Fault(FaultEv::SlowOver));
+                self.slows.push(extra);
+                self.slow_extra = self.slows.iter().copied().max().unwrap_or(0);
+                self.at(self.t + for_ms, Ev::Fault(FaultEv::SlowOver(extra)));
             }
-            FaultEv::SlowOver => self.slow_extra = 0,
+            FaultEv::SlowOver(extra) => {
+                if let Some(i) = self.slows.iter().position(|e| *e == extra) {
+                    self.slows.swap_remove(i);
+                }
+                self.slow_extra = self.slows.iter().copied().max().unwrap_or(0);
+            }
             FaultEv::CpLag { extra, for_ms } => {
-                self.cp_lag = extra;
-                self.at(self.t + for_ms, Ev::Fault(FaultEv::CpLagOver));
+                self.lags.push(extra);
+                self.cp_lag = self.lags.iter().copied().max().unwrap_or(0);
+                self.at(self.t + for_ms, Ev::Fault(FaultEv::CpLagOver(extra)));
             }
-            FaultEv::CpLagOver => self.cp_lag = 0,
+            FaultEv::CpLagOver(extra) => {
+                if let Some(i) = self.lags.iter().position(|e| *e == extra) {
+                    self.lags.swap_remove(i);
+                }
+                self.cp_lag = self.lags.iter().copied().max().unwrap_or(0);
+            }
             FaultEv::CpCrash { restart_after } => {
                 self.cp = None;
                 self.at(self.t + restart_after, Ev::Fault(FaultEv::CpRestart));
@@ -1202,10 +1226,16 @@ pub enum Scenario {
 /// Runs one seed: a placement, faults over ten lease durations, then until everything healed
 /// plus the bound.
 pub fn run(seed: u64, scenario: Scenario) -> Report {
+    run_with(seed, scenario, false)
+}
+
+/// [`run`], with members that keep working past their renew deadline if `broken`.
+fn run_with(seed: u64, scenario: Scenario, broken: bool) -> Report {
     let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed);
     let n = rng.random_range(3..=5);
     let targets = rng.random_range(8..=24);
     let mut sim = Sim::new(seed, n, targets);
+    sim.ignore_deadline = broken;
     for m in 0..n {
         sim.start_member(m);
     }
@@ -1381,6 +1411,15 @@ mod tests {
             );
         }
         (count, events)
+    }
+
+    /// The checker can fail: members that keep working past their renew deadline (a broken
+    /// agent) are caught working on a target beside its new owner.
+    #[test]
+    fn a_member_working_past_its_deadline_is_caught() {
+        let caught =
+            (0..50).find(|seed| !run_with(*seed, Scenario::Faults, true).overlaps.is_empty());
+        assert!(caught.is_some(), "no overlap in 50 seeds of broken members");
     }
 
     #[test]

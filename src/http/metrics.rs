@@ -21,7 +21,9 @@ pub async fn scrape(State(state): State<AppState>) -> Response {
     for c in &engine.config().clusters {
         if let Ok(view) = engine.view(&c.name).await {
             let mut gauges = view.model.gauges();
-            gauges.mass_lapse_members = engine.mass_lapse(&view).map_or(0, |l| l.lapsed.len());
+            gauges.mass_lapse_members = engine
+                .mass_lapse(&view)
+                .map_or(0, |l| l.lapsed.len() + l.late.len());
             m.observe_cluster(&gauges);
         }
     }

@@ -20,6 +20,9 @@ const MAX_CONFLICTS: usize = 8;
 /// conflict of the same write (at most 160 ms), so that writers that collided do not read and
 /// collide again at once — no re-read storm on a busy server.
 async fn after_conflict(attempt: usize) {
+    if attempt + 1 >= MAX_CONFLICTS {
+        return; // the caller gives up now
+    }
     let most = (5u64 << attempt.min(5)).min(160);
     let pause = rand::random_range(0..=most);
     tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
