@@ -563,7 +563,10 @@ pub fn decide_guarded(
         closed.extend(spared.iter().copied());
         // Failing one over helps only if a live member outside the lapse can take its
         // targets; the longest silent goes first.
+        // Not while a stale spell is less than a duration behind: members may have lapsed
+        // unseen, suspects not been counted.
         if guard.may_fail_over_one
+            && !guard.after_stale
             && model
                 .instances
                 .iter()
