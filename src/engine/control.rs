@@ -194,7 +194,7 @@ async fn reconcile(
         }
     };
     if decision.decided {
-        live_through(inner, spec, lapse, &decision, now_ms).await;
+        live_through(inner, spec, lapse, &decision, (now_ms, duration_ms)).await;
     } else {
         lapse.stale(now_ms);
     }
@@ -227,10 +227,9 @@ async fn live_through(
     spec: &Cluster,
     lapse: &mut placement::LapseWatch,
     decision: &placement::Decision,
-    now_ms: i64,
+    (now_ms, duration_ms): (i64, i64),
 ) {
     use kube::runtime::events::{Event, EventType};
-    let duration_ms = i64::try_from(spec.policy.lease_duration.as_millis()).unwrap_or(i64::MAX);
     let turn = lapse.lived(decision, now_ms, duration_ms);
     inner.set_mass_lapse(&spec.name, decision.mass_lapse.clone());
     if let Some(member) = &decision.failed_over_in_lapse {

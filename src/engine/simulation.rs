@@ -19,7 +19,8 @@
 //! index from a fresh list, a new lapse watch), and every clock running at its own rate within
 //! ±ρ. Invariants: never two members *working* on one target at once; once every fault has
 //! healed, every target is worked on by exactly one live member within a bound; and when only
-//! the API server was slow, no member was fenced.
+//! the API server was slow, healthy members are fenced in few seeds (docs/protocol.md says
+//! which pattern still does it).
 
 // Leases travel by value in events and answers: a simulation, not a hot path.
 #![allow(clippy::large_enum_variant, clippy::result_large_err)]
@@ -140,6 +141,19 @@ enum FaultEv {
     CpRestart,
 }
 
+impl FaultEv {
+    /// How long after it starts a fault has healed (0: never, or at once).
+    fn lasts(&self) -> i64 {
+        match *self {
+            FaultEv::Crash { restart_after, .. } => restart_after.unwrap_or(0),
+            FaultEv::Partition { heal_after, .. } => heal_after,
+            FaultEv::SlowAll { for_ms, .. } | FaultEv::CpLag { for_ms, .. } => for_ms,
+            FaultEv::CpCrash { restart_after } => restart_after,
+            _ => 0,
+        }
+    }
+}
+
 /// One member: a process with its own clock, its member Lease and its holds.
 struct Member {
     name: String,
@@ -147,7 +161,6 @@ struct Member {
     alive: bool,
     /// Requests sent while partitioned wait here until the link heals.
     partitioned: bool,
-    generation: u64,
     /// Our copy of our member Lease (`None`: create it).
     heart: Option<Lease>,
     /// Local time the last successful renewal of this term was sent (`None`: no authority).
@@ -237,7 +250,6 @@ struct ControlPlane {
     writes: Vec<CpWrite>,
     /// The second batch (everything but fences), waiting for the first.
     rest: Vec<Action>,
-    probe_seq: i64,
 }
 
 impl ControlPlane {
@@ -273,10 +285,10 @@ struct Sim {
     cp_epochs: u64,
     /// The control plane's watch stream: the last delivery time (watch order is kept).
     cp_watch_last: i64,
-    cp_lag: i64,
+    /// Spells of control-plane watch lag in force (ms each).
     lags: Vec<i64>,
     member_watch_last: Vec<i64>,
-    slow_extra: i64,
+    /// Spells of a slow API server in force (extra ms each way).
     slows: Vec<i64>,
     /// A deliberately broken member rule, to show the checker catches it: members keep
     /// working past their renew deadline.
@@ -291,7 +303,6 @@ struct Sim {
     report: Report,
     /// Members ever crashed or partitioned (a fence of any other is of a healthy member).
     faulted: HashSet<usize>,
-    healed_at: i64,
 }
 
 fn config(targets: &[String]) -> Config {
@@ -334,7 +345,6 @@ impl Sim {
                 clock: Clock::new(&mut rng),
                 alive: true,
                 partitioned: false,
-                generation: 0,
                 heart: None,
                 renewed: None,
                 heart_in_flight: None,
@@ -359,10 +369,8 @@ impl Sim {
             cp: None,
             cp_epochs: 0,
             cp_watch_last: 0,
-            cp_lag: 0,
             lags: Vec::new(),
             member_watch_last: vec![0; n],
-            slow_extra: 0,
             slows: Vec::new(),
             ignore_deadline: false,
             held: vec![Vec::new(); n],
@@ -372,7 +380,6 @@ impl Sim {
             targets,
             report: Report::default(),
             faulted: HashSet::new(),
-            healed_at: 0,
         }
     }
 
@@ -380,6 +387,16 @@ impl Sim {
         self.seq += 1;
         self.queue.push(Reverse((t.max(self.t), self.seq)));
         self.events.insert(self.seq, ev);
+    }
+
+    /// Extra delay of every request and answer each way now (the slowest spell in force).
+    fn slow_extra(&self) -> i64 {
+        self.slows.iter().copied().max().unwrap_or(0)
+    }
+
+    /// Extra delay of the control plane's watch now.
+    fn cp_lag(&self) -> i64 {
+        self.lags.iter().copied().max().unwrap_or(0)
     }
 
     fn net(&mut self) -> i64 {
@@ -417,19 +434,29 @@ impl Sim {
         Ok(stored)
     }
 
+    /// Something committed now reaches the control plane's watch, after everything committed
+    /// before it.
+    fn cp_sees(&mut self, epoch: u64, item: WatchItem) {
+        let d = self.net() + self.cp_lag();
+        self.cp_watch_last = self.cp_watch_last.max(self.t + d);
+        let when = self.cp_watch_last;
+        self.at(when, Ev::CpWatch { epoch, item });
+    }
+
+    /// The target Leases stored now, as a member's (re)list shows them.
+    fn target_leases(&self) -> BTreeMap<String, Lease> {
+        let stem = protocol::names::target_lease_stem(PREFIX, CLUSTER);
+        self.store
+            .iter()
+            .filter(|(n, _)| n.starts_with(&stem))
+            .map(|(n, l)| (n.clone(), l.clone()))
+            .collect()
+    }
+
     fn broadcast(&mut self, lease: &Lease) {
         if let Some(cp) = &self.cp {
             let epoch = cp.epoch;
-            let d = self.net() + self.cp_lag;
-            self.cp_watch_last = self.cp_watch_last.max(self.t + d);
-            let when = self.cp_watch_last;
-            self.at(
-                when,
-                Ev::CpWatch {
-                    epoch,
-                    item: WatchItem::Lease(Box::new(lease.clone())),
-                },
-            );
+            self.cp_sees(epoch, WatchItem::Lease(Box::new(lease.clone())));
         }
         let is_target =
             lease.metadata.name.as_deref().is_some_and(|n| {
@@ -440,7 +467,7 @@ impl Sim {
                 if !self.members[m].alive || self.members[m].partitioned {
                     continue;
                 }
-                let d = self.net() + self.slow_extra;
+                let d = self.net() + self.slow_extra();
                 self.member_watch_last[m] = self.member_watch_last[m].max(self.t + d);
                 let when = self.member_watch_last[m];
                 self.at(
@@ -493,7 +520,7 @@ impl Sim {
         if self.members[m].partitioned {
             self.held[m].push((id, req));
         } else {
-            let d = self.net() + self.slow_extra;
+            let d = self.net() + self.slow_extra();
             self.at(self.t + d, Ev::MemberArrive { m, id, req });
         }
         id
@@ -617,7 +644,7 @@ impl Sim {
         if self.members[m].partitioned {
             return; // the answer is lost
         }
-        let d = self.net() + self.slow_extra;
+        let d = self.net() + self.slow_extra();
         self.at(self.t + d, Ev::MemberAnswer { m, id, req, result });
     }
 
@@ -719,10 +746,8 @@ impl Sim {
     }
 
     fn start_member(&mut self, m: usize) {
-        let gen_ = self.members[m].generation + 1;
         let mm = &mut self.members[m];
         mm.alive = true;
-        mm.generation = gen_;
         mm.heart = None;
         mm.renewed = None;
         mm.heart_in_flight = None;
@@ -730,12 +755,7 @@ impl Sim {
         mm.in_flight.clear();
         mm.next_wake = None;
         // A new process lists the target Leases first.
-        mm.view = self
-            .store
-            .iter()
-            .filter(|(n, _)| n.starts_with(&protocol::names::target_lease_stem(PREFIX, CLUSTER)))
-            .map(|(n, l)| (n.clone(), l.clone()))
-            .collect();
+        self.members[m].view = self.target_leases();
         self.wake_member_at(m, self.t);
     }
 
@@ -753,7 +773,6 @@ impl Sim {
             lapse: LapseWatch::default(),
             writes: Vec::new(),
             rest: Vec::new(),
-            probe_seq: 0,
         };
         let now = cp.ts(self.t);
         let pods: Vec<Pod> = self.members.iter().map(|m| pod(&m.name)).collect();
@@ -774,11 +793,10 @@ impl Sim {
         if cp.epoch != epoch {
             return;
         }
-        cp.probe_seq += 1;
         let sent = cp.ts(self.t).as_millisecond();
         // Written (as slow as any request); committed when it reaches the server, and seen
         // back on the watch in commit order with every other change.
-        let d = self.net() + self.slow_extra;
+        let d = self.net() + self.slow_extra();
         self.at(self.t + d, Ev::CpProbeCommitted { epoch, sent });
         let next = self.t + ((D / 3) as f64 / self.cp.as_ref().unwrap().clock.rate) as i64;
         self.at(next, Ev::CpProbe(epoch));
@@ -887,7 +905,7 @@ impl Sim {
             })
             .collect();
         for w in 0..cp.writes.len() {
-            let d = self.net() + self.slow_extra;
+            let d = self.net() + self.slow_extra();
             self.at(self.t + d, Ev::CpArrive { epoch, w });
         }
     }
@@ -936,7 +954,7 @@ impl Sim {
                 }
             }
         };
-        let d = self.net() + self.slow_extra;
+        let d = self.net() + self.slow_extra();
         self.at(t + d, Ev::CpAnswer { epoch, w, read, ok });
     }
 
@@ -1063,7 +1081,7 @@ impl Sim {
             }
         }
         if next.is_some() {
-            let d = self.net() + self.slow_extra;
+            let d = self.net() + self.slow_extra();
             self.at(t + d, Ev::CpArrive { epoch, w });
         }
         let cp = self.cp.as_mut().unwrap();
@@ -1107,43 +1125,23 @@ impl Sim {
                 }
                 // Its watch relists.
                 if self.members[m].alive {
-                    let view: BTreeMap<String, Lease> = self
-                        .store
-                        .iter()
-                        .filter(|(n, _)| {
-                            n.starts_with(&protocol::names::target_lease_stem(PREFIX, CLUSTER))
-                        })
-                        .map(|(n, l)| (n.clone(), l.clone()))
-                        .collect();
-                    for (_, l) in view {
+                    for (_, l) in self.target_leases() {
                         let d = self.net();
                         self.at(self.t + d, Ev::MemberWatch { m, lease: l });
                     }
                 }
             }
-            // Overlapping slow spells: the slowest one in force counts.
+            // Spells overlap: the slowest one in force counts (`slow_extra`, `cp_lag`).
             FaultEv::SlowAll { extra, for_ms } => {
                 self.slows.push(extra);
-                self.slow_extra = self.slows.iter().copied().max().unwrap_or(0);
                 self.at(self.t + for_ms, Ev::Fault(FaultEv::SlowOver(extra)));
             }
-            FaultEv::SlowOver(extra) => {
-                if let Some(i) = self.slows.iter().position(|e| *e == extra) {
-                    self.slows.swap_remove(i);
-                }
-                self.slow_extra = self.slows.iter().copied().max().unwrap_or(0);
-            }
+            FaultEv::SlowOver(extra) => end_spell(&mut self.slows, extra),
             FaultEv::CpLag { extra, for_ms } => {
                 self.lags.push(extra);
-                self.cp_lag = self.lags.iter().copied().max().unwrap_or(0);
                 self.at(self.t + for_ms, Ev::Fault(FaultEv::CpLagOver(extra)));
             }
-            FaultEv::CpLagOver(extra) => {
-                if let Some(i) = self.lags.iter().position(|e| *e == extra) {
-                    self.lags.swap_remove(i);
-                }
-                self.cp_lag = self.lags.iter().copied().max().unwrap_or(0);
-            }
+            FaultEv::CpLagOver(extra) => end_spell(&mut self.lags, extra),
             FaultEv::CpCrash { restart_after } => {
                 self.cp = None;
                 self.at(self.t + restart_after, Ev::Fault(FaultEv::CpRestart));
@@ -1178,16 +1176,7 @@ impl Sim {
                 Ev::CpProbe(e) => self.cp_probe(e),
                 Ev::CpProbeCommitted { epoch, sent } => {
                     if self.cp.as_ref().is_some_and(|cp| cp.epoch == epoch) {
-                        let d = self.net() + self.cp_lag;
-                        self.cp_watch_last = self.cp_watch_last.max(self.t + d);
-                        let when = self.cp_watch_last;
-                        self.at(
-                            when,
-                            Ev::CpWatch {
-                                epoch,
-                                item: WatchItem::Probe(sent),
-                            },
-                        );
+                        self.cp_sees(epoch, WatchItem::Probe(sent));
                     }
                 }
                 Ev::CpArrive { epoch, w } => self.cp_arrive(epoch, w),
@@ -1211,6 +1200,13 @@ impl Sim {
                 (t.clone(), w)
             })
             .collect()
+    }
+}
+
+/// Ends one spell of `extra` among `spells`.
+fn end_spell(spells: &mut Vec<i64>, extra: i64) {
+    if let Some(i) = spells.iter().position(|e| *e == extra) {
+        spells.swap_remove(i);
     }
 }
 
@@ -1258,14 +1254,12 @@ fn run_with(seed: u64, scenario: Scenario, broken: bool) -> Report {
             Scenario::SlowApiServer => {
                 if rng.random_bool(0.8) {
                     let for_ms = rng.random_range(D..4 * D);
-                    last_heal = last_heal.max(at + for_ms);
                     FaultEv::SlowAll {
                         extra: rng.random_range(D / 2..2 * D),
                         for_ms,
                     }
                 } else {
                     let after = rng.random_range(D / 2..2 * D);
-                    last_heal = last_heal.max(at + after);
                     FaultEv::CpCrash {
                         restart_after: after,
                     }
@@ -1274,7 +1268,6 @@ fn run_with(seed: u64, scenario: Scenario, broken: bool) -> Report {
             Scenario::Faults => match rng.random_range(0..5) {
                 0 => {
                     let restart = rng.random_bool(0.5).then(|| rng.random_range(D / 2..3 * D));
-                    last_heal = last_heal.max(at + restart.unwrap_or(0));
                     FaultEv::Crash {
                         m: rng.random_range(0..n),
                         restart_after: restart,
@@ -1282,7 +1275,6 @@ fn run_with(seed: u64, scenario: Scenario, broken: bool) -> Report {
                 }
                 1 => {
                     let heal = rng.random_range(D / 3..3 * D);
-                    last_heal = last_heal.max(at + heal);
                     FaultEv::Partition {
                         m: rng.random_range(0..n),
                         heal_after: heal,
@@ -1290,7 +1282,6 @@ fn run_with(seed: u64, scenario: Scenario, broken: bool) -> Report {
                 }
                 2 => {
                     let for_ms = rng.random_range(D / 2..3 * D);
-                    last_heal = last_heal.max(at + for_ms);
                     FaultEv::CpLag {
                         extra: rng.random_range(D / 3..2 * D),
                         for_ms,
@@ -1298,14 +1289,12 @@ fn run_with(seed: u64, scenario: Scenario, broken: bool) -> Report {
                 }
                 3 => {
                     let after = rng.random_range(D / 2..2 * D);
-                    last_heal = last_heal.max(at + after);
                     FaultEv::CpCrash {
                         restart_after: after,
                     }
                 }
                 _ => {
                     let for_ms = rng.random_range(D / 3..2 * D);
-                    last_heal = last_heal.max(at + for_ms);
                     FaultEv::SlowAll {
                         extra: rng.random_range(D / 4..D),
                         for_ms,
@@ -1313,6 +1302,7 @@ fn run_with(seed: u64, scenario: Scenario, broken: bool) -> Report {
                 }
             },
         };
+        last_heal = last_heal.max(at + f.lasts());
         sim.report.faults.push(format!("{at}: {f:?}"));
         sim.at(at, Ev::Fault(f));
     }
@@ -1323,7 +1313,6 @@ fn run_with(seed: u64, scenario: Scenario, broken: bool) -> Report {
         sim.report.not_converged = Some(format!("before the faults, {t} worked on by {w:?}"));
         return sim.report;
     }
-    sim.healed_at = last_heal;
     // The bound after the last fault healed: a mass lapse's grace (D), a failover (D + a
     // pass), the renewals that end a lapse (D/3), a new control plane's first proof (D/3).
     let bound = 4 * D;
