@@ -395,12 +395,16 @@ async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
     agent::run(client, cfg, hooks, shutdown_signal()).await
 }
 
-/// Completes on SIGTERM (what the kubelet sends) or Ctrl-C.
-async fn shutdown_signal() {
+/// Completes on SIGTERM (what the kubelet sends) or Ctrl-C. The SIGTERM handler is installed
+/// when this is called, not when the future is first polled: a signal that arrives in between
+/// (a demo told to stop right after it printed its addresses) would otherwise kill the process
+/// before it cleans up.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    async move {
+        #[cfg(unix)]
+        match term {
             Ok(mut term) => {
                 tokio::select! {
                     _ = term.recv() => {}
@@ -412,10 +416,10 @@ async fn shutdown_signal() {
                 let _ = tokio::signal::ctrl_c().await;
             }
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
