@@ -5,6 +5,8 @@
 //! deleted); or crashed (the agent dies without releasing and the pod is marked Failed, so its
 //! member Lease must expire, and be fenced, before the control plane's failover hands its
 //! targets to others). It writes only pods; Leases are the agents' and the control plane's.
+//! What it is doing with each member it publishes ([`MemberState`]), so the dashboard offers
+//! only the controls that apply.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -18,7 +20,7 @@ use tokio::task::{AbortHandle, JoinError, JoinSet};
 
 use super::layout::{self, CLUSTERS, NAMESPACE};
 use crate::agent::{Agent, AgentConfig, NoHooks};
-use crate::http::demo::DemoAction;
+use crate::http::demo::{Answer, DemoAction, MemberState, MemberStates, Outcome};
 use kube_sim::kubelet;
 
 /// How long a stopping agent may take to release what it holds before it is aborted (a
@@ -52,11 +54,18 @@ pub struct Members {
     /// The next ordinal of each cluster (never reused, so a new member is never mistaken for
     /// a crashed one whose Leases have not expired yet).
     next: BTreeMap<String, u32>,
+    /// Where each member's state is published (for the dashboard).
+    states: watch::Sender<MemberStates>,
 }
 
 impl Members {
-    /// No members yet; `lease_duration` is what agents promise when a Lease does not say.
-    pub fn new(client: Client, lease_duration: Duration) -> Self {
+    /// No members yet; `lease_duration` is what agents promise when a Lease does not say;
+    /// `states` is where what happens to each member is published.
+    pub fn new(
+        client: Client,
+        lease_duration: Duration,
+        states: watch::Sender<MemberStates>,
+    ) -> Self {
         Self {
             client,
             lease_duration,
@@ -64,7 +73,17 @@ impl Members {
             running: BTreeMap::new(),
             crashed: BTreeMap::new(),
             next: BTreeMap::new(),
+            states,
         }
+    }
+
+    /// Publishes that `cluster`'s member `name` is now in `state`.
+    fn publish(&self, cluster: &str, name: &str, state: MemberState) {
+        self.states.send_modify(|m| {
+            m.entry(cluster.to_owned())
+                .or_default()
+                .insert(name.to_owned(), state);
+        });
     }
 
     /// Starts the agent of `cluster`'s existing pod `ordinal`.
@@ -96,6 +115,7 @@ impl Members {
                 .await;
             (task_name, result)
         });
+        self.publish(cluster, &name, MemberState::Running);
         self.running.insert(
             name,
             Running {
@@ -131,7 +151,8 @@ impl Members {
 
     /// Stops every agent gracefully (they release what they hold), waiting at most `grace`.
     pub async fn stop_all(&mut self, grace: Duration) {
-        for (_, r) in std::mem::take(&mut self.running) {
+        for (name, r) in std::mem::take(&mut self.running) {
+            self.publish(&r.cluster, &name, MemberState::Stopping);
             let _ = r.stop.send(());
         }
         let _ = tokio::time::timeout(grace, async {
@@ -141,28 +162,39 @@ impl Members {
         self.tasks.abort_all();
     }
 
-    /// Does `action`; the outcome is a message for people, or why it cannot be done.
-    pub async fn serve(&mut self, action: DemoAction) -> Result<String, String> {
+    /// Does `action`; the answer says what was done, or why not.
+    pub async fn serve(&mut self, action: DemoAction) -> Answer {
         match action {
             DemoAction::AddMember { cluster } => self.add(&cluster).await,
             DemoAction::StopMember { cluster, instance } => self.stop(&cluster, &instance).await,
             DemoAction::CrashMember { cluster, instance } => self.crash(&cluster, &instance).await,
         }
+        .unwrap_or_else(|refused| refused)
     }
 
-    fn known(cluster: &str) -> Result<(), String> {
+    fn known(cluster: &str) -> Result<(), Answer> {
         if CLUSTERS.contains(&cluster) {
             Ok(())
         } else {
-            Err(format!(
-                "the demo has no cluster {cluster:?} (it has {})",
-                CLUSTERS.join(", ")
-            ))
+            Err(Answer {
+                outcome: Outcome::NoCluster,
+                member: None,
+                message: format!(
+                    "the demo has no cluster {cluster:?} (it has {})",
+                    CLUSTERS.join(", ")
+                ),
+            })
         }
     }
 
-    /// `cluster`'s running member `instance`, or why there is none.
-    fn running_member(&self, cluster: &str, instance: &str) -> Result<(), String> {
+    /// `cluster`'s running member `instance`, or why there is none (`refused`: the outcome
+    /// for a member that is not running).
+    fn running_member(
+        &self,
+        cluster: &str,
+        instance: &str,
+        refused: Outcome,
+    ) -> Result<(), Answer> {
         Self::known(cluster)?;
         if self
             .running
@@ -177,81 +209,133 @@ impl Members {
             .filter(|(_, r)| r.cluster == cluster)
             .map(|(n, _)| n.as_str())
             .collect();
-        let why = if self.crashed.get(instance).is_some_and(|c| c == cluster) {
-            "has crashed"
+        let (outcome, why) = if self.crashed.get(instance).is_some_and(|c| c == cluster) {
+            let outcome = match refused {
+                Outcome::CrashRefused => Outcome::AlreadyCrashed,
+                other => other,
+            };
+            (outcome, "has crashed")
         } else {
-            "is not a running member"
+            (refused, "is not a running member")
         };
-        Err(format!(
-            "{instance:?} {why} of {cluster} (running: {})",
-            if names.is_empty() {
-                "none".to_owned()
-            } else {
-                names.join(", ")
-            }
+        Err(Answer::about(
+            outcome,
+            instance,
+            format!(
+                "{instance:?} {why} of {cluster} (running: {})",
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            ),
         ))
     }
 
-    async fn add(&mut self, cluster: &str) -> Result<String, String> {
+    async fn add(&mut self, cluster: &str) -> Result<Answer, Answer> {
         Self::known(cluster)?;
         let ordinal = self.next.get(cluster).copied().unwrap_or(0);
-        let pod = layout::pod(cluster, ordinal).map_err(|e| e.to_string())?;
+        let name = format!("{cluster}-{ordinal}");
+        let failed = |message: String| Answer {
+            outcome: Outcome::AddFailed,
+            member: None,
+            message,
+        };
+        let pod = layout::pod(cluster, ordinal).map_err(|e| failed(e.to_string()))?;
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), NAMESPACE);
         pods.create(&PostParams::default(), &pod)
             .await
-            .map_err(|e| format!("creating pod {cluster}-{ordinal}: {e}"))?;
+            .map_err(|e| failed(format!("creating pod {name}: {e}")))?;
         self.start(cluster, ordinal);
-        let name = format!("{cluster}-{ordinal}");
         tracing::info!(cluster, member = %name, "demo: member added");
-        Ok(format!(
-            "{name} started (pod and agent); once membership settles a rebalance gives it a share of the targets of {cluster}"
+        Ok(Answer::about(
+            Outcome::Added,
+            &name,
+            format!(
+                "{name} started (pod and agent); once membership settles a rebalance gives it a share of the targets of {cluster}"
+            ),
         ))
     }
 
-    async fn stop(&mut self, cluster: &str, instance: &str) -> Result<String, String> {
+    async fn stop(&mut self, cluster: &str, instance: &str) -> Result<Answer, Answer> {
+        let failed = |message: String| Answer::about(Outcome::StopFailed, instance, message);
         if self.crashed.get(instance).is_some_and(|c| c == cluster) {
-            self.delete_pod(instance).await?;
+            self.delete_pod(instance).await.map_err(failed)?;
             self.crashed.remove(instance);
-            return Ok(format!("{instance} had crashed; its failed pod is deleted"));
+            self.publish(cluster, instance, MemberState::Stopped);
+            return Ok(Answer::about(
+                Outcome::PodDeleted,
+                instance,
+                format!("{instance} had crashed; its failed pod is deleted"),
+            ));
         }
-        self.running_member(cluster, instance)?;
+        self.running_member(cluster, instance, Outcome::StopRefused)?;
         let Some(r) = self.running.remove(instance) else {
-            return Err(format!("{instance:?} is not a running member of {cluster}"));
+            return Err(Answer::about(
+                Outcome::StopRefused,
+                instance,
+                format!("{instance:?} is not a running member of {cluster}"),
+            ));
         };
+        self.publish(cluster, instance, MemberState::Stopping);
         let _ = r.stop.send(());
         let graceful = tokio::time::timeout(STOP_GRACE, r.ended).await.is_ok();
         if !graceful {
             r.abort.abort();
         }
         let released = r.held.borrow().len();
-        self.delete_pod(instance).await?;
+        self.publish(cluster, instance, MemberState::Stopped);
+        self.delete_pod(instance).await.map_err(failed)?;
         tracing::info!(cluster, member = instance, graceful, "demo: member stopped");
         Ok(if graceful {
-            format!(
-                "{instance} stopped: its agent handed its targets over to the others before it exited, and its pod is deleted"
+            Answer::about(
+                Outcome::Stopped,
+                instance,
+                format!(
+                    "{instance} stopped: its agent handed its targets over to the others before it exited, and its pod is deleted"
+                ),
             )
         } else {
-            format!(
-                "{instance}'s agent did not finish releasing within {STOP_GRACE:?} and was killed ({released} targets still held); its pod is deleted"
+            Answer::about(
+                Outcome::Killed,
+                instance,
+                format!(
+                    "{instance}'s agent did not finish releasing within {STOP_GRACE:?} and was killed ({released} targets still held); its pod is deleted"
+                ),
             )
         })
     }
 
-    async fn crash(&mut self, cluster: &str, instance: &str) -> Result<String, String> {
-        self.running_member(cluster, instance)?;
+    async fn crash(&mut self, cluster: &str, instance: &str) -> Result<Answer, Answer> {
+        self.running_member(cluster, instance, Outcome::CrashRefused)?;
         let Some(r) = self.running.remove(instance) else {
-            return Err(format!("{instance:?} is not a running member of {cluster}"));
+            return Err(Answer::about(
+                Outcome::CrashRefused,
+                instance,
+                format!("{instance:?} is not a running member of {cluster}"),
+            ));
         };
         let held = r.held.borrow().len();
         r.abort.abort();
         let _ = r.ended.await;
         self.crashed.insert(instance.to_owned(), cluster.to_owned());
+        self.publish(cluster, instance, MemberState::Crashed);
         kubelet::fail(&self.client, NAMESPACE, instance)
             .await
-            .map_err(|e| format!("marking pod {instance} failed: {e}"))?;
+            .map_err(|e| {
+                Answer::about(
+                    Outcome::CrashFailed,
+                    instance,
+                    format!("marking pod {instance} failed: {e}"),
+                )
+            })?;
         tracing::info!(cluster, member = instance, held, "demo: member crashed");
-        Ok(format!(
-            "{instance} crashed: its agent died holding {held} targets and its pod failed; they move to other members once its member Lease expires and is fenced"
+        Ok(Answer::about(
+            Outcome::Crashed,
+            instance,
+            format!(
+                "{instance} crashed: its agent died holding {held} targets and its pod failed; they move to other members once its member Lease expires and is fenced"
+            ),
         ))
     }
 

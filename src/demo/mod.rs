@@ -204,14 +204,14 @@ pub async fn start(opts: DemoOptions) -> anyhow::Result<Demo> {
     let api = listener.local_addr()?;
     let kube = simulator.addr();
 
-    let mut members = Members::new(client, opts.timing.lease_duration);
+    let (controls, inbox) = DemoControls::channel();
+    let mut members = Members::new(client, opts.timing.lease_duration, inbox.members);
     for ordinal in 0..opts.members {
         members.start(COLLECTOR, ordinal);
     }
     for ordinal in 0..layout::REPLICA_MEMBERS {
         members.start(REPLICAS, ordinal);
     }
-    let (controls, requests) = DemoControls::channel();
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
@@ -232,7 +232,7 @@ pub async fn start(opts: DemoOptions) -> anyhow::Result<Demo> {
         members,
         core,
         stop_tx,
-        requests,
+        inbox.requests,
         stop_requested,
     ));
     Ok(Demo {

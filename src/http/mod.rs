@@ -62,6 +62,14 @@ pub fn router(state: AppState) -> Router {
         .url("/openapi.json", doc)
         .config(utoipa_swagger_ui::Config::from("/openapi.json").use_base_layout());
     let demo = state.demo.is_some().then(demo::router);
+    let mut pages = ui::router();
+    if state.demo.is_some() {
+        // The cluster page's demo section learns what the demo does with its members.
+        pages = pages.layer(middleware::from_fn_with_state(
+            state.clone(),
+            demo::with_panel,
+        ));
+    }
     let recorder = state.engine.metrics().clone();
     let state_for_host = state.clone();
     Router::new()
@@ -69,7 +77,7 @@ pub fn router(state: AppState) -> Router {
         .merge(demo.unwrap_or_default())
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .merge(ui::router())
+        .merge(pages)
         .route("/metrics", get(metrics::scrape))
         .fallback(not_found)
         .merge(swagger)

@@ -1,7 +1,8 @@
 //! `leasehold demo` in-process on port 0, driven over real HTTP like a visitor would: both
 //! clusters (collectors and the MMR-style replicas with their roles) in the API, then the
 //! demo controls: a member added takes a share, a crashed member's targets fail over once its
-//! Leases expire, a stopped member is gone and nothing it held is lost. Short lease durations
+//! Leases expire, a stopped member is gone and nothing it held is lost, and the dashboard offers
+//! only the controls that apply and says what each did. Short lease durations
 //! keep it well under a minute. And the `leasehold demo` process, stopped by SIGTERM, cleans up.
 
 use crate::common;
@@ -295,9 +296,17 @@ async fn a_visitor_adds_crashes_and_stops_members() {
         .post("/demo/clusters/collector/members/collector-1/crash")
         .await;
     assert_eq!(status, 400, "crashing twice: {v}");
+    // The dashboard no longer offers to crash or stop it, only to delete its failed pod.
+    let page = http.get("/clusters/collector").await;
+    let page = page.as_str().unwrap();
+    assert!(
+        !page.contains("/members/collector-1/crash") && page.contains("Delete its failed pod"),
+        "{page}"
+    );
+    assert!(page.contains("/members/collector-2/crash"), "{page}");
 
-    // Stop, as the dashboard's form post: 303 to the cluster's page; collector-0 is gone and
-    // every target it held is owned by another member.
+    // Stop, as the dashboard's form post: 303 to the cluster's page, which says what was done;
+    // collector-0 is gone and every target it held is owned by another member.
     let before = http.held_by(demo::COLLECTOR, "collector-0").await;
     assert!(!before.is_empty());
     let (status, headers, v) = http
@@ -309,7 +318,18 @@ async fn a_visitor_adds_crashes_and_stops_members() {
         )
         .await;
     assert_eq!(status, 303, "{v}");
-    assert_eq!(headers[header::LOCATION], "/clusters/collector");
+    let to = headers[header::LOCATION].to_str().unwrap();
+    assert_eq!(
+        to,
+        "/clusters/collector?demo=stopped&member=collector-0#demo-h"
+    );
+    let page = http.get(to.split('#').next().unwrap()).await;
+    assert!(
+        page.as_str().unwrap().contains(
+            "Stopped collector-0 gracefully (as SIGTERM would): it handed its targets over"
+        ),
+        "{page}"
+    );
     let gone = eventually(Duration::from_secs(15), || async {
         let (status, _, _) = http
             .call(

@@ -2,18 +2,22 @@
 //! `tests/it/browser.rs` drive the same pages in Chromium): every page renders for a viewer and
 //! sends a stranger to the login page; login starts a session with a safe cookie; forms
 //! without the session's CSRF token, or from another site, are refused; logout ends the
-//! session; a viewer cannot change anything; static assets revalidate with an ETag.
+//! session; a viewer cannot change anything; static assets revalidate with an ETag; under
+//! `leasehold demo`, the demo controls offer what applies and say what they did.
 
 use crate::common;
+
+use std::collections::BTreeMap;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode, header};
 use http_body_util::BodyExt as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use leasehold::http::demo::{Answer, DemoAction, DemoControls, MemberState, Outcome};
 use tower::ServiceExt as _;
 
-use common::app::{App, app, app_with_tls};
+use common::app::{App, app, app_with_demo, app_with_tls, call};
 
 /// What a request came back with.
 struct Res {
@@ -458,4 +462,210 @@ async fn an_instance_page_states_what_removal_does_and_unknown_ones_are_404() {
     )
     .await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND, "{}", missing.body);
+}
+
+/// Serves the demo controls for cluster `c` as `leasehold demo`'s task would, without agents:
+/// members `c-0` (running) and `c-1` (already stopping); an added member is `c-2`, `c-3`, …
+fn fake_demo() -> DemoControls {
+    let (controls, mut inbox) = DemoControls::channel();
+    tokio::spawn(async move {
+        let mut states = BTreeMap::from([
+            ("c-0".to_owned(), MemberState::Running),
+            ("c-1".to_owned(), MemberState::Stopping),
+        ]);
+        let mut next = 2;
+        loop {
+            inbox
+                .members
+                .send_replace(BTreeMap::from([("c".into(), states.clone())]));
+            let Some(req) = inbox.requests.recv().await else {
+                return;
+            };
+            let answer = match req.action {
+                DemoAction::AddMember { .. } => {
+                    let m = format!("c-{next}");
+                    next += 1;
+                    states.insert(m.clone(), MemberState::Running);
+                    Answer::about(Outcome::Added, &m, format!("{m} started"))
+                }
+                DemoAction::StopMember { instance: m, .. } => match states.get(&m) {
+                    Some(MemberState::Running) => {
+                        states.insert(m.clone(), MemberState::Stopped);
+                        Answer::about(Outcome::Stopped, &m, format!("{m} stopped"))
+                    }
+                    Some(MemberState::Crashed) => {
+                        states.insert(m.clone(), MemberState::Stopped);
+                        Answer::about(Outcome::PodDeleted, &m, format!("{m}'s pod deleted"))
+                    }
+                    _ => Answer::about(Outcome::StopRefused, &m, format!("{m} is not running")),
+                },
+                DemoAction::CrashMember { instance: m, .. } => match states.get(&m) {
+                    Some(MemberState::Running) => {
+                        states.insert(m.clone(), MemberState::Crashed);
+                        Answer::about(Outcome::Crashed, &m, format!("{m} crashed"))
+                    }
+                    Some(MemberState::Crashed) => {
+                        Answer::about(Outcome::AlreadyCrashed, &m, format!("{m} has crashed"))
+                    }
+                    _ => Answer::about(Outcome::CrashRefused, &m, format!("{m} is not running")),
+                },
+            };
+            // The new states are published before the answer, as the demo task does.
+            inbox
+                .members
+                .send_replace(BTreeMap::from([("c".into(), states.clone())]));
+            let _ = req.reply.send(answer);
+        }
+    });
+    controls
+}
+
+/// A demo control posted from the cluster page: the 303 and the page it leads to.
+async fn demo_post(app: &App, path: &str, cookie: &str, csrf: &str) -> (String, Res) {
+    let res = post_form(app, path, Auth::Cookie(cookie), &[("csrf", csrf)]).await;
+    assert_eq!(res.status, StatusCode::SEE_OTHER, "{}", res.body);
+    let to = res.headers[header::LOCATION].to_str().unwrap().to_owned();
+    assert!(to.ends_with("#demo-h"), "lands on the demo section: {to}");
+    let page = get(app, to.split('#').next().unwrap(), Auth::Cookie(cookie)).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    (to, page)
+}
+
+/// The text of the page's demo notice and whether it is an error, if there is one.
+fn demo_notice(html: &str) -> Option<(bool, String)> {
+    let at = html.find(r#"<p id="demo-notice""#)?;
+    let p = &html[at..at + html[at..].find("</p>").unwrap()];
+    let alert = p.contains(r#"class="error-box" role="alert""#);
+    assert!(alert || p.contains(r#"role="status""#), "{p}");
+    let text = p[p.find('>').unwrap() + 1..].replace(r#"<span class="tag ok">done</span> "#, "");
+    Some((alert, text))
+}
+
+/// Under `leasehold demo` the cluster page offers each member only the controls that apply (a
+/// member already stopping none, a crashed one the deletion of its pod), and after each control
+/// the page it lands on says what was done, or why nothing was, in words; the query carrying
+/// that is checked, not shown. (It used to land on the bare cluster page, and offered Stop and
+/// Crash for every member.) The JSON answers are unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_controls_say_what_they_did_and_offer_only_what_applies() {
+    let app = app_with_demo(fake_demo()).await;
+    with_member(&app).await;
+    let (cookie, csrf) = login(&app, "operator-token").await;
+
+    let page = get(&app, "/clusters/c", Auth::Cookie(&cookie)).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let body = &page.body;
+    for offered in [
+        "/members/c-0/stop",
+        "/members/c-0/crash",
+        "/demo/clusters/c/members\"",
+    ] {
+        assert!(body.contains(offered), "{offered} not offered: {body}");
+    }
+    for not in ["/members/c-1/stop", "/members/c-1/crash"] {
+        assert!(
+            !body.contains(not),
+            "a stopping member offered {not}: {body}"
+        );
+    }
+    assert!(
+        body.contains(r#"<span class="tag warn">stopping</span>"#),
+        "{body}"
+    );
+    assert_eq!(demo_notice(body), None);
+
+    let (to, page) = demo_post(&app, "/demo/clusters/c/members", &cookie, &csrf).await;
+    assert_eq!(to, "/clusters/c?demo=added&member=c-2#demo-h");
+    let (alert, text) = demo_notice(&page.body).expect("a notice after adding");
+    assert!(!alert && text.starts_with("Added member c-2:"), "{text}");
+
+    let (_, page) = demo_post(&app, "/demo/clusters/c/members/c-0/crash", &cookie, &csrf).await;
+    let (alert, text) = demo_notice(&page.body).expect("a notice after crashing");
+    assert!(
+        !alert && text.starts_with("Crashed c-0 (as SIGKILL would):"),
+        "{text}"
+    );
+    assert!(text.contains("fail over"), "{text}");
+    assert!(
+        !page.body.contains("/members/c-0/crash"),
+        "crashed: {}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains(r#"<span class="tag bad">crashed</span>"#)
+    );
+    assert!(page.body.contains("Delete its failed pod"));
+
+    let (_, page) = demo_post(&app, "/demo/clusters/c/members/c-0/stop", &cookie, &csrf).await;
+    let (alert, text) = demo_notice(&page.body).expect("a notice after deleting the pod");
+    assert!(
+        !alert && text.starts_with("Deleted the failed pod of c-0"),
+        "{text}"
+    );
+
+    let (_, page) = demo_post(&app, "/demo/clusters/c/members/c-2/stop", &cookie, &csrf).await;
+    let (alert, text) = demo_notice(&page.body).expect("a notice after stopping");
+    assert!(
+        !alert && text.starts_with("Stopped c-2 gracefully (as SIGTERM would):"),
+        "{text}"
+    );
+    assert!(text.contains("handed its targets over"), "{text}");
+
+    // A refusal is an error on the same page, not an error page.
+    let (to, page) = demo_post(&app, "/demo/clusters/c/members/c-1/crash", &cookie, &csrf).await;
+    assert_eq!(to, "/clusters/c?demo=crash-refused&member=c-1#demo-h");
+    let (alert, text) = demo_notice(&page.body).expect("a notice after a refusal");
+    assert!(alert, "{text}");
+    assert!(
+        text.starts_with("Did not crash c-1: it is not a running member"),
+        "{text}"
+    );
+    assert!(text.contains("/history?cluster=c&amp;kind=audit"), "{text}");
+
+    // Only what the demo could have said is shown: a known key, a member it knows (for what
+    // was done) or at least a pod's name (for a refusal).
+    for forged in [
+        "/clusters/c?demo=added&member=x-9",
+        "/clusters/c?demo=added",
+        "/clusters/c?demo=%3Cb%3Ehi&member=c-0",
+        "/clusters/c?demo=stop-refused&member=Hello%20world",
+    ] {
+        let page = get(&app, forged, Auth::Cookie(&cookie)).await;
+        assert_eq!(page.status, StatusCode::OK);
+        assert_eq!(demo_notice(&page.body), None, "{forged}");
+    }
+
+    // The JSON API answers as before: the message, or a 400 problem.
+    let (s, _, v) = call(
+        &app,
+        "POST",
+        "/demo/clusters/c/members",
+        Some("operator-token"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v, serde_json::json!({"message": "c-3 started"}));
+    let (s, h, v) = call(
+        &app,
+        "POST",
+        "/demo/clusters/c/members/c-1/stop",
+        Some("operator-token"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    assert_eq!(h[header::CONTENT_TYPE], "application/problem+json");
+    assert_eq!(v["detail"], "c-1 is not running");
+    // A viewer may not use them.
+    let (s, _, _) = call(
+        &app,
+        "POST",
+        "/demo/clusters/c/members",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
 }

@@ -13,6 +13,7 @@ use leasehold::config::Config;
 use leasehold::config::http::AuthSettings;
 use leasehold::engine::Engine;
 use leasehold::http::auth::Auth;
+use leasehold::http::demo::DemoControls;
 use leasehold::http::host::AllowedHosts;
 use leasehold::http::state::AppState;
 use leasehold::http::{self, events::Hub};
@@ -47,16 +48,21 @@ pub async fn app() -> App {
 
 /// As [`app`], with the state saying whether it is served over TLS (cookies get `Secure`).
 pub async fn app_with_tls(tls: bool) -> App {
-    app_configured(tls, false).await
+    app_configured(tls, false, None).await
 }
 
 /// As [`app`], with a control-plane election Lease in [`NS`], so the engine acts (runs its
 /// control passes and operations); [`app`]'s engine only observes.
 pub async fn app_acting() -> App {
-    app_configured(false, true).await
+    app_configured(false, true, None).await
 }
 
-async fn app_configured(tls: bool, acting: bool) -> App {
+/// As [`app`], with demo controls (as under `leasehold demo`) whose requests the test serves.
+pub async fn app_with_demo(demo: DemoControls) -> App {
+    app_configured(false, false, Some(demo)).await
+}
+
+async fn app_configured(tls: bool, acting: bool, demo: Option<DemoControls>) -> App {
     let t = super::start().await;
     // The simulator's cluster lives in NS; a real apiserver gives the test a namespace of its
     // own (parallel tests share the apiserver).
@@ -110,7 +116,7 @@ async fn app_configured(tls: bool, acting: bool) -> App {
         auth,
         events: Hub::default(),
         tls,
-        demo: None,
+        demo,
         // As `leasehold serve` listening on 127.0.0.1 with no `http.allowed_hosts`.
         hosts: AllowedHosts::new(&[], "127.0.0.1:8080".parse().unwrap()).unwrap(),
         refusals: Default::default(),
