@@ -32,14 +32,16 @@
 //!
 //! **Handoff gap.** Measured by the index on the watch events it is fed, with the control
 //! plane's wall clock (see `LeaseEntry::handoff_gap_ms`): when a target's Lease shows a new
-//! holder different from the last one, the gap is the time from the previous holder's release
-//! being seen (the Lease shown with no holder) — or, if it never released, from its hold
-//! expiring by our observation (its record unchanged for a full `leaseDurationSeconds`) — to
-//! the new holder's Lease being seen. A takeover seen before the old hold expired by our clock
-//! counts 0. It is what the control plane saw, not what the members did: it includes watch
-//! delivery delay, and a member's own work after acquiring or before releasing (its hooks,
-//! which `tests/it/common/invariant.rs` measures) is not in it. First owners and re-acquires by
-//! the same member are not handoffs.
+//! holder different from the last one, the gap is the time from the previous holder's last
+//! sign of life for the target — its release being seen (the Lease shown with no holder); for
+//! a failover, its last renewal seen (v1: of the target Lease, once that hold expired by our
+//! observation; v2: of its member Lease) — to the new holder's Lease being seen. A takeover
+//! seen with no release and no failover counts 0. It is what the control plane saw, not what
+//! the members did: it includes watch delivery delay, a failover's figure is an upper bound (the
+//! member may have worked up to its renew deadline, `2D/3` past its last renewal), and a
+//! member's own work after acquiring or before releasing (its hooks, which
+//! `tests/it/common/invariant.rs` measures) is not in it. First owners and re-acquires by the
+//! same member are not handoffs. History stores each move's gap with it (`gap_ms`).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;

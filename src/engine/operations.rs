@@ -271,6 +271,8 @@ async fn run_move(
                             operation: Some(op_id.to_owned()),
                             at_ms: now_ms(),
                             acquired_at_ms: Some(at),
+                            // The recorder's row (written first, see above) has it.
+                            gap_ms: None,
                         })
                         .await?;
                 }

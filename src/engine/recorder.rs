@@ -54,7 +54,7 @@ async fn record(inner: &Inner, batch: Vec<Change>) {
                 operation,
                 at_ms,
                 acquired_at_ms,
-                gap_ms: _,
+                gap_ms,
                 replayed: _,
             } => {
                 ownership.push(OwnershipChange {
@@ -66,6 +66,7 @@ async fn record(inner: &Inner, batch: Vec<Change>) {
                     operation,
                     at_ms,
                     acquired_at_ms,
+                    gap_ms,
                 });
                 continue;
             }

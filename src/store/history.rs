@@ -35,6 +35,12 @@ pub struct OwnershipChange {
     /// The Lease's `acquireTime` (unix ms). With it, the same change recorded twice (two replicas
     /// around a leadership change) is stored once: the key is (cluster, target, to, acquired_at).
     pub acquired_at_ms: Option<i64>,
+    /// For a move between members: how long (ms) the target had nobody working on it, as the
+    /// control plane observed it — from the previous holder's release, or its last sign of
+    /// life for a failover, to the new holder's acquire (see `docs/api.md`, "Handoff gap").
+    /// `None` for a first owner, a release, or when not known.
+    #[serde(default)]
+    pub gap_ms: Option<i64>,
 }
 
 /// Something happened to a member instance.
@@ -110,6 +116,8 @@ pub struct HistoryQuery {
     pub instance: Option<String>,
     /// Only entries of this kind.
     pub kind: Option<HistoryKind>,
+    /// Only entries of this operation: its lifecycle, the moves it made, its audit.
+    pub operation: Option<String>,
     /// Only at or after this time (unix ms).
     pub since_ms: Option<i64>,
     /// Only before this time (unix ms).
@@ -141,6 +149,9 @@ pub struct HistoryEntry {
     pub actor: Option<String>,
     pub detail: Option<String>,
     pub acquired_at_ms: Option<i64>,
+    /// Ownership changes between members: the handoff gap (ms) as the control plane observed
+    /// it (see [`OwnershipChange::gap_ms`]); absent when not known.
+    pub gap_ms: Option<i64>,
 }
 
 /// An instance or operation entry about to be written (ownership changes have their own insert).
@@ -179,14 +190,15 @@ pub(super) async fn insert_entry(
     Ok(())
 }
 
-/// Rows per statement in [`Store::record_ownerships`]: 8 parameters a row, far below either
+/// Rows per statement in [`Store::record_ownerships`]: 9 parameters a row, far below either
 /// database's limit on parameters (SQLite 32,766; PostgreSQL 65,535).
 pub(super) const OWNERSHIP_ROWS_PER_STATEMENT: usize = 500;
 
 pub(super) const FINAL_STATES_SQL: &str = "('succeeded', 'failed', 'cancelled')";
 
 const ENTRY_COLUMNS: &str = "SELECT id, at_ms, kind, cluster, target, instance, from_instance, \
-     to_instance, cause, event, operation_id, actor, detail, acquired_at_ms FROM history WHERE 1 = 1";
+     to_instance, cause, event, operation_id, actor, detail, acquired_at_ms, gap_ms FROM history \
+     WHERE 1 = 1";
 
 fn entry_from_row(row: &AnyRow) -> Result<HistoryEntry, StoreError> {
     let kind: String = row.try_get("kind")?;
@@ -205,6 +217,7 @@ fn entry_from_row(row: &AnyRow) -> Result<HistoryEntry, StoreError> {
         actor: row.try_get("actor")?,
         detail: row.try_get("detail")?,
         acquired_at_ms: row.try_get("acquired_at_ms")?,
+        gap_ms: row.try_get("gap_ms")?,
     })
 }
 
@@ -219,7 +232,7 @@ impl Store {
     /// statements as it can (a burst — a first placement, a failover — costs one round trip
     /// per 500 rows, not one per row). Returns how many were new.
     pub async fn record_ownerships(&self, changes: &[OwnershipChange]) -> Result<u64, StoreError> {
-        const COLUMNS: usize = 8;
+        const COLUMNS: usize = 9;
         let mut new = 0;
         for chunk in changes.chunks(OWNERSHIP_ROWS_PER_STATEMENT) {
             let rows: Vec<String> = (0..chunk.len())
@@ -233,7 +246,7 @@ impl Store {
             let sql = format!(
                 "INSERT INTO history \
                  (at_ms, kind, cluster, target, from_instance, to_instance, cause, operation_id, \
-                  acquired_at_ms) \
+                  acquired_at_ms, gap_ms) \
                  VALUES {} ON CONFLICT DO NOTHING",
                 rows.join(", ")
             );
@@ -247,7 +260,8 @@ impl Store {
                     .bind(c.to.clone())
                     .bind(c.cause.as_str())
                     .bind(c.operation.clone())
-                    .bind(c.acquired_at_ms);
+                    .bind(c.acquired_at_ms)
+                    .bind(c.gap_ms);
             }
             new += q.execute(self.pool()).await?.rows_affected();
         }
@@ -344,6 +358,9 @@ impl Store {
         }
         if let Some(kind) = q.kind {
             sql.filter(" AND kind = {}", Arg::Text(kind.as_str().to_owned()));
+        }
+        if let Some(operation) = &q.operation {
+            sql.filter(" AND operation_id = {}", Arg::Text(operation.clone()));
         }
         if let Some(since) = q.since_ms {
             sql.filter(" AND at_ms >= {}", Arg::Int(since));

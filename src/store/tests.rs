@@ -132,6 +132,7 @@ fn change(target: &str, from: Option<&str>, to: Option<&str>, at_ms: i64) -> Own
         operation: None,
         at_ms,
         acquired_at_ms: Some(at_ms),
+        gap_ms: from.map(|_| 40),
     }
 }
 
@@ -308,6 +309,10 @@ async fn ownership_recording_is_idempotent() {
         assert_eq!(first.cause, Some(Cause::Rebalance));
         assert_eq!(first.at_ms, 1_000);
         assert_eq!(first.acquired_at_ms, Some(1_000));
+        assert_eq!(first.gap_ms, None, "a first owner is no handoff");
+        // The move from pod-a (to pod-a again at 2,000) keeps its gap.
+        let moved = page.items.iter().find(|e| e.at_ms == 2_000).unwrap();
+        assert_eq!(moved.gap_ms, Some(40));
     })
     .await;
 }
@@ -510,6 +515,23 @@ async fn history_filters() {
             })
             .await,
             vec![400]
+        );
+        // An operation's entries: its lifecycle here (moves carry it too).
+        assert_eq!(
+            ids(HistoryQuery {
+                operation: Some(op.id.clone()),
+                ..c1.clone()
+            })
+            .await,
+            vec![500]
+        );
+        assert_eq!(
+            ids(HistoryQuery {
+                operation: Some("no-such-operation".into()),
+                ..c1.clone()
+            })
+            .await,
+            Vec::<i64>::new()
         );
         assert_eq!(
             ids(HistoryQuery {

@@ -182,23 +182,53 @@ impl LeaseEntry {
         i64::from(self.duration_s.max(0)) * 1000
     }
 
-    /// How long the target had no live holder, by our observation, when a new holder is seen
-    /// at `now_ms` (call it before [`LeaseEntry::observe`] takes the new record in): since the
-    /// release was seen, or since the old hold expired by our clock; 0 when the old hold had
-    /// not expired yet (the takeover itself ended it, or its release fell between two
-    /// observations). `None` unless the new holder differs from the last one: a first owner or
-    /// a re-acquire by the same member is not a handoff.
-    pub(super) fn handoff_gap_ms(&self, new_holder: Option<&str>, now_ms: i64) -> Option<i64> {
+    /// How long the target had no live holder working on it, by our observation, when a new
+    /// holder is seen at `now_ms` (call it before [`LeaseEntry::observe`] takes the new record
+    /// in): from the previous holder's last sign of life for it to the new holder's Lease.
+    ///
+    /// - Released (or, in protocol v2, revoked) and seen so: from the release being seen —
+    ///   except a v2 failover, which counts from the previous holder's member Lease last seen
+    ///   renewed (it may have stopped working any time after that).
+    /// - Taken over with no release seen: in v1, from the last renewal seen if the hold had
+    ///   expired by our clock (its holder went silent), else 0 (its release fell between two
+    ///   observations); in v2, from the member Lease last seen renewed for a failover, else 0.
+    ///
+    /// For a failover this is an upper bound: a member that obeys its renew deadline may have
+    /// worked up to `2D/3` past its last renewal. `None` unless the new holder differs from the
+    /// last one: a first owner or a re-acquire by the same member is not a handoff.
+    pub(super) fn handoff_gap_ms(
+        &self,
+        new_holder: Option<&str>,
+        now_ms: i64,
+        previous: PreviousHold,
+    ) -> Option<i64> {
         let from = self.last_holder.as_deref()?;
         if new_holder.is_none_or(|to| to == from) {
             return None;
         }
-        let ended = match self.holder {
-            None => self.since_ms,
-            Some(_) => (self.since_ms + self.expires_ms()).min(now_ms),
+        let ended = match (self.holder.is_some(), previous) {
+            (false, PreviousHold::Renewed) => self.since_ms,
+            (false, PreviousHold::Member { last_alive_ms }) => {
+                last_alive_ms.map_or(self.since_ms, |a| a.min(self.since_ms))
+            }
+            (true, PreviousHold::Renewed) if self.is_expired(now_ms) => self.since_ms,
+            (true, PreviousHold::Renewed) => now_ms,
+            (true, PreviousHold::Member { last_alive_ms }) => last_alive_ms.unwrap_or(now_ms),
         };
         Some((now_ms - ended).max(0))
     }
+}
+
+/// How a target's previous hold lasted, for [`LeaseEntry::handoff_gap_ms`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PreviousHold {
+    /// Protocol v1: its holder renewed the target Lease; a record unchanged for its duration
+    /// had expired.
+    Renewed,
+    /// Protocol v2: target Leases are never renewed; the hold lasted while its holder's member
+    /// Lease did. `last_alive_ms`: for a failover, when the previous holder's member Lease was
+    /// last seen renewed by it (`None` for any other move, or when it is not known).
+    Member { last_alive_ms: Option<i64> },
 }
 
 /// A member Lease (protocol v2) as the index keeps it.
@@ -207,15 +237,33 @@ pub(super) struct MemberEntry {
     pub(super) entry: LeaseEntry,
     pub(super) leaving: bool,
     pub(super) fence: Option<Fence>,
+    /// When (observer's clock, ms) the member was last seen writing its Lease (a renewal or a
+    /// new term), or first seen: its last sign of life, which a failover's gap counts from.
+    pub(super) alive_ms: i64,
 }
 
 impl MemberEntry {
+    /// First sight at `now_ms`.
+    pub(super) fn new(name: Arc<str>, view: &LeaseView, now_ms: i64, ix: &mut Interner) -> Self {
+        Self {
+            entry: LeaseEntry::new(name, view, now_ms, ix),
+            leaving: view.leaving,
+            fence: view.fence,
+            alive_ms: now_ms,
+        }
+    }
+
     /// Takes in a newer copy; whether the model changed beyond ages.
     pub(super) fn observe(&mut self, view: &LeaseView, now_ms: i64, ix: &mut Interner) -> bool {
         let flags = self.leaving != view.leaving || self.fence != view.fence;
         self.leaving = view.leaving;
         self.fence = view.fence;
         let seen = self.entry.observe(view, now_ms, ix);
+        // Only the member itself writes its Lease with a holder (the control plane's fence
+        // empties it).
+        if seen != Observed::Same && self.entry.holder.is_some() {
+            self.alive_ms = now_ms;
+        }
         flags || seen == Observed::Changed
     }
 
@@ -319,25 +367,61 @@ mod tests {
         assert_eq!(e.last_holder.as_deref(), Some("b"));
     }
 
-    /// The gap a handoff reports: from the observed release, or from the expiry by our clock,
-    /// to the observed acquire; none for a first owner or the same member again.
+    /// The gap a handoff reports (v1): from the observed release, or from the last renewal of
+    /// a hold that expired by our clock, to the observed acquire; none for a first owner or
+    /// the same member again.
     #[test]
-    fn handoff_gap_counts_from_release_or_expiry() {
+    fn handoff_gap_counts_from_release_or_last_renewal() {
+        let v1 = PreviousHold::Renewed;
         let mut ix = Interner::default();
         let mut e = LeaseEntry::new("l".into(), &view(None, 1, 1), 0, &mut ix);
-        assert_eq!(e.handoff_gap_ms(Some("a"), 500), None, "first owner");
+        assert_eq!(e.handoff_gap_ms(Some("a"), 500, v1), None, "first owner");
         e.observe(&view(Some("a"), 1, 10), 500, &mut ix);
-        assert_eq!(e.handoff_gap_ms(Some("a"), 800), None, "same holder");
-        assert_eq!(e.handoff_gap_ms(None, 800), None, "no new holder");
+        assert_eq!(e.handoff_gap_ms(Some("a"), 800, v1), None, "same holder");
+        assert_eq!(e.handoff_gap_ms(None, 800, v1), None, "no new holder");
         // Released at 2,000, taken by b at 2,750.
         e.observe(&view(None, 2, 1), 2_000, &mut ix);
-        assert_eq!(e.handoff_gap_ms(Some("b"), 2_750), Some(750));
-        assert_eq!(e.handoff_gap_ms(Some("a"), 2_750), None, "a again");
-        // b holds from 3,000 for 10 s and goes silent: expired at 13,000, c takes it at 14,200.
+        assert_eq!(e.handoff_gap_ms(Some("b"), 2_750, v1), Some(750));
+        assert_eq!(e.handoff_gap_ms(Some("a"), 2_750, v1), None, "a again");
+        // b renews at 3,000 for 10 s and goes silent: expired at 13,000, c takes it at 14,200:
+        // b was last seen alive at 3,000.
         e.observe(&view(Some("b"), 3, 10), 3_000, &mut ix);
-        assert_eq!(e.handoff_gap_ms(Some("c"), 14_200), Some(1_200));
+        assert_eq!(e.handoff_gap_ms(Some("c"), 14_200, v1), Some(11_200));
         // c is seen taking over before b's hold expired by our clock: no gap seen.
-        assert_eq!(e.handoff_gap_ms(Some("c"), 9_000), Some(0));
+        assert_eq!(e.handoff_gap_ms(Some("c"), 9_000, v1), Some(0));
+    }
+
+    /// Protocol v2: a target Lease is never renewed, so its age says nothing; a handoff counts
+    /// from the release seen, a failover from the old holder's member Lease last seen renewed.
+    #[test]
+    fn handoff_gap_in_v2_counts_a_failover_from_the_members_last_renewal() {
+        let handoff = PreviousHold::Member {
+            last_alive_ms: None,
+        };
+        let failover = |at| PreviousHold::Member {
+            last_alive_ms: Some(at),
+        };
+        let mut ix = Interner::default();
+        let mut e = LeaseEntry::new("l".into(), &view(Some("a"), 1, 10), 0, &mut ix);
+        // Held for a minute, never renewed: a takeover seen without the release is no gap for
+        // a handoff (not "expired" for 50 s), and from the member's last renewal for a failover.
+        assert_eq!(e.handoff_gap_ms(Some("b"), 60_000, handoff), Some(0));
+        assert_eq!(
+            e.handoff_gap_ms(Some("b"), 60_000, failover(51_000)),
+            Some(9_000)
+        );
+        // Released (or revoked) at 61,000, taken at 61,040.
+        e.observe(&view(None, 61, 10), 61_000, &mut ix);
+        assert_eq!(e.handoff_gap_ms(Some("b"), 61_040, handoff), Some(40));
+        assert_eq!(
+            e.handoff_gap_ms(Some("b"), 61_040, failover(52_000)),
+            Some(9_040)
+        );
+        // A member seen alive after the revoke (it came back): from the revoke.
+        assert_eq!(
+            e.handoff_gap_ms(Some("b"), 61_040, failover(61_020)),
+            Some(40)
+        );
     }
 
     #[test]

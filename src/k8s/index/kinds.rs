@@ -9,8 +9,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Resource;
 
-use super::entry::MemberEntry;
-use super::entry::Observed;
+use super::entry::{MemberEntry, Observed, PreviousHold};
 use super::{ClusterState, Emit, Kind, LeaseEntry, PodInfo};
 use crate::config::parse_target_list;
 use crate::k8s::model::ServiceInfo;
@@ -326,6 +325,7 @@ impl Indexed for Lease {
             return;
         };
         let now = emit.now_ms;
+        let v2 = state.v2();
         let ix = &mut state.interner;
         let key = match &view.role {
             LeaseRole::Leader => {
@@ -394,11 +394,24 @@ impl Indexed for Lease {
             gap_ms,
             replayed: false,
         };
+        let previous = if v2 {
+            // A failover's gap counts from the old holder's last renewal of its member Lease.
+            let last_alive_ms = state
+                .targets
+                .get(key)
+                .and_then(|e| e.last_holder.as_deref())
+                .filter(|from| cause_of(&view, Some(from)) == Cause::Failover)
+                .and_then(|from| state.members.get(from))
+                .map(|m| m.alive_ms);
+            PreviousHold::Member { last_alive_ms }
+        } else {
+            PreviousHold::Renewed
+        };
         match state.targets.get_mut(key) {
             Some(entry) => {
                 let before = entry.holder.clone();
                 let from = entry.last_holder.clone();
-                let gap_ms = entry.handoff_gap_ms(new_holder, now);
+                let gap_ms = entry.handoff_gap_ms(new_holder, now, previous);
                 emit.changed = remapped || entry.observe(&view, now, ix) == Observed::Changed;
                 if new_holder.is_some() && new_holder != before.as_deref() {
                     let change = ownership(from.as_deref(), gap_ms);
@@ -484,14 +497,9 @@ fn apply_member(state: &mut ClusterState, identity: &str, view: &LeaseView, emit
             emit.changed = m.observe(view, now, ix);
         }
         None => {
-            state.members.insert(
-                id,
-                MemberEntry {
-                    entry: LeaseEntry::new(name, view, now, ix),
-                    leaving: view.leaving,
-                    fence: view.fence,
-                },
-            );
+            state
+                .members
+                .insert(id, MemberEntry::new(name, view, now, ix));
             emit.changed = true;
         }
     }

@@ -75,10 +75,11 @@ pub enum Change {
         at_ms: i64,
         /// The Lease's `acquireTime` (ms), identifying this acquisition.
         acquired_at_ms: Option<i64>,
-        /// For a handoff to a different member: how long (ms) the target had no live holder
-        /// as the index observed it — from the previous holder's release being seen, or from
-        /// its hold expiring by our clock, to this acquire being seen (0 if the old hold had
-        /// not expired yet). `None` for a first owner, the same member again, or a deletion.
+        /// For a handoff to a different member: how long (ms) the target had nobody working
+        /// on it as the index observed it — from the previous holder's release being seen, or
+        /// for a failover from its last renewal seen, to this acquire being seen (see
+        /// `LeaseEntry::handoff_gap_ms`). `None` for a first owner, the same member again, or
+        /// a deletion.
         gap_ms: Option<i64>,
         /// Found in a watch's first list, not seen happening (`from` is then unknown and
         /// `None`): the holder's acquisition, for history to record if no replica did when it

@@ -233,7 +233,8 @@ fn gaps(changes: &[Change]) -> Vec<Option<i64>> {
 }
 
 /// Ownership changes carry the handoff gap as the index saw it: none for a first owner, from
-/// the seen release to the seen acquire, or from the expiry by our clock to the acquire.
+/// the seen release to the seen acquire, or for a hold that expired by our clock from its last
+/// renewal seen (its holder's last sign of life) to the acquire.
 #[test]
 fn ownership_changes_carry_the_handoff_gap() {
     let mut ix = index();
@@ -246,9 +247,54 @@ fn ownership_changes_carry_the_handoff_gap() {
     let taken = protocol::held_by(&released, "c-1", at(5400), 10);
     assert_eq!(gaps(&ix.apply(&taken, at(5400))), [Some(400)]);
     // c-1 goes silent after 5,400; its hold expires at 15,400 by our clock; c-0 takes over
-    // at 16,000.
+    // at 16,000: nobody worked on it for up to 10.6 s.
     let after_expiry = protocol::held_by(&taken, "c-0", at(16_000), 10);
-    assert_eq!(gaps(&ix.apply(&after_expiry, at(16_000))), [Some(600)]);
+    assert_eq!(gaps(&ix.apply(&after_expiry, at(16_000))), [Some(10_600)]);
+}
+
+/// Protocol v2: target Leases are never renewed, so a failover's gap counts from the old
+/// holder's member Lease last seen renewed (not from the revoke), a handoff's from the release.
+#[test]
+fn v2_a_failover_gap_counts_from_the_members_last_renewal() {
+    use crate::protocol::{Desire, Fence};
+    let mut ix = v2_index("");
+    let mut member = protocol::new_member_lease("leasehold", "c", "c-0", at(0), 10, false);
+    member.metadata.namespace = Some("ns".into());
+    ix.apply(&member, at(0));
+    let t1 = protocol::acquired_v2(&mk_lease("t1", "c-0", None, 0), "c-0", at(100), 10);
+    assert_eq!(gaps(&ix.apply(&t1, at(100))), [None], "first owner");
+    // c-0 renews until 2,000 and goes silent; fenced at 12,500, t1 revoked at 12,600 for
+    // c-1, which takes it at 12,650.
+    let renewed = protocol::member_renewed(&member, "c-0", at(2_000), 10, false);
+    ix.apply(&renewed, at(2_000));
+    ix.apply(
+        &protocol::fenced(&renewed, Fence::Expired, at(12_500)),
+        at(12_500),
+    );
+    let failover = Desire {
+        owner: "c-1".into(),
+        cause: Cause::Failover,
+        operation: None,
+        duration_s: 10,
+    };
+    let revoked = protocol::revoked(&t1, &failover, at(12_600));
+    ix.apply(&revoked, at(12_600));
+    let taken = protocol::acquired_v2(&revoked, "c-1", at(12_650), 10);
+    assert_eq!(gaps(&ix.apply(&taken, at(12_650))), [Some(10_650)]);
+    // A handoff back (c-1 releases at 30,000, c-0 takes it at 30,040): from the release,
+    // though the target Lease was written 17 s before.
+    let handoff = Desire {
+        owner: "c-0".into(),
+        cause: Cause::Handoff,
+        operation: None,
+        duration_s: 10,
+    };
+    let desired = protocol::with_desire(&taken, &handoff);
+    ix.apply(&desired, at(29_000));
+    let released = protocol::released(&desired, at(30_000));
+    ix.apply(&released, at(30_000));
+    let back = protocol::acquired_v2(&released, "c-0", at(30_040), 10);
+    assert_eq!(gaps(&ix.apply(&back, at(30_040))), [Some(40)]);
 }
 
 #[test]
