@@ -853,6 +853,14 @@ impl Engine {
                     "imbalance_before": plan.imbalance_before,
                     "imbalance_after": plan.imbalance_after,
                     "truncated": plan.truncated,
+                    // Targets per member before and after, as the plan saw them.
+                    "load": plan
+                        .loads()
+                        .into_iter()
+                        .map(|(member, before, after)| {
+                            serde_json::json!({ "member": member, "before": before, "after": after })
+                        })
+                        .collect::<Vec<_>>(),
                 }),
                 moves: plan
                     .moves

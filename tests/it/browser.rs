@@ -322,6 +322,92 @@ impl Browser {
     }
 }
 
+/// On an operation's page (the browser is there): its gap histogram counts every move history
+/// gave a gap, with history's longest; the timeline of a target it moved draws each holder and
+/// each gap history has; the cluster's recent events tell the moves as one line with their
+/// longest gap.
+async fn pictures_agree_with_history(b: &Browser, env: &Env) {
+    let c = &b.client;
+    let url = c.current_url().await.unwrap();
+    let page = url.as_str().to_owned();
+    let op = url.path().rsplit('/').next().unwrap().to_owned();
+    let count =
+        |js: &'static str| async move { c.execute(js, vec![]).await.unwrap().as_u64().unwrap() };
+    // History is written a moment after the moves finish: wait for page and API to agree.
+    let agreed = common::eventually(Duration::from_secs(15), || async {
+        let moves = env
+            .api(&format!(
+                "/history?operation={op}&kind=ownership&limit=1000"
+            ))
+            .await;
+        let items = moves["items"].as_array().unwrap().clone();
+        let gaps: Vec<i64> = items.iter().filter_map(|e| e["gap_ms"].as_i64()).collect();
+        c.goto(&page).await.unwrap();
+        let binned = count(
+            "return [...document.querySelectorAll('#gap-table tbody td.num')]\
+             .reduce((n, td) => n + Number(td.textContent), 0);",
+        )
+        .await;
+        (!gaps.is_empty() && binned == gaps.len() as u64).then_some((items, gaps))
+    })
+    .await;
+    let (items, gaps) = agreed.expect("the gap histogram never agreed with history");
+    let longest = gaps.iter().max().unwrap();
+    let summary = b.text("#gap-summary").await;
+    assert!(
+        summary.contains(&format!("{} moves", gaps.len()))
+            && summary.contains(&format!("longest {}", human(*longest))),
+        "{summary} (gaps {gaps:?})"
+    );
+    b.shot("operation-gaps").await;
+
+    // A target it moved: one bar per holder, one mark per gap, as history has them.
+    let target = items[0]["target"].as_str().unwrap();
+    let rows = env
+        .api(&format!(
+            "/history?cluster={CLUSTER}&target={target}&kind=ownership"
+        ))
+        .await;
+    let rows = rows["items"].as_array().unwrap();
+    let holders = rows.iter().filter(|e| e["to"].is_string()).count() as u64;
+    let with_gap = rows
+        .iter()
+        .filter(|e| e["gap_ms"].as_i64().is_some_and(|g| g > 0))
+        .count() as u64;
+    c.goto(&format!("{}/clusters/{CLUSTER}/targets/{target}", env.base))
+        .await
+        .unwrap();
+    let bars =
+        count("return document.querySelectorAll('svg.timeline-chart rect:not(.gap)').length;")
+            .await;
+    let marks =
+        count("return document.querySelectorAll('svg.timeline-chart rect.gap').length;").await;
+    assert_eq!((bars, marks), (holders, with_gap), "{rows:#?}");
+    b.shot("target-timeline").await;
+
+    // The cluster page: the removal's moves are one line, with their longest gap.
+    c.goto(&format!("{}/clusters/{CLUSTER}", env.base))
+        .await
+        .unwrap();
+    let events = b.text("#cluster-events").await;
+    assert!(
+        events.contains(&format!("{} targets", items.len())) && events.contains("longest gap"),
+        "{events}"
+    );
+    let lines = count("return document.querySelectorAll('svg.chart.lines polyline').length;").await;
+    assert!(lines >= 2, "load over time draws the members: {lines}");
+}
+
+/// A duration as the dashboard writes it (`page::duration`).
+fn human(ms: i64) -> String {
+    match ms {
+        ..=999 => format!("{ms} ms"),
+        1_000..=9_999 => format!("{}.{} s", ms / 1_000, ms % 1_000 / 100),
+        10_000..=59_999 => format!("{} s", ms / 1_000),
+        _ => format!("{} min", ms / 60_000),
+    }
+}
+
 /// Who holds how many targets, by the API.
 async fn loads(env: &Env) -> Vec<(String, u64)> {
     let v = env.api(&format!("/clusters/{CLUSTER}/instances")).await;
@@ -658,6 +744,7 @@ async fn the_dashboard_in_chromium() {
         .await;
     assert!(b.same_page().await);
     b.shot("remove-done").await;
+    pictures_agree_with_history(&b, &env).await;
     let drained = loads(&env).await;
     assert!(
         drained.iter().any(|(n, l)| n == "c-0" && *l == 0),

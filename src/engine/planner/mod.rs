@@ -144,6 +144,30 @@ pub struct Plan {
     pub truncated: bool,
 }
 
+impl Plan {
+    /// Each member's targets before and after the plan, `(member, before, after)`: the members
+    /// of [`Plan::before`] in its order, then those only in [`Plan::after`].
+    pub fn loads(&self) -> Vec<(String, usize, usize)> {
+        let after = |m: &str| {
+            self.after
+                .iter()
+                .find(|a| a.member == m)
+                .map_or(0, |a| a.targets)
+        };
+        let mut out: Vec<(String, usize, usize)> = self
+            .before
+            .iter()
+            .map(|b| (b.member.clone(), b.targets, after(&b.member)))
+            .collect();
+        for a in &self.after {
+            if !out.iter().any(|(m, ..)| *m == a.member) {
+                out.push((a.member.clone(), 0, a.targets));
+            }
+        }
+        out
+    }
+}
+
 /// The id of a plan of these `moves` (in their order): `p-` and the first 16 hex digits of the
 /// SHA-256 of every move's target, old owner and new owner. Two plans have the same id exactly
 /// when they make the same moves (to 2^-64).

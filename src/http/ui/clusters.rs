@@ -6,6 +6,7 @@ use axum::Form;
 use axum::extract::{Path, State};
 use axum::response::Response;
 
+use super::charts::LoadOverTime;
 use super::page::{Base, UiError, Viewer, render, see_other};
 use super::plan::PlanView;
 use super::story::{self, Line, What};
@@ -16,7 +17,7 @@ use crate::http::auth::Action;
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use crate::k8s::model::{Instance, Target};
-use crate::store::{HistoryEntry, HistoryKind, HistoryQuery};
+use crate::store::{HistoryKind, HistoryQuery};
 
 /// Events shown on a cluster's page.
 const RECENT_EVENTS: usize = 25;
@@ -50,8 +51,13 @@ struct ClusterPage {
     c: ClusterDetail,
     max_load: usize,
     events: Vec<Line>,
+    /// Targets per instance over the last minutes.
+    load: Option<LoadOverTime>,
     demo: bool,
 }
+
+/// The span of the cluster page's load-over-time chart.
+const LOAD_WINDOW_MS: i64 = 15 * 60 * 1000;
 
 /// `/clusters/{cluster}`: leader, instances with their load, Services, recent events.
 pub async fn cluster(
@@ -80,6 +86,18 @@ pub async fn cluster(
         })
         .await?
         .items;
+    let now_ms = crate::store::now_ms();
+    let since_ms = now_ms - LOAD_WINDOW_MS;
+    // The rows reach back over the whole span unless the page of them was full first.
+    let complete =
+        (rows.len() as u32) < RECENT_ROWS || rows.last().is_some_and(|e| e.at_ms <= since_ms);
+    let now_counts: Vec<(String, usize)> = c
+        .instances
+        .iter()
+        .filter(|i| !i.ghost)
+        .map(|i| (i.name.clone(), i.owned))
+        .collect();
+    let load = LoadOverTime::new(&now_counts, &rows, since_ms, now_ms, complete);
     let events = story::lines(rows, RECENT_EVENTS);
     let max_load = c
         .instances
@@ -96,6 +114,7 @@ pub async fn cluster(
         c,
         max_load,
         events,
+        load,
         demo: state.demo.is_some(),
     })
 }
@@ -156,7 +175,8 @@ struct InstancePage {
     removal: RemovalEffects,
     /// Why removing it deserves a second thought.
     warnings: Vec<String>,
-    history: Vec<HistoryEntry>,
+    /// Its history told as a story.
+    history: Vec<Line>,
 }
 
 impl InstancePage {
@@ -236,7 +256,7 @@ pub async fn instance(
         held_total,
         removal,
         warnings,
-        history,
+        history: story::lines(history, usize::MAX),
     })
 }
 

@@ -10,6 +10,7 @@
 //! read-only root filesystem is fine); nothing is loaded from anywhere else.
 
 mod assets;
+mod charts;
 mod clusters;
 mod login;
 mod operations;

@@ -9,16 +9,16 @@ use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use serde::Deserialize;
 
+use super::charts::{GapHistogram, LoadChart};
 use super::page::{Base, Choice, UiError, Viewer, choices, render, see_other};
 use super::plan::PlanView;
+use super::story::{self, Line, What};
 use crate::http::actions;
 use crate::http::auth::Action;
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use crate::model::{OperationKind, OperationState};
-use crate::store::{
-    HistoryEntry, HistoryKind, HistoryQuery, Operation, OperationQuery, OperationSummary, Page,
-};
+use crate::store::{HistoryKind, HistoryQuery, Operation, OperationQuery, OperationSummary, Page};
 
 /// Rows per page of the operation list and the history.
 const PAGE: u32 = 50;
@@ -225,6 +225,30 @@ struct OperationPage {
     total: usize,
     cancellable: bool,
     approvable: bool,
+    /// Targets per instance before and after, as planned.
+    chart: Option<LoadChart>,
+    /// The handoff gaps of the moves it made, from history.
+    gaps: Option<GapHistogram>,
+}
+
+/// The most moves of an operation whose gaps its page counts.
+const OPERATION_GAPS: u32 = 1_000;
+
+/// The planned load per instance an operation keeps in its parameters (`load`), if any.
+fn planned_load(op: &Operation) -> Option<LoadChart> {
+    let rows = op.params.get("load")?.as_array()?;
+    let loads: Vec<(String, usize, usize)> = rows
+        .iter()
+        .filter_map(|r| {
+            let n = |k: &str| r.get(k)?.as_u64().map(|n| n as usize);
+            Some((
+                r.get("member")?.as_str()?.to_owned(),
+                n("before")?,
+                n("after")?,
+            ))
+        })
+        .collect();
+    (!loads.is_empty()).then(|| LoadChart::new(loads))
 }
 
 /// `/operations/{id}`: one operation, its moves, live.
@@ -237,6 +261,19 @@ pub async fn one(
     let op = state.engine.operation(&id).await.map_err(ApiError::from)?;
     let count = |s: &str| op.moves.iter().filter(|m| m.state.as_str() == s).count();
     let (done, failed) = (count("done"), count("failed"));
+    let moves = state
+        .engine
+        .store()
+        .history(&HistoryQuery {
+            cluster: Some(op.cluster.clone()),
+            operation: Some(op.id.clone()),
+            kind: Some(HistoryKind::Ownership),
+            limit: OPERATION_GAPS,
+            ..Default::default()
+        })
+        .await?
+        .items;
+    let gaps: Vec<i64> = moves.iter().filter_map(|e| e.gap_ms).collect();
     let mut base = Base::new(&state, &viewer, format!("Operation {}", op.kind)).await;
     base.nav = "operations";
     base.operation = op.id.clone();
@@ -247,6 +284,8 @@ pub async fn one(
         total: op.moves.len(),
         cancellable: !op.state.is_final(),
         approvable: op.state == OperationState::Proposed,
+        chart: planned_load(&op),
+        gaps: GapHistogram::new(&gaps),
         op,
     })
 }
@@ -293,7 +332,9 @@ struct HistoryPage {
     f: HistoryFilter,
     clusters: Vec<Choice>,
     kinds: Vec<Choice>,
-    page: Page<HistoryEntry>,
+    /// The page's entries told as a story (moves that belong together are one line).
+    lines: Vec<Line>,
+    next_cursor: Option<String>,
 }
 
 impl HistoryPage {
@@ -361,6 +402,7 @@ pub async fn history(
         kinds: choices(KINDS.iter().map(|k| k.as_str()), &f.kind),
         base,
         f,
-        page,
+        lines: story::lines(page.items, usize::MAX),
+        next_cursor: page.next_cursor,
     })
 }

@@ -154,9 +154,9 @@ impl Base {
         super::plan::percent(*x)
     }
 
-    /// A duration in milliseconds, for people.
+    /// A duration in milliseconds, for people, to a tenth of a second under 10 s.
     pub fn span(&self, ms: impl Millis) -> String {
-        span(ms.ms())
+        duration(ms.ms())
     }
 
     /// Protocol v2: what an instance's member Lease says when the member is not simply alive
@@ -267,6 +267,15 @@ pub fn span(ms: i64) -> String {
     }
 }
 
+/// A duration as [`span`] tells it, but to a tenth of a second from 1 to 10 s (`9.3 s`): how
+/// long a failover or a handoff took, where whole seconds hide what matters.
+pub fn duration(ms: i64) -> String {
+    match ms {
+        1_000..=9_999 => format!("{}.{} s", ms / 1_000, ms % 1_000 / 100),
+        _ => span(ms),
+    }
+}
+
 /// A millisecond count however many references deep a template hands it over.
 pub trait Millis {
     /// The count.
@@ -369,6 +378,22 @@ mod tests {
 
     fn instance(liveness: Option<Liveness>) -> Instance {
         late(liveness, None)
+    }
+
+    #[test]
+    fn durations_keep_a_tenth_of_a_second_where_it_matters() {
+        let got: Vec<String> = [41, 999, 1_000, 9_349, 9_999, 10_000, 61_000]
+            .into_iter()
+            .map(duration)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "41 ms", "999 ms", "1.0 s", "9.3 s", "9.9 s", "10 s", "1 min"
+            ]
+        );
+        // Ages stay whole, as app.js ticks them.
+        assert_eq!(span(9_349), "9 s");
     }
 
     /// An instance whose member Lease (9 s) was unchanged for `unchanged_ms`.

@@ -1,8 +1,9 @@
 //! Recent events told as a story: consecutive ownership changes that belong together — the
 //! moves of one operation, or the targets one member lost for one cause (a failover, a
 //! hand-off) — become one line ("20 targets left c-2 (handoff) for c-0 (10) and c-1 (10) in
-//! 0.12 s"), expandable to the moves; everything else stays a line of its own. Pure: it only
-//! regroups the history rows it is given, newest first.
+//! 0.12 s · longest gap 41 ms"), expandable to the moves; everything else stays a line of its
+//! own. The cluster page's recent events, an instance's history and the history page all tell
+//! it this way. Pure: it only regroups the history rows it is given, newest first.
 
 use crate::model::Cause;
 use crate::store::{HistoryEntry, HistoryKind};
@@ -17,6 +18,16 @@ pub struct Line {
     pub at_ms: i64,
     /// What the line is.
     pub what: What,
+}
+
+impl Line {
+    /// The cluster the line is about.
+    pub fn cluster(&self) -> &str {
+        match &self.what {
+            What::One(e) => &e.cluster,
+            What::Moves { entries, .. } => &entries[0].cluster,
+        }
+    }
 }
 
 /// What one line of the recent events tells.
@@ -36,6 +47,9 @@ pub enum What {
         to: Vec<(String, usize)>,
         /// From the oldest to the newest change.
         span_ms: i64,
+        /// The longest handoff gap among the moves (time a target had nobody working on it,
+        /// as the control plane saw it), when any is known.
+        longest_gap_ms: Option<i64>,
         /// The changes.
         entries: Vec<HistoryEntry>,
     },
@@ -99,6 +113,7 @@ fn line(mut group: Vec<HistoryEntry>) -> Line {
             operation: first.operation.clone(),
             to,
             span_ms,
+            longest_gap_ms: group.iter().filter_map(|e| e.gap_ms).max(),
             entries: group,
         },
     }
@@ -131,6 +146,7 @@ mod tests {
             actor: None,
             detail: None,
             acquired_at_ms: Some(at_ms),
+            gap_ms: Some(at_ms % 1000),
         }
     }
 
@@ -179,9 +195,10 @@ mod tests {
                     operation,
                     to,
                     span_ms,
+                    longest_gap_ms,
                     entries,
                 } => format!(
-                    "{} {cause:?} from {from:?} op {operation:?} to {to:?} in {span_ms}",
+                    "{} {cause:?} from {from:?} op {operation:?} to {to:?} in {span_ms} gap {longest_gap_ms:?}",
                     entries.len()
                 ),
             })
@@ -189,9 +206,9 @@ mod tests {
         assert_eq!(
             shape,
             [
-                r#"3 Some(Rebalance) from None op Some("op-1") to [("d", 3)] in 200"#,
+                r#"3 Some(Rebalance) from None op Some("op-1") to [("d", 3)] in 200 gap Some(900)"#,
                 r#"one Some("joined")"#,
-                r#"3 Some(Handoff) from Some("b") op None to [("a", 2), ("c", 1)] in 120"#,
+                r#"3 Some(Handoff) from Some("b") op None to [("a", 2), ("c", 1)] in 120 gap Some(120)"#,
                 r#"one Some("t6")"#,
                 r#"one Some("t0")"#,
             ]

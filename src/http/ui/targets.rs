@@ -7,6 +7,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use serde::Deserialize;
 
+use super::charts::Timeline;
 use super::page::{Base, Choice, UiError, Viewer, choices, render};
 use crate::http::api::clusters::{TargetDetail, TargetFilter, TargetPage, page, snapshot};
 use crate::http::auth::Action;
@@ -135,6 +136,8 @@ struct TargetView {
     cluster: String,
     state: &'static str,
     t: TargetDetail,
+    /// Its history as a picture.
+    timeline: Option<Timeline>,
 }
 
 /// Entries on a target's timeline.
@@ -168,8 +171,10 @@ pub async fn one(
     let base = Base::new(&state, &viewer, format!("Target {target}"))
         .await
         .for_cluster(&cluster);
+    let timeline = Timeline::new(&history, base.now_ms);
     render(&TargetView {
         base,
+        timeline,
         state: t.state.as_str(),
         cluster,
         t: TargetDetail { target: t, history },
