@@ -471,6 +471,7 @@ impl LoadOverTime {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::ui::story::move_entry;
     use crate::model::Cause;
 
     fn moved(
@@ -478,25 +479,9 @@ mod tests {
         from: Option<&str>,
         to: &str,
         at_ms: i64,
-        gap_ms: Option<i64>,
+        gap: Option<i64>,
     ) -> HistoryEntry {
-        HistoryEntry {
-            id: at_ms,
-            at_ms,
-            kind: HistoryKind::Ownership,
-            cluster: "c".into(),
-            target: Some(target.into()),
-            instance: None,
-            from: from.map(Into::into),
-            to: Some(to.into()),
-            cause: Some(Cause::Handoff),
-            event: None,
-            operation: None,
-            actor: None,
-            detail: None,
-            acquired_at_ms: Some(at_ms),
-            gap_ms,
-        }
+        move_entry(target, (from, to), Cause::Handoff, None, at_ms, gap)
     }
 
     #[test]

@@ -119,6 +119,35 @@ fn line(mut group: Vec<HistoryEntry>) -> Line {
     }
 }
 
+/// A move in cluster `c` as history lists it, for tests of the views over history.
+#[cfg(test)]
+pub(super) fn move_entry(
+    target: &str,
+    (from, to): (Option<&str>, &str),
+    cause: Cause,
+    op: Option<&str>,
+    at_ms: i64,
+    gap_ms: Option<i64>,
+) -> HistoryEntry {
+    HistoryEntry {
+        id: at_ms,
+        at_ms,
+        kind: HistoryKind::Ownership,
+        cluster: "c".into(),
+        target: Some(target.into()),
+        instance: None,
+        from: from.map(Into::into),
+        to: Some(to.into()),
+        cause: Some(cause),
+        event: None,
+        operation: op.map(Into::into),
+        actor: None,
+        detail: None,
+        acquired_at_ms: Some(at_ms),
+        gap_ms,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,23 +160,14 @@ mod tests {
         op: Option<&str>,
         at_ms: i64,
     ) -> HistoryEntry {
-        HistoryEntry {
-            id: at_ms,
+        move_entry(
+            target,
+            (Some(from), to),
+            cause,
+            op,
             at_ms,
-            kind: HistoryKind::Ownership,
-            cluster: "c".into(),
-            target: Some(target.into()),
-            instance: None,
-            from: Some(from.into()),
-            to: Some(to.into()),
-            cause: Some(cause),
-            event: None,
-            operation: op.map(Into::into),
-            actor: None,
-            detail: None,
-            acquired_at_ms: Some(at_ms),
-            gap_ms: Some(at_ms % 1000),
-        }
+            Some(at_ms % 1000),
+        )
     }
 
     fn instance(name: &str, event: &str, at_ms: i64) -> HistoryEntry {
