@@ -84,9 +84,15 @@
 
   // One event, from this page's feed or another tab's. (One this page already shows only
   // costs a refresh; ids start again at 1 when the server restarts, so none is dropped.)
-  function take(type, data, id) {
+  // Every event taken in is also dispatched on the document as "leasehold:event" (detail:
+  // type, data, id, and via "feed" or "tab"), so a script can tell when it arrived; the
+  // pages_live bench listens for it (docs/benchmarks.md).
+  function take(type, data, id, via) {
     if (id > seen) { seen = id; }
     if (concerns(type, data)) { schedule(); }
+    document.dispatchEvent(new CustomEvent("leasehold:event", {
+      detail: { type: type, data: data, id: id, via: via }
+    }));
   }
 
   // This tab holds the feed: open it, and pass every event on to the other tabs.
@@ -97,7 +103,7 @@
         var data = {};
         try { data = JSON.parse(e.data); } catch (err) { data = {}; }
         var id = Number(e.lastEventId) || 0;
-        take(type, data, id);
+        take(type, data, id, "feed");
         if (channel) { channel.postMessage({ type: type, data: data, id: id }); }
       });
     });
@@ -168,7 +174,7 @@
       var d = m.data || {};
       if (feed || stopped) { return; }
       if (d.live) { status(d.live); return; }
-      if (d.type) { take(d.type, d.data || {}, d.id || 0); }
+      if (d.type) { take(d.type, d.data || {}, d.id || 0, "tab"); }
     };
   }
   start();

@@ -29,7 +29,6 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod list;
-mod procs;
 mod renew;
 mod sse;
 
@@ -37,11 +36,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{cpu_s, percentile};
-use procs::{Serve, get, http_client, start_serve, start_sim, target};
+use common::procs::{self, CLUSTER, Serve, get, http_client, start_serve, start_sim, target};
+use common::{cpu_s, machine, ms, percentile, spread};
 
-const NS: &str = "apps";
-const CLUSTER: &str = "c";
 /// The issue's page size.
 const LIMIT: usize = 50;
 /// Targets of the issue.
@@ -143,47 +140,6 @@ fn args() -> Args {
     a
 }
 
-// ---------------------------------------------------------------------------------------------
-// Numbers.
-
-fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
-}
-
-/// `p50 / p90 / p99 / max` of `v` (sorted here).
-fn spread(v: &mut [Duration]) -> String {
-    v.sort_unstable();
-    format!(
-        "{} / {} / {} / {}",
-        ms(percentile(v, 50.0)),
-        ms(percentile(v, 90.0)),
-        ms(percentile(v, 99.0)),
-        ms(v.last().copied().unwrap_or_default())
-    )
-}
-
-/// CPU model, cores, memory and the 1-minute load average, from `/proc`.
-fn machine() -> String {
-    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
-    let cpuinfo = read("/proc/cpuinfo");
-    let model = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .map_or("?", |l| l.trim_start_matches([' ', '\t', ':']));
-    let mem_kib: u64 = read("/proc/meminfo")
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|l| l.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0);
-    let load = read("/proc/loadavg");
-    format!(
-        "{model}, {} cores, {:.0} GiB; load {}",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
-        mem_kib as f64 / (1024.0 * 1024.0),
-        load.split_whitespace().next().unwrap_or("?")
-    )
-}
-
 struct Report {
     rows: Vec<(String, String)>,
     missed: Vec<String>,
@@ -244,10 +200,10 @@ async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let sim = start_sim(dir.path()).await?;
     let t = Instant::now();
-    procs::seed(&sim, &a).await?;
+    procs::seed(&sim, a.targets, a.pods, &a.cp_namespace).await?;
     let seeded = t.elapsed();
     let t = Instant::now();
-    let mut serve = start_serve(dir.path(), &sim, &a).await?;
+    let mut serve = start_serve(dir.path(), &sim, a.targets, &a.cp_namespace).await?;
     let mut r = Report {
         rows: Vec::new(),
         missed: Vec::new(),

@@ -6,12 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt as _, Empty};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use leasehold::protocol;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
 
-use super::procs::{Http, Serve, Sim, http_client, member, patch_lease, target};
+use super::procs::{Http, Serve, Sim, http_client, member, open_loop_moves, target};
 use super::{Args, Report, SSE_P99, percentile, spread};
 
 /// How long after the last write every client must have every event.
@@ -134,31 +132,14 @@ pub(crate) async fn sse_part(
 
     // Writes: target `idx` moves from pod idx % pods to the next pod, one write each.
     let stride = a.targets / a.changes.max(1);
+    let moves = (0..a.changes)
+        .map(|i| (target(i * stride), member((i * stride + 1) % a.pods)))
+        .collect();
     let start = tokio::time::Instant::now() + Duration::from_millis(100);
-    let mut writes = tokio::task::JoinSet::new();
-    let mut sent: BTreeMap<(String, String), Instant> = BTreeMap::new();
-    for i in 0..a.changes {
-        let due = start + Duration::from_secs_f64(i as f64 / a.change_rate as f64);
-        tokio::time::sleep_until(due).await;
-        let idx = i * stride;
-        let (key, to) = (target(idx), member((idx + 1) % a.pods));
-        let now = serde_json::to_value(MicroTime(jiff::Timestamp::now()))?;
-        let patch = json!({
-            "metadata": {"annotations": {protocol::ANN_DESIRED_OWNER: to}},
-            "spec": {"holderIdentity": to, "acquireTime": now, "renewTime": now, "leaseTransitions": 1},
-        });
-        let sim = sim.client.clone();
-        let t = Instant::now();
-        sent.insert((key.clone(), to), t);
-        writes.spawn(async move {
-            patch_lease(&sim, &key, patch).await?;
-            anyhow::Ok(t.elapsed())
-        });
-    }
-    let mut write_rtt = Vec::new();
-    while let Some(w) = writes.join_next().await {
-        write_rtt.push(w??);
-    }
+    let (writes, mut write_rtt) =
+        open_loop_moves(&sim.client, moves, a.change_rate as f64, start).await?;
+    let sent: BTreeMap<(String, String), Instant> =
+        writes.into_iter().map(|w| ((w.key, w.to), w.at)).collect();
 
     // Until every client has every change, or the grace time is over.
     let expected = a.clients * sent.len();

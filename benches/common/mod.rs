@@ -1,7 +1,11 @@
 //! What the load harnesses share (`benches/engine_load.rs`, `benches/api_load/`,
-//! `benches/protocol_load.rs`): starting the simulator as its own process, logging to stderr,
-//! percentiles, and a process's and the machine's CPU time from `/proc`.
+//! `benches/protocol_load.rs`, `benches/pages_live.rs`): starting the simulator as its own
+//! process, logging to stderr, percentiles and how they are printed, the machine, and a
+//! process's and the machine's CPU time from `/proc`; `procs` starts, seeds and writes to the
+//! simulator and `leasehold serve` for the harnesses that test the server over HTTP.
 #![allow(dead_code)] // each harness uses a different subset
+
+pub mod procs;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -54,6 +58,45 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     }
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// A duration in milliseconds, two decimals.
+pub fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// `p50 / p90 / p99 / max` of `v` (sorted here).
+pub fn spread(v: &mut [Duration]) -> String {
+    v.sort_unstable();
+    format!(
+        "{} / {} / {} / {}",
+        ms(percentile(v, 50.0)),
+        ms(percentile(v, 90.0)),
+        ms(percentile(v, 99.0)),
+        ms(v.last().copied().unwrap_or_default())
+    )
+}
+
+/// CPU model, cores, memory and the 1-minute load average, from `/proc`.
+pub fn machine() -> String {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map_or("?", |l| l.trim_start_matches([' ', '\t', ':']));
+    let mem_kib: u64 = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    let load = read("/proc/loadavg");
+    format!(
+        "{model}, {} cores, {:.0} GiB; load {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        mem_kib as f64 / (1024.0 * 1024.0),
+        load.split_whitespace().next().unwrap_or("?")
+    )
 }
 
 /// CPU seconds (user + system) a process has used, from `/proc/PID/stat` (clock ticks at

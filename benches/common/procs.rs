@@ -1,6 +1,8 @@
-//! The two processes under the harness: the simulator (`leasehold sim --fake-kubelet`) and the
-//! server under test (`leasehold serve`), how they are seeded and started, and the HTTP client
-//! the harness talks to the server with. No measuring here.
+//! The two processes under the harnesses that test `leasehold serve` over HTTP
+//! (`benches/api_load/`, `benches/pages_live.rs`): the simulator (`leasehold sim
+//! --fake-kubelet`) and the server under test (`leasehold serve`), how they are seeded and
+//! started, the Lease writes the harnesses make, and the HTTP client they talk to the server
+//! with. No measuring here.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -10,11 +12,15 @@ use http_body_util::{BodyExt as _, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use leasehold::model::Cause;
 use leasehold::protocol::{self, Desire};
 use serde_json::{Value, json};
 
-use super::{Args, CLUSTER, NS};
+/// The namespace of the member pods and target Leases.
+pub(crate) const NS: &str = "apps";
+/// The one cluster the harnesses configure.
+pub(crate) const CLUSTER: &str = "c";
 
 pub(crate) type Http = Client<HttpConnector, Empty<Bytes>>;
 
@@ -67,7 +73,7 @@ pub(crate) struct Sim {
 /// Starts `leasehold sim --fake-kubelet` on a free port and connects to it.
 pub(crate) async fn start_sim(dir: &Path) -> anyhow::Result<Sim> {
     let kubeconfig = dir.join("sim.kubeconfig");
-    let (child, client) = crate::common::start_sim_process(&bin(), &kubeconfig).await?;
+    let (child, client) = super::start_sim_process(&bin(), &kubeconfig).await?;
     let sim = Sim {
         pid: child.id().expect("sim pid"),
         _child: child,
@@ -164,12 +170,18 @@ fn mk_pod(name: &str) -> Value {
 
 /// Pods (made Ready by the fake kubelet, behind a headless Service) and one Lease per target,
 /// already held by pod `i % pods` and desired there, as in a running cluster. Holders promise
-/// an hour, so nothing expires while we measure and no renewals are needed.
-pub(crate) async fn seed(sim: &Sim, a: &Args) -> anyhow::Result<()> {
-    if a.cp_namespace != NS {
+/// an hour, so nothing expires while we measure and no renewals are needed. `cp_namespace` is
+/// the control plane's namespace (created unless it is [`NS`]).
+pub(crate) async fn seed(
+    sim: &Sim,
+    targets: usize,
+    pods: usize,
+    cp_namespace: &str,
+) -> anyhow::Result<()> {
+    if cp_namespace != NS {
         sim.post(
             "/api/v1/namespaces",
-            json!({"metadata": {"name": a.cp_namespace}}),
+            json!({"metadata": {"name": cp_namespace}}),
         )
         .await?;
     }
@@ -179,13 +191,13 @@ pub(crate) async fn seed(sim: &Sim, a: &Args) -> anyhow::Result<()> {
             "ports": [{"name": "grpc", "port": 57400}]}}),
     )
     .await?;
-    let pods: Vec<Value> = (0..a.pods).map(|i| mk_pod(&member(i))).collect();
-    sim.post_all(&format!("/api/v1/namespaces/{NS}/pods"), pods, 8)
+    let pod_objects: Vec<Value> = (0..pods).map(|i| mk_pod(&member(i))).collect();
+    sim.post_all(&format!("/api/v1/namespaces/{NS}/pods"), pod_objects, 8)
         .await?;
     let now = jiff::Timestamp::now();
-    let leases: Vec<Value> = (0..a.targets)
+    let leases: Vec<Value> = (0..targets)
         .map(|i| {
-            let holder = member(i % a.pods);
+            let holder = member(i % pods);
             let desire = Desire {
                 owner: holder.clone(),
                 cause: Cause::Initial,
@@ -228,10 +240,16 @@ impl Serve {
     }
 }
 
-/// Starts `leasehold serve` for one cluster of `a.targets` inline targets, auth `none` on a
-/// free loopback port, and waits until it is ready and its model shows every target held.
-pub(crate) async fn start_serve(dir: &Path, sim: &Sim, a: &Args) -> anyhow::Result<Serve> {
-    let list: Vec<String> = (0..a.targets).map(target).collect();
+/// Starts `leasehold serve` for one cluster of `targets` inline targets (its control plane in
+/// `cp_namespace`), auth `none` on a free loopback port, and waits until it is ready and its
+/// model shows every target held.
+pub(crate) async fn start_serve(
+    dir: &Path,
+    sim: &Sim,
+    targets: usize,
+    cp_namespace: &str,
+) -> anyhow::Result<Serve> {
+    let list: Vec<String> = (0..targets).map(target).collect();
     let config = dir.join("leasehold.yaml");
     std::fs::write(
         &config,
@@ -248,7 +266,7 @@ clusters:
   policy: {{lease_duration: 15s, on_join: 'off'}}
 ",
             dir.join("cp.db").display(),
-            a.cp_namespace,
+            cp_namespace,
             list.join(", "),
         ),
     )?;
@@ -296,7 +314,7 @@ clusters:
                 &format!("{}/api/v1/clusters/{CLUSTER}", serve.base),
             )
             .await?;
-            if c["targets"]["owned"].as_u64() == Some(a.targets as u64) {
+            if c["targets"]["owned"].as_u64() == Some(targets as u64) {
                 return Ok(serve);
             }
         }
@@ -307,4 +325,48 @@ clusters:
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// One Lease write [`open_loop_moves`] made: target `key` moved to pod `to`, sent at `at`
+/// (monotonic) and `wall` (the system clock, which a browser's `performance.timeOrigin +
+/// performance.now()` also reads), both taken just before the write went out.
+pub(crate) struct Sent {
+    pub(crate) key: String,
+    pub(crate) to: String,
+    pub(crate) at: Instant,
+    pub(crate) wall: std::time::SystemTime,
+}
+
+/// Open-loop Lease writes to the simulator: each `(target, pod)` of `moves` sets that target's
+/// desired owner and holder to the pod, as a finished handoff leaves it. Write `i` is due at
+/// `start + i / rate` and sent then whatever earlier writes are doing. Returns the writes and
+/// their round trips.
+pub(crate) async fn open_loop_moves(
+    client: &kube::Client,
+    moves: Vec<(String, String)>,
+    rate: f64,
+    start: tokio::time::Instant,
+) -> anyhow::Result<(Vec<Sent>, Vec<Duration>)> {
+    let mut writes = tokio::task::JoinSet::new();
+    let mut sent = Vec::with_capacity(moves.len());
+    for (i, (key, to)) in moves.into_iter().enumerate() {
+        tokio::time::sleep_until(start + Duration::from_secs_f64(i as f64 / rate)).await;
+        let now = serde_json::to_value(MicroTime(jiff::Timestamp::now()))?;
+        let patch = json!({
+            "metadata": {"annotations": {protocol::ANN_DESIRED_OWNER: to}},
+            "spec": {"holderIdentity": to, "acquireTime": now, "renewTime": now, "leaseTransitions": 1},
+        });
+        let client = client.clone();
+        let (k, at, wall) = (key.clone(), Instant::now(), std::time::SystemTime::now());
+        sent.push(Sent { key, to, at, wall });
+        writes.spawn(async move {
+            patch_lease(&client, &k, patch).await?;
+            anyhow::Ok(at.elapsed())
+        });
+    }
+    let mut rtt = Vec::with_capacity(sent.len());
+    while let Some(w) = writes.join_next().await {
+        rtt.push(w??);
+    }
+    Ok((sent, rtt))
 }
