@@ -30,6 +30,7 @@ pub mod ui;
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -61,6 +62,7 @@ pub fn router(state: AppState) -> Router {
     let swagger = utoipa_swagger_ui::SwaggerUi::new("/docs")
         .url("/openapi.json", doc)
         .config(utoipa_swagger_ui::Config::from("/openapi.json").use_base_layout());
+    let swagger = Router::from(swagger).layer(middleware::from_fn(docs_viewport));
     let demo = state.demo.is_some().then(demo::router);
     let mut pages = ui::router();
     if state.demo.is_some() {
@@ -210,6 +212,48 @@ pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; 
 pub const CSP_DOCS: &str = "default-src 'self'; script-src 'self'; \
     style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; \
     frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'";
+
+/// The viewport Swagger UI's page lacks: without it a phone lays `/docs` out as a desktop
+/// page shrunk to fit.
+const DOCS_VIEWPORT: &str =
+    r#"<meta name="viewport" content="width=device-width, initial-scale=1">"#;
+
+/// Largest Swagger UI page [`docs_viewport`] reads (its `index.html` is under 1 KiB).
+const DOCS_PAGE_LIMIT: usize = 64 * 1024;
+
+/// Around Swagger UI's routes: gives its page (`/docs/`, its `index.html`) the
+/// [`DOCS_VIEWPORT`] it lacks, first in its `<head>`. Its assets pass untouched, and nothing
+/// is loaded from elsewhere, so [`CSP_DOCS`] holds as before.
+async fn docs_viewport(req: Request, next: Next) -> Response {
+    let res = next.run(req).await;
+    let html = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/html"));
+    if !html
+        || res.status() != StatusCode::OK
+        || res.headers().contains_key(header::CONTENT_ENCODING)
+    {
+        return res;
+    }
+    let (mut parts, body) = res.into_parts();
+    let html = match axum::body::to_bytes(body, DOCS_PAGE_LIMIT).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => {
+            return ApiError::Internal(format!("reading Swagger UI's page: {e}")).into_response();
+        }
+    };
+    let html = match html.find("<head>") {
+        Some(at) => {
+            let (head, rest) = html.split_at(at + "<head>".len());
+            format!("{head}\n    {DOCS_VIEWPORT}{rest}")
+        }
+        None => html,
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(html))
+}
 
 async fn security_headers(req: Request, next: Next) -> Response {
     let docs = req.uri().path().starts_with("/docs");

@@ -3,7 +3,8 @@
 //! sends a stranger to the login page; login starts a session with a safe cookie; forms
 //! without the session's CSRF token, or from another site, are refused; logout ends the
 //! session; a viewer cannot change anything; static assets revalidate with an ETag; under
-//! `leasehold demo`, the demo controls offer what applies and say what they did.
+//! `leasehold demo`, the demo controls offer what applies and say what they did; `/docs` has
+//! a viewport.
 
 use crate::common;
 
@@ -668,4 +669,68 @@ async fn demo_controls_say_what_they_did_and_offer_only_what_applies() {
     )
     .await;
     assert_eq!(s, StatusCode::FORBIDDEN);
+}
+
+/// `/docs` (Swagger UI, vendored) has a viewport, so a phone does not lay it out as a shrunk
+/// desktop page (its own `index.html` has none), and still loads: every asset its page names is
+/// served from here, its initializer points at the document, under the docs' strict CSP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_docs_have_a_viewport_and_load_their_assets() {
+    let app = app().await;
+    let to = get(&app, "/docs", Auth::None).await;
+    assert_eq!(to.headers[header::LOCATION], "/docs/");
+    for uri in ["/docs/", "/docs/index.html"] {
+        let page = get(&app, uri, Auth::None).await;
+        assert_eq!(page.status, StatusCode::OK, "{uri}: {}", page.body);
+        assert!(
+            page.headers[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .starts_with("text/html"),
+            "{uri}"
+        );
+        let viewport = r#"<meta name="viewport" content="width=device-width, initial-scale=1">"#;
+        assert_eq!(
+            page.body.matches(viewport).count(),
+            1,
+            "{uri}: {}",
+            page.body
+        );
+        let head = &page.body[..page.body.find("</head>").expect("a head")];
+        assert!(head.contains(viewport), "{}", page.body);
+        assert_eq!(
+            page.headers[header::CONTENT_SECURITY_POLICY],
+            leasehold::http::CSP_DOCS,
+            "{uri}"
+        );
+        assert!(
+            !page.body.contains("<script>"),
+            "{uri} has an inline script"
+        );
+        assert!(
+            !page.body.contains("http"),
+            "{uri} names another site: {}",
+            page.body
+        );
+        // Every asset the page names loads.
+        let mut assets = Vec::new();
+        for attr in ["src=\"", "href=\""] {
+            for part in page.body.split(attr).skip(1) {
+                assets.push(part[..part.find('"').unwrap()].to_owned());
+            }
+        }
+        assert!(assets.len() >= 5, "{assets:?}");
+        for asset in &assets {
+            let path = format!("/docs/{}", asset.trim_start_matches("./"));
+            let res = get(&app, &path, Auth::None).await;
+            assert_eq!(res.status, StatusCode::OK, "{path}");
+            assert!(!res.body.is_empty(), "{path}");
+        }
+    }
+    let init = get(&app, "/docs/swagger-initializer.js", Auth::None).await;
+    assert_eq!(init.status, StatusCode::OK);
+    assert!(init.body.contains("\"/openapi.json\""), "{}", init.body);
+    let doc = get(&app, "/openapi.json", Auth::None).await;
+    assert_eq!(doc.status, StatusCode::OK);
+    assert!(doc.body.contains("\"openapi\""));
 }
