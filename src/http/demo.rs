@@ -9,19 +9,17 @@
 //! applies to it, from what the demo task publishes of its members ([`MemberState`]) and the
 //! member's pod and heartbeat; and after a form post it says what was done. The 303 carries
 //! that as a known [`Outcome`] key and a member name (`?demo=added&member=c-3`), checked when
-//! the page is rendered, never as text. [`with_panel`], around the dashboard's routes, hands
-//! the page its [`DemoPanel`] for the time of the request (a task-local the template reads
-//! with [`panel`]), so the dashboard's page handlers need not know about the demo.
+//! the page is rendered, never as text. The cluster page's handler gets its [`DemoPanel`] from
+//! [`panel`].
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use percent_encoding::{NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::api::audit;
@@ -508,38 +506,13 @@ impl DemoPanel {
     }
 }
 
-tokio::task_local! {
-    /// The demo panel of the cluster page being rendered (set by [`with_panel`]).
-    static PANEL: DemoPanel;
-}
-
-/// The demo panel of the cluster page this request renders, if it is one under
-/// `leasehold demo` (for `templates/_demo.html`).
-pub fn panel() -> Option<DemoPanel> {
-    PANEL.try_with(DemoPanel::clone).ok()
-}
-
-/// Middleware around the dashboard's routes under `leasehold demo`: while a cluster's page
-/// (`/clusters/{cluster}`) is handled, [`panel`] gives its demo section the cluster's members
-/// as the demo task last published them and the notice its query asks for.
-pub async fn with_panel(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let cluster = req
-        .uri()
-        .path()
-        .strip_prefix("/clusters/")
-        .filter(|rest| !rest.is_empty() && !rest.contains('/'))
-        .map(|c| percent_decode_str(c).decode_utf8_lossy().into_owned());
-    let (Some(demo), Some(cluster)) = (&state.demo, cluster) else {
-        return next.run(req).await;
-    };
-    let members = demo.members(&cluster);
-    let notice = req
-        .uri()
-        .query()
-        .and_then(|q| Notice::from_query(q, &members));
-    PANEL
-        .scope(DemoPanel { members, notice }, next.run(req))
-        .await
+/// The demo section of cluster `cluster`'s page under `leasehold demo` (`None` otherwise): the
+/// cluster's members as the demo task last published them, and the notice the page's query
+/// (`demo=…&member=…`, set by a control's redirect) asks for.
+pub fn panel(state: &AppState, cluster: &str, query: Option<&str>) -> Option<DemoPanel> {
+    let members = state.demo.as_ref()?.members(cluster);
+    let notice = query.and_then(|q| Notice::from_query(q, &members));
+    Some(DemoPanel { members, notice })
 }
 
 #[cfg(test)]

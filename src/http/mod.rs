@@ -64,14 +64,7 @@ pub fn router(state: AppState) -> Router {
         .config(utoipa_swagger_ui::Config::from("/openapi.json").use_base_layout());
     let swagger = Router::from(swagger).layer(middleware::from_fn(docs_viewport));
     let demo = state.demo.is_some().then(demo::router);
-    let mut pages = ui::router();
-    if state.demo.is_some() {
-        // The cluster page's demo section learns what the demo does with its members.
-        pages = pages.layer(middleware::from_fn_with_state(
-            state.clone(),
-            demo::with_panel,
-        ));
-    }
+    let pages = ui::router();
     let recorder = state.engine.metrics().clone();
     let state_for_host = state.clone();
     Router::new()

@@ -3,7 +3,7 @@
 
 use askama::Template;
 use axum::Form;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::response::Response;
 
 use super::charts::LoadOverTime;
@@ -14,6 +14,7 @@ use crate::engine::RemovalEffects;
 use crate::http::actions;
 use crate::http::api::clusters::{ClusterDetail, ClusterSummary, snapshot, summary};
 use crate::http::auth::Action;
+use crate::http::demo::{self, DemoPanel};
 use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use crate::k8s::model::{Instance, Target};
@@ -53,7 +54,8 @@ struct ClusterPage {
     events: Vec<Line>,
     /// Targets per instance over the last minutes.
     load: Option<LoadOverTime>,
-    demo: bool,
+    /// Under `leasehold demo`: its controls for this cluster.
+    demo: Option<DemoPanel>,
 }
 
 /// The span of the cluster page's load-over-time chart.
@@ -64,6 +66,7 @@ pub async fn cluster(
     State(state): State<AppState>,
     viewer: Viewer,
     Path(cluster): Path<String>,
+    RawQuery(query): RawQuery,
 ) -> Result<Response, UiError> {
     viewer
         .caller
@@ -115,7 +118,7 @@ pub async fn cluster(
         max_load,
         events,
         load,
-        demo: state.demo.is_some(),
+        demo: demo::panel(&state, &cluster, query.as_deref()),
     })
 }
 
