@@ -31,7 +31,9 @@
   var channel = null;
   // Hidden or left: a lock granted now is given straight back.
   var stopped = false;
-  var MIN_GAP_MS = 800;
+  // At most one page fetch per this: a burst of events (a failover's moves) costs one or two
+  // fetches, and the page shows where the burst ended within about half a second of it.
+  var MIN_GAP_MS = 400;
   var PERIODIC_MS = 15000;
 
   function concerns(type, data) {

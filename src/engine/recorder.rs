@@ -70,7 +70,7 @@ async fn record(inner: &Inner, batch: Vec<Change>) {
                 });
                 continue;
             }
-            Change::Targets { .. } => continue,
+            Change::Targets { .. } | Change::Members { .. } => continue,
             other => {
                 flush(inner, &mut ownership).await;
                 record_other(inner, other).await
@@ -129,7 +129,7 @@ async fn record_other(inner: &Inner, change: Change) -> Result<(), crate::store:
             })
             .await
             .map(|_| ()),
-        Change::Ownership { .. } | Change::Targets { .. } => Ok(()),
+        Change::Ownership { .. } | Change::Targets { .. } | Change::Members { .. } => Ok(()),
     }
 }
 

@@ -88,6 +88,12 @@ pub enum Event {
         /// Cluster.
         cluster: String,
     },
+    /// Protocol v2: a member's Lease changed what is shown of it (taken, leaving, released,
+    /// fenced, deleted; renewals are not events).
+    Members {
+        /// Cluster.
+        cluster: String,
+    },
     /// Events were missed: reload the state.
     Resync,
 }
@@ -101,6 +107,7 @@ impl Event {
             Event::Leader { .. } => "leader",
             Event::Operation { .. } => "operation",
             Event::Targets { .. } => "targets",
+            Event::Members { .. } => "members",
             Event::Resync => "resync",
         }
     }
@@ -163,6 +170,7 @@ impl Event {
             },
             Change::Overrun { replayed: true, .. } => return None,
             Change::Targets { cluster } => Event::Targets { cluster },
+            Change::Members { cluster } => Event::Members { cluster },
         })
     }
 }

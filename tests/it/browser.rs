@@ -778,3 +778,193 @@ async fn the_dashboard_in_chromium() {
     let _ = b.driver.kill().await;
     let _ = Arc::new(());
 }
+
+/// Each instance and how many targets it holds: by the API, and as the page's instances table
+/// shows them.
+type Holdings = Vec<(String, u64)>;
+
+/// Samples the API and the page every 100 ms until the API shows a state that is `done` and
+/// has not changed for `settle`, and the page shows it too (or `timeout`); the page must reach
+/// that state no more than 1 s after the API did. Returns how long after the API it was.
+async fn page_follows_api<F: Future<Output = Holdings>>(
+    b: &Browser,
+    api: &impl Fn() -> F,
+    done: impl Fn(&Holdings) -> bool,
+    settle: Duration,
+    timeout: Duration,
+) -> Duration {
+    let start = tokio::time::Instant::now();
+    let mut samples: Vec<(tokio::time::Instant, Holdings, Holdings)> = Vec::new();
+    loop {
+        let from_api = api().await;
+        let shown = b
+            .client
+            .execute(
+                "return [...document.querySelectorAll('#cluster-instances tbody tr')]\
+                 .map(r => [r.cells[0].textContent.trim(), Number(r.cells[3].textContent)]);",
+                vec![],
+            )
+            .await
+            .unwrap();
+        let from_page: Holdings = serde_json::from_value(shown).unwrap();
+        let now = tokio::time::Instant::now();
+        samples.push((now, from_api.clone(), from_page.clone()));
+        // Since when the API has shown what it shows now, and whether the page does too.
+        let since = samples
+            .iter()
+            .rev()
+            .take_while(|s| s.1 == from_api)
+            .last()
+            .map(|s| s.0)
+            .unwrap();
+        if done(&from_api) && from_page == from_api && now - since >= settle {
+            break;
+        }
+        assert!(
+            now - start < timeout,
+            "the page never settled on the API's state: API {from_api:?}, page {from_page:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let last = &samples[samples.len() - 1].1;
+    let settled_at = |pick: fn(&(tokio::time::Instant, Holdings, Holdings)) -> &Holdings| {
+        let from = samples
+            .iter()
+            .rposition(|s| pick(s) != last)
+            .map_or(0, |i| i + 1);
+        samples[from].0
+    };
+    let api_at = settled_at(|s| &s.1);
+    let page_at = settled_at(|s| &s.2);
+    let behind = page_at.saturating_duration_since(api_at);
+    assert!(
+        behind <= Duration::from_secs(1),
+        "the page showed {last:?} {behind:?} after the API did"
+    );
+    behind
+}
+
+/// `leasehold demo` in Chromium: each demo control, clicked on the cluster page, says what it
+/// did, and the page's instances then agree with the API within a second of it, with no reload
+/// by hand; a member on its way out is offered no control.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_demo_controls_in_chromium() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let demo = leasehold::demo::start(super::demo::options(dir.path(), "127.0.0.1:0"))
+        .await
+        .unwrap();
+    let base = format!("http://127.0.0.1:{}", demo.api_addr().port());
+    let cluster = leasehold::demo::COLLECTOR;
+    let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let api = || async {
+        let req = http::Request::get(format!("{base}/api/v1/clusters/{cluster}/instances"))
+            .body(Default::default())
+            .unwrap();
+        let res = http.request(req).await.unwrap();
+        let body = res.into_body().collect().await.unwrap().to_bytes();
+        let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|i| {
+                        (
+                            i["name"].as_str().unwrap().to_owned(),
+                            i["owned"].as_u64().unwrap(),
+                        )
+                    })
+                    .collect::<Holdings>()
+            })
+            .unwrap_or_default()
+    };
+    let placed = common::eventually(Duration::from_secs(30), || async {
+        let h = api().await;
+        (h.len() == 3 && h.iter().all(|(_, n)| *n > 0)).then_some(h)
+    })
+    .await;
+    assert!(placed.is_some(), "never placed: {:?}", api().await);
+    let c = &b.client;
+    let page = format!("{base}/clusters/{cluster}");
+    c.goto(&page).await.unwrap();
+    b.shot("demo").await;
+
+    let click = |css: String| async move {
+        c.find(Locator::Css(&css))
+            .await
+            .unwrap_or_else(|e| panic!("{css}: {e}"))
+            .click()
+            .await
+            .unwrap();
+    };
+    // Add a member: it is said, and it joins and gets its share (on_join: auto).
+    click("#demo-add".into()).await;
+    b.wait_text("#demo-notice", "Added member", Duration::from_secs(10))
+        .await;
+    b.mark().await;
+    let settle = Duration::from_secs(3);
+    let joined = |h: &Holdings| h.len() == 4 && h.iter().all(|(_, n)| *n > 0);
+    let behind = page_follows_api(&b, &api, joined, settle, Duration::from_secs(40)).await;
+    eprintln!("add: the page followed the API {behind:?} later");
+    assert!(b.same_page().await, "the page reloaded instead of updating");
+    let after_add = api().await;
+    assert_eq!(after_add.len(), 4, "{after_add:?}");
+    let added = after_add
+        .iter()
+        .map(|(n, _)| n.clone())
+        .find(|n| !["collector-0", "collector-1", "collector-2"].contains(&n.as_str()))
+        .unwrap();
+
+    // Crash one: said; its targets fail over, and the page follows.
+    click("#demo-crash-collector-1".into()).await;
+    b.wait_text(
+        "#demo-notice",
+        "Crashed collector-1",
+        Duration::from_secs(10),
+    )
+    .await;
+    b.mark().await;
+    assert!(
+        c.find(Locator::Css("#demo-crash-collector-1"))
+            .await
+            .is_err(),
+        "a crashed member is offered Crash again"
+    );
+    let failed_over = |h: &Holdings| h.iter().any(|(n, owned)| n == "collector-1" && *owned == 0);
+    let behind = page_follows_api(&b, &api, failed_over, settle, Duration::from_secs(40)).await;
+    eprintln!("crash: the page followed the API {behind:?} later");
+    let after_crash = api().await;
+    assert!(
+        after_crash
+            .iter()
+            .any(|(n, owned)| n == "collector-1" && *owned == 0),
+        "{after_crash:?}"
+    );
+
+    // Stop the added one gracefully: said; it hands its targets over and goes.
+    click(format!("#demo-stop-{added}")).await;
+    b.wait_text(
+        "#demo-notice",
+        &format!("Stopped {added}"),
+        Duration::from_secs(30),
+    )
+    .await;
+    b.mark().await;
+    let gone = |h: &Holdings| !h.iter().any(|(n, owned)| *n == added && *owned > 0);
+    let behind = page_follows_api(&b, &api, gone, settle, Duration::from_secs(40)).await;
+    eprintln!("stop: the page followed the API {behind:?} later");
+    let after_stop = api().await;
+    assert!(
+        !after_stop
+            .iter()
+            .any(|(n, owned)| *n == added && *owned > 0),
+        "{after_stop:?}"
+    );
+    b.shot("demo-after-controls").await;
+    let errors = b.console_errors().await;
+    assert!(errors.is_empty(), "console errors {errors:#?}");
+    let _ = b.client.clone().close().await;
+    demo.stop().await.unwrap();
+}

@@ -28,7 +28,7 @@ use common::eventually;
 const LEASE: Duration = Duration::from_secs(3);
 const TARGETS: usize = 30;
 
-fn options(dir: &Path, listen: &str) -> DemoOptions {
+pub(crate) fn options(dir: &Path, listen: &str) -> DemoOptions {
     DemoOptions {
         listen: listen.parse().unwrap(),
         kube_listen: "127.0.0.1:0".parse().unwrap(),

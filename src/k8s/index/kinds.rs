@@ -436,6 +436,7 @@ impl Indexed for Lease {
     fn delete(state: &mut ClusterState, name: &str, emit: &mut Emit<'_>) {
         if !state.spec.separate_member_namespace() && delete_member(state, name) {
             emit.changed = true;
+            emit.members();
             return;
         }
         if state.leader.as_ref().is_some_and(|l| *l.name == *name) {
@@ -503,6 +504,9 @@ fn apply_member(state: &mut ClusterState, identity: &str, view: &LeaseView, emit
             emit.changed = true;
         }
     }
+    if emit.changed {
+        emit.members();
+    }
     if let Some(o) = view.overrun
         && state.overruns.get(identity) != Some(&o.at_ms)
     {
@@ -562,12 +566,20 @@ impl Indexed for MemberNamespaceLease {
                 LeaseRole::Member(identity) => apply_member(state, identity, &view, emit),
                 _ => emit.changed = false,
             },
-            None => emit.changed = delete_member(state, name),
+            None => {
+                emit.changed = delete_member(state, name);
+                if emit.changed {
+                    emit.members();
+                }
+            }
         }
     }
 
     fn delete(state: &mut ClusterState, name: &str, emit: &mut Emit<'_>) {
         emit.changed = delete_member(state, name);
+        if emit.changed {
+            emit.members();
+        }
     }
 
     fn names(state: &ClusterState) -> Vec<String> {

@@ -110,6 +110,13 @@ pub enum Change {
         /// (recording it again is a no-op), and it is not counted or broadcast again.
         replayed: bool,
     },
+    /// Protocol v2: a member Lease changed what the model shows of its member (taken, leaving,
+    /// released, fenced, deleted; not a mere renewal). Not recorded; it tells live views to
+    /// look again.
+    Members {
+        /// Cluster.
+        cluster: String,
+    },
     /// The configured target list changed (ConfigMap reload).
     Targets {
         /// Cluster.
@@ -264,6 +271,13 @@ impl Emit<'_> {
             *gap_ms = None;
         }
         self.out.push(c);
+    }
+
+    /// A member Lease changed what the model shows (see [`Change::Members`]).
+    fn members(&mut self) {
+        self.push(Change::Members {
+            cluster: self.cluster.to_owned(),
+        });
     }
 
     fn instance(&mut self, instance: &str, kind: InstanceEventKind) {

@@ -252,6 +252,32 @@ fn ownership_changes_carry_the_handoff_gap() {
     assert_eq!(gaps(&ix.apply(&after_expiry, at(16_000))), [Some(10_600)]);
 }
 
+/// Protocol v2: a member Lease that changes what is shown of its member (taken, fenced,
+/// deleted) is a `Members` change for live views; a renewal is not.
+#[test]
+fn v2_member_lease_changes_but_not_renewals_are_reported() {
+    use crate::protocol::Fence;
+    let mut ix = v2_index("");
+    let members = |ch: &[Change]| {
+        ch.iter()
+            .filter(|c| matches!(c, Change::Members { cluster } if cluster == "c"))
+            .count()
+    };
+    let mut member = protocol::new_member_lease("leasehold", "c", "c-0", at(0), 10, false);
+    member.metadata.namespace = Some("ns".into());
+    assert_eq!(members(&ix.apply(&member, at(0))), 1, "taken");
+    let renewed = protocol::member_renewed(&member, "c-0", at(3_000), 10, false);
+    assert_eq!(members(&ix.apply(&renewed, at(3_000))), 0, "renewed");
+    let fenced = protocol::fenced(&renewed, Fence::Expired, at(14_000));
+    assert_eq!(members(&ix.apply(&fenced, at(14_000))), 1, "fenced");
+    let name = fenced.metadata.name.clone().unwrap();
+    assert_eq!(
+        members(&ix.delete::<Lease>("ns", &name, at(15_000))),
+        1,
+        "deleted"
+    );
+}
+
 /// Protocol v2: target Leases are never renewed, so a failover's gap counts from the old
 /// holder's member Lease last seen renewed (not from the revoke), a handoff's from the release.
 #[test]
