@@ -20,6 +20,8 @@
   var conn = document.getElementById("conn");
   var TYPES = ["ownership", "instance", "leader", "operation", "targets", "resync"];
   var pending = null;
+  // Looks again in a row for a page older than the events this page took in.
+  var again = 0;
   var leaving = false;
   var last = 0;
   // The newest event id this page has taken into account.
@@ -69,6 +71,16 @@
           if (again && again !== document.activeElement) { again.focus(); }
         }
         body.dataset.refreshed = String(Date.now());
+        // The server may answer from a model built a moment before the last event this page
+        // took in (its data-event-id says which events it includes; models are at most about
+        // a second old): look again shortly, a few times at most (after a server restart the
+        // ids start again, below what this page saw).
+        if (Number(next.body.dataset.eventId || 0) < seen && again < 5) {
+          again += 1;
+          schedule();
+        } else {
+          again = 0;
+        }
       })
       .catch(function () { /* the next event or the periodic refresh tries again */ });
   }

@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio::sync::broadcast;
@@ -183,13 +183,14 @@ pub struct Hub {
 
 struct HubInner {
     /// The last [`REPLAY`] events with their ids (consecutive, from 1).
-    log: Mutex<VecDeque<(u64, Arc<Event>)>>,
+    /// With when each was published.
+    log: Mutex<VecDeque<(u64, Arc<Event>, Instant)>>,
     tx: broadcast::Sender<(u64, Arc<Event>)>,
 }
 
 /// The id the next event gets: one after the newest kept.
-fn next_id(log: &VecDeque<(u64, Arc<Event>)>) -> u64 {
-    log.back().map_or(1, |(n, _)| n + 1)
+fn next_id(log: &VecDeque<(u64, Arc<Event>, Instant)>) -> u64 {
+    log.back().map_or(1, |(n, ..)| n + 1)
 }
 
 impl Default for Hub {
@@ -220,7 +221,7 @@ impl Hub {
         if log.len() == REPLAY {
             log.pop_front();
         }
-        log.push_back((id, e.clone()));
+        log.push_back((id, e.clone(), Instant::now()));
         // No subscriber is fine.
         let _ = self.inner.tx.send((id, e));
     }
@@ -229,6 +230,19 @@ impl Hub {
     pub fn last_id(&self) -> u64 {
         let log = self.inner.log.lock().unwrap_or_else(|e| e.into_inner());
         next_id(&log) - 1
+    }
+
+    /// The newest event published before `t`: a page showing a model built at `t` includes
+    /// every change up to it (an event is published after the change it tells of), and resumes
+    /// the feed after it; a later event may or may not be in the page, and costs it one more
+    /// look. 0 before the first event.
+    pub fn last_id_before(&self, t: Instant) -> u64 {
+        let log = self.inner.log.lock().unwrap_or_else(|e| e.into_inner());
+        match log.iter().rev().find(|(_, _, at)| *at < t) {
+            Some((n, ..)) => *n,
+            // Everything kept came after `t`: what came before was dropped, and was older.
+            None => log.front().map_or(0, |(first, ..)| first - 1),
+        }
     }
 
     /// Subscribes, replaying what came after `last_id` when it is still kept.
@@ -241,9 +255,11 @@ impl Hub {
             None => Vec::new(),
             Some(id) if id + 1 >= next => Vec::new(),
             Some(id) => match log.front() {
-                Some((first, _)) if *first <= id + 1 => {
-                    log.iter().filter(|(n, _)| *n > id).cloned().collect()
-                }
+                Some((first, ..)) if *first <= id + 1 => log
+                    .iter()
+                    .filter(|(n, ..)| *n > id)
+                    .map(|(n, e, _)| (*n, e.clone()))
+                    .collect(),
                 _ => vec![(next - 1, Arc::new(Event::Resync))],
             },
         };
@@ -316,6 +332,33 @@ mod tests {
 
     fn ids(s: &Subscription) -> Vec<u64> {
         s.backlog.iter().map(|(n, _)| *n).collect()
+    }
+
+    /// A page built from a model taken at `t` resumes after the last event published before
+    /// `t`, however many came after.
+    #[test]
+    fn the_last_event_before_a_time_is_the_one_a_page_includes() {
+        let hub = Hub::default();
+        let t0 = Instant::now();
+        assert_eq!(hub.last_id_before(t0), 0);
+        let targets = || Event::Targets {
+            cluster: "c".into(),
+        };
+        hub.publish(targets());
+        hub.publish(targets());
+        std::thread::sleep(Duration::from_millis(5));
+        let t = Instant::now();
+        std::thread::sleep(Duration::from_millis(5));
+        hub.publish(targets());
+        assert_eq!(hub.last_id(), 3);
+        assert_eq!(hub.last_id_before(t), 2);
+        assert_eq!(hub.last_id_before(t0), 0);
+        assert_eq!(hub.last_id_before(Instant::now()), 3);
+        // Only later events kept: the dropped ones were older.
+        for _ in 0..REPLAY {
+            hub.publish(targets());
+        }
+        assert_eq!(hub.last_id_before(t), 3);
     }
 
     #[test]

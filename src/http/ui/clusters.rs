@@ -33,11 +33,15 @@ struct Overview {
 }
 
 /// `/`: every cluster's health.
-pub async fn overview(State(state): State<AppState>, viewer: Viewer) -> Result<Response, UiError> {
+pub async fn overview(
+    State(state): State<AppState>,
+    mut viewer: Viewer,
+) -> Result<Response, UiError> {
     viewer.caller.require(&state, Action::Read, None).await?;
     let mut clusters = Vec::new();
     for c in &state.engine.config().clusters {
         let view = snapshot(&state, &c.name).await?;
+        viewer.shows(&state, &view);
         clusters.push(summary(&state, &view).await?);
     }
     let mut base = Base::new(&state, &viewer, "Overview").await;
@@ -64,7 +68,7 @@ const LOAD_WINDOW_MS: i64 = 15 * 60 * 1000;
 /// `/clusters/{cluster}`: leader, instances with their load, Services, recent events.
 pub async fn cluster(
     State(state): State<AppState>,
-    viewer: Viewer,
+    mut viewer: Viewer,
     Path(cluster): Path<String>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, UiError> {
@@ -73,6 +77,7 @@ pub async fn cluster(
         .require(&state, Action::Read, Some(&cluster))
         .await?;
     let view = snapshot(&state, &cluster).await?;
+    viewer.shows(&state, &view);
     let c = ClusterDetail {
         summary: summary(&state, &view).await?,
         instances: view.model.instances.clone(),
@@ -147,7 +152,7 @@ fn age(now_ms: i64, created: &str) -> String {
 /// `/clusters/{cluster}/instances`: the replication instances in detail.
 pub async fn instances(
     State(state): State<AppState>,
-    viewer: Viewer,
+    mut viewer: Viewer,
     Path(cluster): Path<String>,
 ) -> Result<Response, UiError> {
     viewer
@@ -155,6 +160,7 @@ pub async fn instances(
         .require(&state, Action::Read, Some(&cluster))
         .await?;
     let view = snapshot(&state, &cluster).await?;
+    viewer.shows(&state, &view);
     let base = Base::new(&state, &viewer, format!("Instances of {cluster}"))
         .await
         .for_cluster(&cluster);
@@ -197,7 +203,7 @@ const INSTANCE_HISTORY: u32 = 50;
 /// history, and what Remove and Uncordon would do here.
 pub async fn instance(
     State(state): State<AppState>,
-    viewer: Viewer,
+    mut viewer: Viewer,
     Path((cluster, instance)): Path<(String, String)>,
 ) -> Result<Response, UiError> {
     viewer
@@ -205,6 +211,7 @@ pub async fn instance(
         .require(&state, Action::Read, Some(&cluster))
         .await?;
     let view = snapshot(&state, &cluster).await?;
+    viewer.shows(&state, &view);
     let model = &view.model;
     let Some(i) = model.instance(&instance).cloned() else {
         return Err(ApiError::NotFound(format!(

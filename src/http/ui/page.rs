@@ -25,8 +25,19 @@ pub struct Viewer {
     /// Logged in with a session (so there is a logout).
     pub logged_in: bool,
     /// The live feed's last event id when the request came in, before the handler read any
-    /// state: every later change is either in the page or comes after this id.
+    /// state, lowered by [`Viewer::shows`] for a model built before: every later change is
+    /// either in the page or comes after this id.
     pub event_id: u64,
+}
+
+impl Viewer {
+    /// Counts in a view the page shows. A reader may be given a model built up to a second
+    /// before the request (see `engine::views`), so the page resumes the feed after the last
+    /// event published before that model was built, not after the newest: nothing it lacks is
+    /// skipped (a later event it already has costs it one more look).
+    pub fn shows(&mut self, state: &AppState, view: &crate::engine::View) {
+        self.event_id = self.event_id.min(state.events.last_id_before(view.built()));
+    }
 }
 
 impl FromRequestParts<AppState> for Viewer {

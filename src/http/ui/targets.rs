@@ -85,7 +85,7 @@ impl TargetsPage {
 /// `/clusters/{cluster}/targets`.
 pub async fn list(
     State(state): State<AppState>,
-    viewer: Viewer,
+    mut viewer: Viewer,
     Path(cluster): Path<String>,
     Query(lq): Query<ListQuery>,
 ) -> Result<Response, UiError> {
@@ -94,6 +94,7 @@ pub async fn list(
         .require(&state, Action::Read, Some(&cluster))
         .await?;
     let view = snapshot(&state, &cluster).await?;
+    viewer.shows(&state, &view);
     let target_state = match lq.state.as_str() {
         "" => None,
         s => Some(
@@ -146,7 +147,7 @@ const TIMELINE: u32 = 50;
 /// `/clusters/{cluster}/targets/{target}`: one target and its ownership timeline.
 pub async fn one(
     State(state): State<AppState>,
-    viewer: Viewer,
+    mut viewer: Viewer,
     Path((cluster, target)): Path<(String, String)>,
 ) -> Result<Response, UiError> {
     viewer
@@ -154,6 +155,7 @@ pub async fn one(
         .require(&state, Action::Read, Some(&cluster))
         .await?;
     let view = snapshot(&state, &cluster).await?;
+    viewer.shows(&state, &view);
     let t = view.model.target(&target).cloned().ok_or_else(|| {
         ApiError::NotFound(format!("cluster {cluster:?} has no target {target:?}"))
     })?;

@@ -178,7 +178,7 @@ impl LeaseEntry {
             .map(|_| self.since_ms + self.expires_ms())
     }
 
-    fn expires_ms(&self) -> i64 {
+    pub(super) fn expires_ms(&self) -> i64 {
         i64::from(self.duration_s.max(0)) * 1000
     }
 
@@ -240,6 +240,21 @@ pub(super) struct MemberEntry {
     /// When (observer's clock, ms) the member was last seen writing its Lease (a renewal or a
     /// new term), or first seen: its last sign of life, which a failover's gap counts from.
     pub(super) alive_ms: i64,
+    /// Its [`Heartbeat`] when live views were last told (see `Index::heartbeats`).
+    pub(super) shown: Heartbeat,
+}
+
+/// How a held member Lease's silence looks by the clock alone, as the dashboard shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) enum Heartbeat {
+    /// Renewed within two thirds of its duration (or not held).
+    #[default]
+    Fresh,
+    /// Unchanged for over two thirds of its duration: it missed renewals and passed its own
+    /// renew deadline.
+    Late,
+    /// Unchanged for its whole duration.
+    Lost,
 }
 
 impl MemberEntry {
@@ -250,6 +265,18 @@ impl MemberEntry {
             leaving: view.leaving,
             fence: view.fence,
             alive_ms: now_ms,
+            shown: Heartbeat::Fresh,
+        }
+    }
+
+    /// Its heartbeat at `now_ms` by the clock alone.
+    pub(super) fn heartbeat(&self, now_ms: i64) -> Heartbeat {
+        let e = &self.entry;
+        let (silent, d) = (now_ms - e.since_ms, e.expires_ms());
+        match e.holder {
+            Some(_) if silent >= d => Heartbeat::Lost,
+            Some(_) if silent * 3 > d * 2 => Heartbeat::Late,
+            _ => Heartbeat::Fresh,
         }
     }
 

@@ -497,6 +497,36 @@ impl Index {
             .collect()
     }
 
+    /// Protocol v2: a [`Change::Members`] for each cluster in which a member's heartbeat, as
+    /// live views show it, changed by the clock alone since the last call: its member Lease
+    /// now unchanged for over two thirds of its duration (late) or all of it (lost), or
+    /// renewed again after that. So a member that stops renewing is shown at once, not at a
+    /// view's next periodic refresh. Bumps the revision when it reports anything, so that
+    /// models built before (whose ages froze when they were built) are built again.
+    pub fn heartbeats(&mut self, now: Timestamp) -> Vec<Change> {
+        let now_ms = now.as_millisecond();
+        let mut out = Vec::new();
+        for state in self.clusters.iter_mut().filter(|c| c.v2()) {
+            let mut changed = false;
+            for m in state.members.values_mut() {
+                let now_shown = m.heartbeat(now_ms);
+                if m.shown != now_shown {
+                    m.shown = now_shown;
+                    changed = true;
+                }
+            }
+            if changed && state.all_synced() {
+                out.push(Change::Members {
+                    cluster: state.spec.name.clone(),
+                });
+            }
+        }
+        if !out.is_empty() {
+            self.revision += 1;
+        }
+        out
+    }
+
     /// The model of one cluster at `now`.
     pub fn model(&self, cluster: &str, now: Timestamp) -> Option<crate::k8s::model::ClusterModel> {
         self.snapshot(cluster, now).map(|s| s.model)

@@ -278,6 +278,33 @@ fn v2_member_lease_changes_but_not_renewals_are_reported() {
     );
 }
 
+/// Protocol v2: a member that stops renewing is reported to live views when its member Lease
+/// goes late (over 2/3 of its duration unchanged) and lost (all of it), and again when it
+/// renews; nothing between.
+#[test]
+fn v2_heartbeats_going_late_and_lost_by_the_clock_are_reported() {
+    let mut ix = v2_index("");
+    let mut member = protocol::new_member_lease("leasehold", "c", "c-0", at(0), 9, false);
+    member.metadata.namespace = Some("ns".into());
+    ix.apply(&member, at(0));
+    let reported = |ix: &mut Index, ms: i64| {
+        let before = ix.revision();
+        let ch = ix.heartbeats(at(ms));
+        assert_eq!(ix.revision() > before, !ch.is_empty(), "revision at {ms}");
+        matches!(&ch[..], [Change::Members { cluster }] if cluster == "c")
+    };
+    assert!(!reported(&mut ix, 5_000), "fresh");
+    assert!(reported(&mut ix, 6_001), "late past 6 s of 9");
+    assert!(!reported(&mut ix, 7_000), "still late: said once");
+    assert!(reported(&mut ix, 9_000), "lost at 9 s");
+    let renewed = protocol::member_renewed(&member, "c-0", at(9_500), 9, false);
+    ix.apply(&renewed, at(9_500));
+    assert!(reported(&mut ix, 9_600), "renewed again");
+    assert!(!reported(&mut ix, 9_900));
+    // v1 clusters have no member Leases: nothing, ever.
+    assert!(index().heartbeats(at(60_000)).is_empty());
+}
+
 /// Protocol v2: target Leases are never renewed, so a failover's gap counts from the old
 /// holder's member Lease last seen renewed (not from the revoke), a handoff's from the release.
 #[test]

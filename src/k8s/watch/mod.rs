@@ -266,9 +266,25 @@ pub async fn run(
     for ns in shared.read(Index::member_namespaces) {
         spawn::<MemberNamespaceLease>(&mut tasks, w, &ns);
     }
+    tasks.spawn(heartbeats(shared.clone()));
     match tasks.join_next().await {
         Some(Ok(())) | None => anyhow::bail!("a watcher ended"),
         Some(Err(e)) => Err(e.into()),
+    }
+}
+
+/// How often members' heartbeats are looked at by the clock ([`Index::heartbeats`]).
+const HEARTBEATS_EVERY: Duration = Duration::from_millis(250);
+
+/// Tells live views (through the changes) when a member's heartbeat goes late or lost by the
+/// clock alone, with no Lease event to say so.
+async fn heartbeats(shared: Arc<SharedIndex>) {
+    let mut tick = tokio::time::interval(HEARTBEATS_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let now = Timestamp::now();
+        shared.write(|ix| ((), ix.heartbeats(now)));
     }
 }
 
