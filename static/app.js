@@ -73,9 +73,9 @@
         body.dataset.refreshed = String(Date.now());
         // The server may answer from a model built a moment before the last event this page
         // took in (its data-event-id says which events it includes; models are at most about
-        // a second old): look again shortly, a few times at most (after a server restart the
-        // ids start again, below what this page saw).
-        if (Number(next.body.dataset.eventId || 0) < seen && again < 5) {
+        // a second old, two while nothing changes): look again shortly, a dozen times at most
+        // (after a server restart the ids start again, below what this page saw).
+        if (Number(next.body.dataset.eventId || 0) < seen && again < 12) {
           again += 1;
           schedule();
         } else {

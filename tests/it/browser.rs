@@ -268,14 +268,41 @@ impl Browser {
             .collect()
     }
 
+    /// Clicks the element `css`, finding it again if a live update replaced it in between.
+    async fn click(&self, css: &str) {
+        for _ in 0..10 {
+            let el = self
+                .client
+                .find(Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("{css}: {e}"));
+            match el.click().await {
+                Ok(()) => return,
+                Err(fantoccini::error::CmdError::Standard(e))
+                    if e.error == fantoccini::error::ErrorStatus::StaleElementReference =>
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("{css}: {e}"),
+            }
+        }
+        panic!("{css}: replaced ten times while clicking it");
+    }
+
+    /// The text the element `css` shows, read in one step (a live update may replace the
+    /// element between a find and a read).
     async fn text(&self, css: &str) -> String {
-        self.client
-            .find(Locator::Css(css))
+        let text = self
+            .client
+            .execute(
+                "const e = document.querySelector(arguments[0]); return e && e.innerText;",
+                vec![json!(css)],
+            )
             .await
-            .unwrap_or_else(|e| panic!("{css}: {e}"))
-            .text()
-            .await
-            .unwrap()
+            .unwrap();
+        text.as_str()
+            .unwrap_or_else(|| panic!("{css}: not on the page"))
+            .to_owned()
     }
 
     /// Waits until the element `css` shows `want`, without reloading the page.
@@ -486,12 +513,7 @@ async fn log_in(b: &Browser, env: &Env, shot: bool) {
         .send_keys(TOKEN)
         .await
         .unwrap();
-    c.find(Locator::Css("button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    b.click("button[type=submit]").await;
     b.wait_text("h1", "Cluster c", Duration::from_secs(10))
         .await;
 }
@@ -675,6 +697,13 @@ async fn the_dashboard_in_chromium() {
         inaccessible.join("\n")
     );
 
+    // The plan before the third member joins: starting it later is refused.
+    c.goto(&format!("{}/clusters/{CLUSTER}/rebalance", env.base))
+        .await
+        .unwrap();
+    let plan_id = "return document.querySelector('input[name=plan_id]').value;";
+    let before = c.execute(plan_id, vec![]).await.unwrap();
+
     // A third member joins (on_join: off), and the cluster page shows it live.
     c.goto(&format!("{}/clusters/{CLUSTER}", env.base))
         .await
@@ -695,12 +724,35 @@ async fn the_dashboard_in_chromium() {
     let plan = b.text("#plan").await;
     assert!(plan.contains("c-2"), "{plan}");
     b.shot("rebalance-preview").await;
-    c.find(Locator::Css("#confirm"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    // A tab still showing the plan from before c-2 joined (as if it had not kept up) starts
+    // it: refused, with why and the fresh plan, which is then started.
+    c.execute(
+        "document.querySelector('input[name=plan_id]').value = arguments[0];",
+        vec![before.clone()],
+    )
+    .await
+    .unwrap();
+    b.click("#confirm").await;
+    b.wait_text("#plan-changed", "", Duration::from_secs(10))
+        .await;
+    let fresh = c.execute(plan_id, vec![]).await.unwrap();
+    assert_ne!(fresh, before, "the refusal shows the fresh plan");
+    assert!(b.text("#plan").await.contains("c-2"));
+    b.shot("rebalance-stale").await;
+    // The refusal is a 409 page, which Chromium logs as a failed load: that one only.
+    let errors = b.console_errors().await;
+    assert!(
+        errors.len() == 1 && errors[0].contains("/rebalance") && errors[0].contains("409"),
+        "{errors:#?}"
+    );
+    assert!(
+        env.api("/operations").await["items"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "the stale plan started something"
+    );
+    b.click("#confirm").await;
     b.wait_text("h1", "rebalance", Duration::from_secs(10))
         .await;
     b.mark().await;
@@ -722,21 +774,11 @@ async fn the_dashboard_in_chromium() {
     c.goto(&format!("{}/clusters/{CLUSTER}/instances", env.base))
         .await
         .unwrap();
-    c.find(Locator::Css("#instance-c-0 a[href$='/remove']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    b.click("#instance-c-0 a[href$='/remove']").await;
     b.wait_text("h1", "Remove c-0", Duration::from_secs(10))
         .await;
     b.shot("remove-preview").await;
-    c.find(Locator::Css("#confirm"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    b.click("#confirm").await;
     b.wait_text("h1", "remove instance c-0", Duration::from_secs(10))
         .await;
     b.mark().await;
@@ -896,16 +938,8 @@ async fn the_demo_controls_in_chromium() {
     c.goto(&page).await.unwrap();
     b.shot("demo").await;
 
-    let click = |css: String| async move {
-        c.find(Locator::Css(&css))
-            .await
-            .unwrap_or_else(|e| panic!("{css}: {e}"))
-            .click()
-            .await
-            .unwrap();
-    };
     // Add a member: it is said, and it joins and gets its share (on_join: auto).
-    click("#demo-add".into()).await;
+    b.click("#demo-add").await;
     b.wait_text("#demo-notice", "Added member", Duration::from_secs(10))
         .await;
     b.mark().await;
@@ -923,7 +957,7 @@ async fn the_demo_controls_in_chromium() {
         .unwrap();
 
     // Crash one: said; its targets fail over, and the page follows.
-    click("#demo-crash-collector-1".into()).await;
+    b.click("#demo-crash-collector-1").await;
     b.wait_text(
         "#demo-notice",
         "Crashed collector-1",
@@ -954,7 +988,7 @@ async fn the_demo_controls_in_chromium() {
     );
 
     // Stop the added one gracefully: said; it hands its targets over and goes.
-    click(format!("#demo-stop-{added}")).await;
+    b.click(&format!("#demo-stop-{added}")).await;
     b.wait_text(
         "#demo-notice",
         &format!("Stopped {added}"),
