@@ -181,6 +181,18 @@ struct Browser {
     url: String,
 }
 
+/// Chromium outlives chromedriver when a test fails before closing its session: the whole
+/// process group goes, so no browser is left behind.
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if let Some(pid) = self.driver.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .status();
+        }
+    }
+}
+
 impl Browser {
     async fn start() -> Option<Browser> {
         let exe = ["chromedriver", "/usr/bin/chromedriver"]
@@ -210,6 +222,8 @@ impl Browser {
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            // A group of its own, with the Chromium it starts (see `Drop`).
+            .process_group(0)
             .kill_on_drop(true)
             .spawn()
             .unwrap();
