@@ -5,6 +5,8 @@
 //! own. The cluster page's recent events, an instance's history and the history page all tell
 //! it this way. Pure: it only regroups the history rows it is given, newest first.
 
+use std::collections::HashMap;
+
 use crate::model::Cause;
 use crate::store::{HistoryEntry, HistoryKind};
 
@@ -43,6 +45,8 @@ pub enum What {
         from: Option<String>,
         /// The operation they belong to, if any.
         operation: Option<String>,
+        /// Who asked for that operation (a user, the join policy), when the entries given say.
+        by: Option<String>,
         /// Where they went: member and how many, most first.
         to: Vec<(String, usize)>,
         /// From the oldest to the newest change.
@@ -67,6 +71,12 @@ fn together(first: &HistoryEntry, e: &HistoryEntry) -> bool {
 
 /// Groups `entries` (newest first) into at most `limit` lines.
 pub fn lines(entries: Vec<HistoryEntry>, limit: usize) -> Vec<Line> {
+    // Who asked for each operation, from its entries among those given ("created" has it).
+    let by: HashMap<String, String> = entries
+        .iter()
+        .filter(|e| e.kind == HistoryKind::Operation)
+        .filter_map(|e| Some((e.operation.clone()?, e.actor.clone()?)))
+        .collect();
     let mut out: Vec<Vec<HistoryEntry>> = Vec::new();
     for e in entries {
         match out.last_mut() {
@@ -79,7 +89,20 @@ pub fn lines(entries: Vec<HistoryEntry>, limit: usize) -> Vec<Line> {
             }
         }
     }
-    out.into_iter().map(line).collect()
+    out.into_iter()
+        .map(|group| {
+            let mut l = line(group);
+            if let What::Moves {
+                operation: Some(op),
+                by: who,
+                ..
+            } = &mut l.what
+            {
+                *who = by.get(op).cloned();
+            }
+            l
+        })
+        .collect()
 }
 
 fn line(mut group: Vec<HistoryEntry>) -> Line {
@@ -111,6 +134,7 @@ fn line(mut group: Vec<HistoryEntry>) -> Line {
                 first.from.clone()
             },
             operation: first.operation.clone(),
+            by: None,
             to,
             span_ms,
             longest_gap_ms: group.iter().filter_map(|e| e.gap_ms).max(),
@@ -195,6 +219,12 @@ mod tests {
             moved("t8", "b", "d", r, Some("op-1"), 8_900),
             moved("t7", "a", "d", r, Some("op-1"), 8_800),
             instance("d", "joined", 8_000),
+            HistoryEntry {
+                kind: HistoryKind::Operation,
+                operation: Some("op-1".into()),
+                actor: Some("alice".into()),
+                ..instance("d", "created", 7_500)
+            },
             // ...b's hand-off of three targets to two members...
             moved("t3", "b", "a", h, None, 5_120),
             moved("t2", "b", "c", h, None, 5_050),
@@ -213,12 +243,13 @@ mod tests {
                     cause,
                     from,
                     operation,
+                    by,
                     to,
                     span_ms,
                     longest_gap_ms,
                     entries,
                 } => format!(
-                    "{} {cause:?} from {from:?} op {operation:?} to {to:?} in {span_ms} gap {longest_gap_ms:?}",
+                    "{} {cause:?} from {from:?} op {operation:?} by {by:?} to {to:?} in {span_ms} gap {longest_gap_ms:?}",
                     entries.len()
                 ),
             })
@@ -226,9 +257,10 @@ mod tests {
         assert_eq!(
             shape,
             [
-                r#"3 Some(Rebalance) from None op Some("op-1") to [("d", 3)] in 200 gap Some(900)"#,
+                r#"3 Some(Rebalance) from None op Some("op-1") by Some("alice") to [("d", 3)] in 200 gap Some(900)"#,
                 r#"one Some("joined")"#,
-                r#"3 Some(Handoff) from Some("b") op None to [("a", 2), ("c", 1)] in 120 gap Some(120)"#,
+                r#"one Some("created")"#,
+                r#"3 Some(Handoff) from Some("b") op None by None to [("a", 2), ("c", 1)] in 120 gap Some(120)"#,
                 r#"one Some("t6")"#,
                 r#"one Some("t0")"#,
             ]
