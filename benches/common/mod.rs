@@ -1,11 +1,13 @@
 //! What the load harnesses share (`benches/engine_load.rs`, `benches/api_load/`,
-//! `benches/protocol_load.rs`, `benches/pages_live.rs`): starting the simulator as its own
+//! `benches/protocol_load.rs`, `benches/pages_live/`): starting the simulator as its own
 //! process, logging to stderr, percentiles and how they are printed, the machine, and a
 //! process's and the machine's CPU time from `/proc`; `procs` starts, seeds and writes to the
-//! simulator and `leasehold serve` for the harnesses that test the server over HTTP.
+//! simulator and `leasehold serve` for the harnesses that test the server over HTTP, `sse` is
+//! a client of its event feed.
 #![allow(dead_code)] // each harness uses a different subset
 
 pub mod procs;
+pub mod sse;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

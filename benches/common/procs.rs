@@ -1,5 +1,5 @@
 //! The two processes under the harnesses that test `leasehold serve` over HTTP
-//! (`benches/api_load/`, `benches/pages_live.rs`): the simulator (`leasehold sim
+//! (`benches/api_load/`, `benches/pages_live/`): the simulator (`leasehold sim
 //! --fake-kubelet`) and the server under test (`leasehold serve`), how they are seeded and
 //! started, the Lease writes the harnesses make, and the HTTP client they talk to the server
 //! with. No measuring here.

@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 /// `leasehold:event` hook) is stored with its arrival time, ms since the epoch by the page's
 /// clock (`performance.timeOrigin + performance.now()`, the system clock the harness reads
 /// too), how it came (`feed`: this page holds the feed; `tab`: over the BroadcastChannel) and
-/// whether the page was visible. Ownership events and resyncs only.
+/// whether the page was visible, with the event's `at_ms` (when the server's index applied the
+/// change, whole ms since the epoch). Ownership events and resyncs only.
 const LISTEN: &str = r#"
 if (!window.__leaseholdArrivals) {
   window.__leaseholdArrivals = [];
@@ -24,7 +25,7 @@ if (!window.__leaseholdArrivals) {
     var x = d.data || {};
     if (d.type !== "ownership" && d.type !== "resync") { return; }
     window.__leaseholdArrivals.push([d.type, x.target || "", x.to || "", t, d.via,
-      document.visibilityState === "visible"]);
+      document.visibilityState === "visible", x.at_ms || null]);
   });
 }
 return !!document.querySelector("[data-live]");
@@ -47,6 +48,8 @@ pub(crate) struct Arrival {
     /// Through this page's own feed (not another tab's).
     pub(crate) feed: bool,
     pub(crate) visible: bool,
+    /// The event's `at_ms`: when the server's index applied the change.
+    pub(crate) indexed_ms: Option<f64>,
 }
 
 /// What one page has taken in so far.
@@ -167,6 +170,7 @@ impl Browser {
                     at_ms: r[3].as_f64().unwrap_or(f64::NAN),
                     feed: r[4] == "feed",
                     visible: r[5] == Value::Bool(true),
+                    indexed_ms: r[6].as_f64(),
                 })
                 .collect();
             out.push(PageLog {

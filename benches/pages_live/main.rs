@@ -2,7 +2,8 @@
 //! dashboard pages with p99 ≤ 250 ms), in headless Chromium with its default settings.
 //!
 //! Run: `cargo bench --bench pages_live` (options after `--`: `--pages N --changes N
-//! --change-rate R --warmup N --targets N --pods N --windows --report-only`). Under
+//! --change-rate R --warmup N --targets N --pods N --windows --report-only --samples FILE`;
+//! `--samples` writes every delivery as CSV: change, its write's time, page, delay). Under
 //! `cargo test --all-targets` (or `cargo test --bench pages_live`) it does a small smoke run
 //! and checks no latency target, only that every page got every change. Needs chromium and
 //! chromedriver (`scripts/test.sh` installs them); without them it fails, unless
@@ -23,21 +24,26 @@
 //! moving one target to the next pod (desired owner and holder, as a finished handoff leaves
 //! it), with the system time taken just before each write is sent. Nothing talks to the
 //! browser while they run. Afterwards the arrivals are read back from every page: per page and
-//! change, the delay from the write to the page's arrival. It fails if a page missed a change
-//! or took a resync, and (full runs) when the p99 over pages × changes misses 250 ms.
+//! change, the delay from the write to the page's arrival. For reference, a plain SSE client in
+//! the harness (`benches/common/sse.rs`) follows the feed during the same writes: what the
+//! server delivers with no browser in the way. It fails if a page missed a change or took a
+//! resync, and (full runs) when the p99 over pages × changes misses 250 ms.
 
 mod browser;
 #[path = "../common/mod.rs"]
 mod common;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use browser::{Browser, PageLog, chromedriver, pss_mib};
 use common::procs::{
-    self, CLUSTER, Sent, Sim, member, open_loop_moves, start_serve, start_sim, target,
+    self, CLUSTER, Sent, Sim, http_client, member, open_loop_moves, start_serve, start_sim, target,
 };
+use common::sse::{Arrivals, sse_client};
 use common::{MachineCpu, cpu_s, machine, ms, percentile, spread};
+use tokio::sync::watch;
 
 /// Issue 16's target: an event reaches the open pages in p99 ≤ 250 ms.
 const PAGES_P99: Duration = Duration::from_millis(250);
@@ -60,6 +66,7 @@ struct Args {
     pods: usize,
     tabs: bool,
     report_only: bool,
+    samples: Option<String>,
 }
 
 fn args() -> Args {
@@ -76,6 +83,7 @@ fn args() -> Args {
             pods: 8,
             tabs: true,
             report_only: false,
+            samples: None,
         }
     } else {
         Args {
@@ -88,6 +96,7 @@ fn args() -> Args {
             pods: 2,
             tabs: true,
             report_only: true,
+            samples: None,
         }
     };
     let argv: Vec<String> = std::env::args().collect();
@@ -103,6 +112,7 @@ fn args() -> Args {
             "--pods" => a.pods = count(a.pods),
             "--windows" => a.tabs = false,
             "--report-only" => a.report_only = true,
+            "--samples" => a.samples = argv.get(i + 1).cloned(),
             _ => {}
         }
     }
@@ -134,6 +144,8 @@ fn wall_ms(t: SystemTime) -> f64 {
 /// One page's delivery of one change.
 struct Delivery {
     delay_ms: f64,
+    /// From the write to the server's index applying it (the event's `at_ms`).
+    indexed_ms: Option<f64>,
     feed: bool,
     visible: bool,
 }
@@ -152,6 +164,7 @@ fn deliveries(logs: &[PageLog], sent: &[Sent]) -> Vec<Vec<Option<Delivery>>> {
                     .get(&(s.key.as_str(), s.to.as_str()))
                     .map(|a| Delivery {
                         delay_ms: a.at_ms - wall_ms(s.wall),
+                        indexed_ms: a.indexed_ms.map(|i| i - wall_ms(s.wall)),
                         feed: a.feed,
                         visible: a.visible,
                     }),
@@ -171,6 +184,34 @@ fn duration(ms: f64) -> Duration {
     Duration::from_secs_f64(ms.max(0.0) / 1000.0)
 }
 
+/// Every delivery as a CSV row: the change (in order of writing), its write's system time
+/// (ms since the epoch), the page (in order of opening), the delay (ms), how it came (`feed`
+/// or `tab`) and whether the page was visible.
+fn write_samples(
+    path: &str,
+    sent: &[Sent],
+    by_change: &[Vec<Option<Delivery>>],
+) -> anyhow::Result<()> {
+    use std::fmt::Write as _;
+    let mut out = String::from("change,sent_ms,page,delay_ms,indexed_ms,via,visible\n");
+    for (c, (s, pages)) in sent.iter().zip(by_change).enumerate() {
+        for (p, d) in pages.iter().enumerate() {
+            if let Some(d) = d {
+                let via = if d.feed { "feed" } else { "tab" };
+                writeln!(
+                    out,
+                    "{c},{:.3},{p},{:.3},{},{via},{}",
+                    wall_ms(s.wall),
+                    d.delay_ms,
+                    d.indexed_ms.map_or(String::new(), |i| format!("{i:.0}")),
+                    d.visible
+                )?;
+            }
+        }
+    }
+    Ok(std::fs::write(path, out)?)
+}
+
 /// Reads every page until each has every change of `sent` or `within` has passed.
 async fn wait_for_all(
     b: &Browser,
@@ -184,6 +225,55 @@ async fn wait_for_all(
             return Ok(logs);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// One plain client of the event feed beside the browser, for reference: what the server
+/// delivers with no browser in the way.
+struct Reference {
+    log: Arrivals,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<anyhow::Result<usize>>,
+}
+
+impl Reference {
+    /// Connects (every event after this reaches it).
+    async fn start(base: &str) -> anyhow::Result<Reference> {
+        let log: Arrivals = Arc::default();
+        let (stop, stop_rx) = watch::channel(false);
+        let (connected, mut is_connected) = tokio::sync::mpsc::channel(1);
+        let task = tokio::spawn(sse_client(
+            0,
+            http_client(),
+            format!("{base}/api/v1/events"),
+            log.clone(),
+            connected,
+            stop_rx,
+        ));
+        anyhow::ensure!(
+            is_connected.recv().await.is_some(),
+            "the reference SSE client did not connect"
+        );
+        Ok(Reference { log, stop, task })
+    }
+
+    /// Stops it; the delay from each write of `sent` to its event, for those that came.
+    async fn finish(self, sent: &[Sent]) -> anyhow::Result<Vec<Duration>> {
+        let _ = self.stop.send(true);
+        let resyncs = self.task.await??;
+        anyhow::ensure!(
+            resyncs == 0,
+            "the reference SSE client had {resyncs} resyncs"
+        );
+        let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(sent
+            .iter()
+            .filter_map(|s| {
+                log.iter()
+                    .find(|(_, t, to, _)| *t == s.key && *to == s.to)
+                    .map(|(_, _, _, at)| at.saturating_duration_since(s.at))
+            })
+            .collect())
     }
 }
 
@@ -255,6 +345,7 @@ async fn measure(
         cpu_s(sim.pid),
         cpu(&procs),
     );
+    let reference = Reference::start(base).await?;
     let t = Instant::now();
     let start = tokio::time::Instant::now() + Duration::from_millis(100);
     let (sent, mut rtt) = open_loop_moves(&sim.client, measured, a.change_rate, start).await?;
@@ -270,15 +361,23 @@ async fn measure(
     );
     let pss_end = pss_mib(&b.processes());
     let logs = wait_for_all(b, &sent, GRACE).await?;
+    let mut plain = reference.finish(&sent).await?;
 
     let by_change = deliveries(&logs, &sent);
+    if let Some(path) = &a.samples {
+        write_samples(path, &sent, &by_change)?;
+    }
     let expected = a.pages * sent.len();
     let mut delays = Vec::with_capacity(expected);
     let (mut feed, mut tab, mut visible, mut hidden) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut last_page = Vec::with_capacity(sent.len());
+    let mut indexed = Vec::with_capacity(sent.len());
     let mut early = 0;
     for pages in &by_change {
+        if let Some(i) = pages.iter().flatten().find_map(|d| d.indexed_ms) {
+            indexed.push(duration(i));
+        }
         let mut slowest = f64::MIN;
         for d in pages.iter().flatten() {
             let at = duration(d.delay_ms);
@@ -335,6 +434,14 @@ async fn measure(
     r.row(
         "… a change in every page (the slowest page per change), p50 / p90 / p99 / max",
         spread(&mut last_page),
+    );
+    r.row(
+        "… for reference: the same changes at a plain SSE client in the harness (no browser), p50 / p90 / p99 / max",
+        format!("{} ({} of {})", spread(&mut plain), plain.len(), sent.len()),
+    );
+    r.row(
+        "… of which from the write to the server's index applying it (the event's `at_ms`, whole ms), per change",
+        spread(&mut indexed),
     );
     r.row(
         "… deliveries received / expected; resync events; arrivals before their write",
