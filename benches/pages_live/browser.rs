@@ -2,6 +2,9 @@
 //! `--headless`, and `--no-sandbox` only when running as root (Chromium refuses to start as
 //! root otherwise). Opens the dashboard pages, installs the arrival listener in each, reads the
 //! arrivals back, and accounts for (and in the end stops) every process the browser started.
+//! chromedriver and Chromium get a temporary directory of their own as `TMPDIR` (removed at the
+//! end): Chromium leaves a directory for its process-singleton socket in it at every start and
+//! quit.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -64,6 +67,8 @@ pub(crate) struct Browser {
     driver: tokio::process::Child,
     driver_pid: u32,
     pages: Vec<WindowHandle>,
+    // Chromium's TMPDIR; removed on drop.
+    _tmp: tempfile::TempDir,
 }
 
 /// Whether this process runs as root (`Uid:` in `/proc/self/status`).
@@ -94,8 +99,10 @@ impl Browser {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
+        let tmp = tempfile::tempdir()?;
         let driver = tokio::process::Command::new(exe)
             .arg(format!("--port={port}"))
+            .env("TMPDIR", tmp.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
@@ -122,6 +129,7 @@ impl Browser {
                         driver,
                         driver_pid,
                         pages: Vec::new(),
+                        _tmp: tmp,
                     });
                 }
                 Err(e) => last = Some(e),
