@@ -18,7 +18,8 @@
   var cluster = body.dataset.cluster || "";
   var operation = body.dataset.operation || "";
   var conn = document.getElementById("conn");
-  var TYPES = ["ownership", "instance", "leader", "operation", "targets", "resync"];
+  // Every kind the feed sends (docs/api.md): a kind not listed here never reaches the page.
+  var TYPES = ["ownership", "instance", "leader", "operation", "targets", "members", "resync"];
   var pending = null;
   // Looks again in a row for a page older than the events this page took in.
   var again = 0;
