@@ -235,20 +235,8 @@ async fn main() -> anyhow::Result<()> {
         let done = renewals.finish(&mut r).await;
         result = result.and(done);
     }
-    println!(
-        "| measure ({}) | value |",
-        if a.full { "full" } else { "smoke" }
-    );
-    println!("| --- | --- |");
-    for (k, v) in &r.rows {
-        println!("| {k} | {v} |");
-    }
-    if let Some(status) = serve.child.try_wait()? {
-        anyhow::bail!(
-            "leasehold serve exited with {status}:\n{}",
-            serve.log_tail(40)
-        );
-    }
+    procs::print_rows(a.full, &r.rows);
+    serve.still_running()?;
     // The server's warnings (RUST_LOG=warn), if any, for the reader of the run; while it
     // syncs, /readyz answers 503, which its trace layer logs as errors.
     let log = serve.log_tail(5);

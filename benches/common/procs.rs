@@ -238,6 +238,29 @@ impl Serve {
         let lines: Vec<&str> = log.lines().collect();
         lines[lines.len().saturating_sub(n)..].join("\n")
     }
+
+    /// Fails, with the end of its log, if the server exited during the run.
+    pub(crate) fn still_running(&mut self) -> anyhow::Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            anyhow::bail!(
+                "leasehold serve exited with {status}:\n{}",
+                self.log_tail(40)
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Prints a run's figures as a Markdown table.
+pub(crate) fn print_rows(full: bool, rows: &[(String, String)]) {
+    println!(
+        "| measure ({}) | value |",
+        if full { "full" } else { "smoke" }
+    );
+    println!("| --- | --- |");
+    for (k, v) in rows {
+        println!("| {k} | {v} |");
+    }
 }
 
 /// Starts `leasehold serve` for one cluster of `targets` inline targets (its control plane in

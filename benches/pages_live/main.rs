@@ -503,20 +503,8 @@ async fn main() -> anyhow::Result<()> {
     let mut b = Browser::start(exe).await?;
     let result = measure(&a, &sim, serve.pid, &serve.base, &mut b, &mut r).await;
     b.stop().await;
-    println!(
-        "| measure ({}) | value |",
-        if a.full { "full" } else { "smoke" }
-    );
-    println!("| --- | --- |");
-    for (k, v) in &r.rows {
-        println!("| {k} | {v} |");
-    }
-    if let Some(status) = serve.child.try_wait()? {
-        anyhow::bail!(
-            "leasehold serve exited with {status}:\n{}",
-            serve.log_tail(40)
-        );
-    }
+    procs::print_rows(a.full, &r.rows);
+    serve.still_running()?;
     serve.child.kill().await.ok();
     let p99 = result?;
     if p99 > PAGES_P99 {
