@@ -199,6 +199,7 @@ pub(crate) async fn seed(
         .map(|i| {
             let holder = member(i % pods);
             let desire = Desire {
+                term: None,
                 owner: holder.clone(),
                 cause: Cause::Initial,
                 operation: None,

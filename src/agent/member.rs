@@ -789,6 +789,14 @@ impl Member {
             .as_ref()
             .is_none_or(|h| h.authority(now) && !h.leaving);
         let v2 = self.v2();
+        // v2: the term we hold our member Lease in now, while we may take targets.
+        let term = self
+            .heart
+            .as_ref()
+            .filter(|_| may_acquire)
+            .and_then(|h| h.lease.as_ref())
+            .map(protocol::member_term);
+        let mut adopt = Vec::new();
         self.not_before.retain(|_, t| *t > now);
         for name in &self.candidates {
             if self.not_before.contains_key(name) {
@@ -811,11 +819,18 @@ impl Member {
             }
             // v2: a target Lease is taken only when free (or still naming us from an earlier
             // term); another member's hold ends by its release or the control plane's revoke,
-            // never by our observation.
+            // never by our observation. One handed to us under our current term is ours as it
+            // is: no write (see `protocol::handed_over`).
             let action = if v2 {
                 match s.view.holding.holder.as_deref() {
                     None => Action::Acquire,
-                    Some(h) if h == me => Action::Acquire,
+                    Some(h) if h == me => {
+                        if term.is_some() && s.view.handed_term == term {
+                            adopt.push((name.clone(), target.clone(), s.lease.clone()));
+                            continue;
+                        }
+                        Action::Acquire
+                    }
                     Some(_) => continue,
                 }
             } else {
@@ -862,6 +877,32 @@ impl Member {
             );
             self.spawn_write(name, lease, duration, true);
         }
+        for (name, target, lease) in adopt {
+            tracing::info!(%target, "handed over to this member: starting work");
+            self.candidates.remove(&name);
+            let mut h = Held {
+                target,
+                duration: self.cfg.default_lease_duration,
+                lease,
+                renewed: Instant::now(),
+                phase: Phase::Starting,
+                writing: false,
+                retry_at: Instant::now(),
+                starting: None,
+                v2,
+            };
+            h.starting = Some(spawn_hook(
+                &mut self.tasks,
+                &self.hooks,
+                &name,
+                &h,
+                HookEvent::Acquire,
+                self.cfg.hook_timeout,
+            ));
+            self.held.insert(name.clone(), h);
+            self.dirty.insert(name);
+            self.publish_due = true;
+        }
         for (name, lease) in strays {
             tracing::info!(lease = %name, "releasing a lease held by this identity but not desired for it");
             self.candidates.remove(&name);
@@ -896,9 +937,10 @@ impl Member {
         let api = self.api.clone();
         let me = self.cfg.identity.clone();
         let writes = self.writes.clone();
+        let v2 = self.v2();
         self.tasks.spawn(async move {
             let _permit = writes.acquire_owned().await;
-            let result = writes::release(&api, &name, lease, &me).await;
+            let result = writes::release(&api, &name, lease, &me, v2).await;
             Done::Released { name, result }
         });
     }
@@ -1048,7 +1090,7 @@ impl Member {
             &self.cfg.cluster,
             &self.cfg.identity,
         );
-        match writes::release(&self.member_api, &name, lease, &self.cfg.identity).await {
+        match writes::release(&self.member_api, &name, lease, &self.cfg.identity, false).await {
             Ok(_) => tracing::info!("member lease released"),
             Err(error) => {
                 tracing::warn!(%error, "releasing the member lease failed; it will expire")
@@ -1136,6 +1178,7 @@ mod tests {
     #[tokio::test]
     async fn a_watch_that_stops_listing_a_lease_does_not_hide_the_change_the_other_brings() {
         let desire = |owner: &str| Desire {
+            term: None,
             owner: owner.to_owned(),
             cause: Cause::Initial,
             operation: None,
@@ -1177,6 +1220,47 @@ mod tests {
             // Once the holder watch stops listing it too (released), it is forgotten.
             m.on_event(Event::Delete(at_rv(moved.clone(), 12)), 1, &mut init);
             assert!(!m.seen.contains_key(&name));
+        }
+    }
+    /// A target handed to this member under its current term is worked on at once, with no
+    /// write of its own; one handed under another term (an earlier one, or a term the control
+    /// plane saw before this member registered again) is acquired by a write first.
+    #[tokio::test]
+    async fn a_target_handed_over_under_this_members_term_is_worked_on_without_a_write() {
+        let mut heart =
+            protocol::new_member_lease("leasehold", "c", "c-2", jiff::Timestamp::now(), 2, false);
+        heart.metadata.uid = Some("u-2".into());
+        let term = protocol::member_term(&heart);
+        for (handed, adopted) in [(term.as_str(), true), ("7@u-2", false), ("0@u-old", false)] {
+            let mut m = member_v2();
+            m.cfg.identity = "c-2".into();
+            if let Some(h) = m.heart.as_mut() {
+                h.lease = Some(heart.clone());
+                h.renewed = Some(Instant::now());
+            }
+            m.synced = true;
+            let desire = Desire {
+                term: Some(handed.to_owned()),
+                owner: "c-2".to_owned(),
+                cause: Cause::Rebalance,
+                operation: None,
+                duration_s: 2,
+            };
+            let created = protocol::new_target_lease("leasehold", "c", "t-1", &desire);
+            let held = protocol::acquired_v2(&created, "c-1", jiff::Timestamp::now(), 2);
+            let out = at_rv(protocol::given_up(&held, "c-1", jiff::Timestamp::now()), 12);
+            let name = out.metadata.name.clone().unwrap();
+            m.on_event(Event::Apply(out.clone()), 1, &mut Vec::new());
+            m.step();
+            let h = &m.held[&name];
+            if adopted {
+                assert_eq!(h.phase, Phase::Starting, "handed under {handed}");
+                assert!(!h.writing);
+                assert_eq!(h.lease, out, "works at the handed generation");
+            } else {
+                assert_eq!(h.phase, Phase::Acquiring, "handed under {handed}");
+                assert!(h.writing);
+            }
         }
     }
 }

@@ -120,16 +120,24 @@ pub(super) async fn publish_overrun(
     }
 }
 
-/// Release: `protocol::released`; on a 409, release the fresh copy again only if it still
-/// names us. Returns the Lease as last written or read (None when it is gone).
+/// Release: `protocol::released` — with `hand_over` (v2 target Leases) `protocol::given_up`, which hands the Lease straight
+/// to its desired owner when the control plane wrote down that owner's term; on a 409, release
+/// (or hand over) the fresh copy again only if it still names us. Returns the Lease as last
+/// written or read (None when it is gone).
 pub(super) async fn release(
     api: &Api<Lease>,
     name: &str,
     mut lease: Lease,
     me: &str,
+    hand_over: bool,
 ) -> Result<Option<Lease>, String> {
     for _ in 0..RELEASE_TRIES {
-        let next = protocol::released(&lease, jiff::Timestamp::now());
+        let now = jiff::Timestamp::now();
+        let next = if hand_over {
+            protocol::given_up(&lease, me, now)
+        } else {
+            protocol::released(&lease, now)
+        };
         match put(api, name, &next, RELEASE_TIMEOUT).await {
             Ok(written) => return Ok(Some(written)),
             Err(WriteError::NotFound) => return Ok(None),

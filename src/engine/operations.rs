@@ -201,7 +201,8 @@ async fn run_move(
         OperationKind::Rebalance => Cause::Rebalance,
         OperationKind::RemoveInstance => Cause::Removal,
     };
-    let desire = Desire {
+    let mut desire = Desire {
+        term: None,
         owner: mv.to.clone(),
         cause,
         operation: Some(op_id.to_owned()),
@@ -218,15 +219,18 @@ async fn run_move(
     loop {
         attempts += 1;
         record(MoveState::InProgress, attempts, None).await?;
-        if !inner
-            .shared
-            .read(|ix| ix.alive(&spec.name, &mv.to, jiff::Timestamp::now()))
-        {
+        let term = inner.shared.read(|ix| {
+            let now = jiff::Timestamp::now();
+            ix.alive(&spec.name, &mv.to, now)
+                .then(|| ix.member_term(&spec.name, &mv.to))
+        });
+        let Some(term) = term else {
             let why = format!("destination {} is not a live member", mv.to);
             record(MoveState::Failed, attempts, Some(why)).await?;
             inner.metrics.move_finished(&spec.name, kind, false);
             return Ok(false);
-        }
+        };
+        desire.term = term;
         // Idempotent: if the Lease already wants `to` for this operation, nothing is written.
         leases::set_desire(&api, spec.prefix(), &spec.name, &mv.target, |_| {
             Some(desire.clone())

@@ -527,6 +527,12 @@ pub struct Decision {
     pub recovering: Vec<String>,
 }
 
+/// Protocol v2: `member`'s current term as the model shows it (live or leaving), written with a
+/// desired owner so that the holder can hand the target straight over.
+pub fn member_term(model: &ClusterModel, member: &str) -> Option<String> {
+    model.instance(member)?.member_lease.as_ref()?.term.clone()
+}
+
 /// The writes this reconcile should make, with the default [`Guard`].
 pub fn decide(model: &ClusterModel, duration_s: i32, busy: &HashSet<String>) -> Vec<Action> {
     decide_guarded(model, duration_s, busy, &Guard::default()).actions
@@ -676,6 +682,7 @@ fn decide_sparing(
         actions.push(Action::Desire {
             key: mv.target,
             desire: Desire {
+                term: member_term(model, &mv.to),
                 owner: mv.to,
                 cause,
                 operation: None,
@@ -715,6 +722,7 @@ fn decide_sparing(
                     cause: Cause::Initial,
                     operation: None,
                     duration_s,
+                    term: member_term(model, owner),
                 },
                 expect: None,
                 revoke: None,
@@ -786,6 +794,7 @@ mod tests {
                 unchanged_ms: Some(lapsed.unwrap_or(1_000)),
                 duration_ms: Some(10_000),
                 revocable: false,
+                term: None,
             });
             instances.push(i);
             let state = if lapsed.is_some() {
@@ -1145,6 +1154,7 @@ mod tests {
             unchanged_ms: Some(100),
             duration_ms: Some(10_000),
             revocable: false,
+            term: None,
         });
         let unready = Instance::for_tests("u", false, false, false);
         let m = model(
@@ -1366,6 +1376,7 @@ mod tests {
                 unchanged_ms: Some(0),
                 duration_ms: Some(10_000),
                 revocable,
+                term: None,
             })
         };
         let mut a = Instance::for_tests("a", true, false, false);

@@ -586,6 +586,7 @@ mod tests {
             unchanged_ms: Some(0),
             duration_ms: Some(9_000),
             revocable: false,
+            term: None,
         });
         assert_eq!(panel.offer(&leaving), Offer::Nothing("leaving"));
     }

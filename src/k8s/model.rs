@@ -135,6 +135,10 @@ pub struct MemberLease {
     /// The control plane may take this member's targets away now (clear their holder): it
     /// released its member Lease, or was fenced after its renew deadline had passed.
     pub revocable: bool,
+    /// Its current term ([`crate::protocol::member_term`]) while live or leaving: written with
+    /// each desired owner, so that the holder can hand a target straight to it.
+    #[serde(skip)]
+    pub term: Option<String>,
 }
 
 /// Where a target is.

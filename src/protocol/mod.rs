@@ -60,6 +60,13 @@ pub const ANN_CAUSE: &str = "leasehold.io/cause";
 pub const ANN_OPERATION: &str = "leasehold.io/operation";
 /// Annotation with the lease duration (seconds) members should use when they hold the Lease.
 pub const ANN_DURATION: &str = "leasehold.io/lease-duration-seconds";
+/// Annotation on a target Lease (protocol v2), written with the desired owner: the desired
+/// owner's term ([`member_term`]) as the control plane saw its member Lease when it chose it.
+pub const ANN_DESIRED_TERM: &str = "leasehold.io/desired-term";
+/// Annotation on a target Lease (protocol v2) handed straight to its desired owner by the
+/// member that held it ([`handed_over`]): the term of the new holder the hold was handed to. The
+/// new holder works under it without a write of its own only while that is its current term.
+pub const ANN_HANDED_TERM: &str = "leasehold.io/handed-term";
 /// Pod annotation: the member's relative capacity (a positive integer, default 1).
 pub const POD_CAPACITY: &str = "leasehold.io/capacity";
 /// gnmic's annotation with the raw locker key.
@@ -208,6 +215,12 @@ pub struct LeaseView {
     pub fence: Option<Fence>,
     /// A member Lease: the member's last overrun, if it had one.
     pub overrun: Option<Overrun>,
+    /// A member Lease: its current term ([`member_term`]).
+    pub term: Option<String>,
+    /// A target Lease: the desired owner's term when the control plane chose it.
+    pub desired_term: Option<String>,
+    /// A target Lease handed over ([`handed_over`]): the new holder's term it was handed to.
+    pub handed_term: Option<String>,
 }
 
 impl Holding {
@@ -246,6 +259,7 @@ pub fn parse_native(lease: &Lease, cluster: &str) -> Option<LeaseView> {
         ROLE_MEMBER => LeaseRole::Member(annotation(meta, ANN_IDENTITY)?.to_owned()),
         _ => return None,
     };
+    let term = matches!(role, LeaseRole::Member(_)).then(|| member_term(lease));
     Some(LeaseView {
         name: meta.name.clone()?,
         resource_version: meta.resource_version.clone().unwrap_or_default(),
@@ -268,6 +282,13 @@ pub fn parse_native(lease: &Lease, cluster: &str) -> Option<LeaseView> {
             _ => None,
         },
         overrun: annotation(meta, ANN_OVERRUN).and_then(Overrun::parse),
+        term,
+        desired_term: annotation(meta, ANN_DESIRED_TERM)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned),
+        handed_term: annotation(meta, ANN_HANDED_TERM)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned),
     })
 }
 
@@ -304,6 +325,9 @@ pub fn parse_gnmic(lease: &Lease, cluster: &str) -> Option<LeaseView> {
         leaving: false,
         fence: None,
         overrun: None,
+        term: None,
+        desired_term: None,
+        handed_term: None,
     })
 }
 
@@ -326,6 +350,10 @@ pub struct Desire {
     pub operation: Option<String>,
     /// Seconds members should promise when holding it.
     pub duration_s: i32,
+    /// Protocol v2: the owner's current term ([`member_term`]) as the control plane saw it, so
+    /// that the member holding the target can hand it straight over ([`handed_over`]); `None`
+    /// when not known (the holder then releases, and the owner acquires).
+    pub term: Option<String>,
 }
 
 fn set_label(meta: &mut ObjectMeta, key: &str, value: Option<&str>) {
@@ -344,6 +372,25 @@ fn desire_annotations(d: &Desire, into: &mut BTreeMap<String, String>) {
         Some(op) => into.insert(ANN_OPERATION.into(), op.clone()),
         None => into.remove(ANN_OPERATION),
     };
+    match &d.term {
+        Some(t) => into.insert(ANN_DESIRED_TERM.into(), t.clone()),
+        None => into.remove(ANN_DESIRED_TERM),
+    };
+}
+
+/// A member Lease's term: `<leaseTransitions>` and, when it has one, `@<uid>` — it changes with
+/// every new term of the member (a take after a release or a fence raises `leaseTransitions`)
+/// and when the Lease is deleted and created anew (a new uid), never within a term.
+pub fn member_term(lease: &Lease) -> String {
+    let transitions = lease
+        .spec
+        .as_ref()
+        .and_then(|s| s.lease_transitions)
+        .unwrap_or(0);
+    match lease.metadata.uid.as_deref().filter(|u| !u.is_empty()) {
+        Some(uid) => format!("{transitions}@{uid}"),
+        None => transitions.to_string(),
+    }
 }
 
 /// A new target Lease (control plane): labels, the raw key, the desired owner, no holder.
@@ -416,6 +463,9 @@ pub fn acquired_v2(lease: &Lease, me: &str, now: Timestamp, duration_s: i32) -> 
     let mut out = lease.clone();
     out.metadata.managed_fields = None;
     set_label(&mut out.metadata, LABEL_HOLDER, Some(me));
+    if let Some(a) = out.metadata.annotations.as_mut() {
+        a.remove(ANN_HANDED_TERM);
+    }
     let spec = out.spec.get_or_insert_with(Default::default);
     spec.acquire_time = Some(MicroTime(now));
     spec.lease_transitions = Some(match spec.lease_transitions {
@@ -435,12 +485,53 @@ pub fn acquired_v2(lease: &Lease, me: &str, now: Timestamp, duration_s: i32) -> 
     out
 }
 
+/// `lease` handed by its holder straight to `to` (protocol v2, member side), after the holder
+/// stopped working on it: `to` holds it from `now` (`acquireTime`, the fencing generation
+/// `leaseTransitions` + 1, the holder label), under the term `term` of `to` the control plane
+/// wrote with the desired owner ([`ANN_HANDED_TERM`]). One write instead of a release and an
+/// acquire: `to` starts working when it sees it, if `term` is still its term.
+pub fn handed_over(lease: &Lease, to: &str, term: &str, now: Timestamp, duration_s: i32) -> Lease {
+    let mut out = acquired_v2(lease, to, now, duration_s);
+    out.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(ANN_HANDED_TERM.to_owned(), term.to_owned());
+    out
+}
+
+/// What the holder `me` of `lease` writes when it gives it up after stopping work (protocol
+/// v2): handed straight to the desired owner when that is another member whose term the
+/// control plane wrote down ([`handed_over`]), else released.
+pub fn given_up(lease: &Lease, me: &str, now: Timestamp) -> Lease {
+    let view = lease.metadata.annotations.as_ref();
+    let desired = view
+        .and_then(|a| a.get(ANN_DESIRED_OWNER))
+        .filter(|d| !d.is_empty() && d.as_str() != me);
+    let term = view
+        .and_then(|a| a.get(ANN_DESIRED_TERM))
+        .filter(|t| !t.is_empty());
+    match (desired, term) {
+        (Some(to), Some(term)) => {
+            let duration_s = view
+                .and_then(|a| a.get(ANN_DURATION))
+                .and_then(|d| d.parse().ok())
+                .filter(|d: &i32| *d > 0)
+                .unwrap_or(RELEASED_DURATION_SECONDS);
+            handed_over(lease, to, term, now, duration_s)
+        }
+        _ => released(lease, now),
+    }
+}
+
 /// `lease` released (member side): no holder and a one-second duration, as client-go does;
 /// the holder label goes with the holder.
 pub fn released(lease: &Lease, now: Timestamp) -> Lease {
     let mut out = lease.clone();
     out.metadata.managed_fields = None;
     set_label(&mut out.metadata, LABEL_HOLDER, None);
+    if let Some(a) = out.metadata.annotations.as_mut() {
+        a.remove(ANN_HANDED_TERM);
+    }
     let spec = out.spec.get_or_insert_with(Default::default);
     spec.holder_identity = None;
     spec.renew_time = Some(MicroTime(now));
@@ -610,7 +701,95 @@ mod tests {
             cause: Cause::Initial,
             operation: None,
             duration_s: 10,
+            term: None,
         }
+    }
+
+    #[test]
+    fn a_holder_hands_a_target_straight_to_its_desired_owner_under_the_owners_term() {
+        let mut member = new_member_lease("lh", "c", "m-1", ts(50), 10, false);
+        member.metadata.uid = Some("u-1".into());
+        let term = member_term(&member);
+        assert_eq!(term, "0@u-1");
+        // A new term (taken again after a fence) and a new Lease (a new uid) are new terms.
+        let again = member_renewed(
+            &fenced(&member, Fence::Expired, ts(60)),
+            "m-1",
+            ts(61),
+            10,
+            false,
+        );
+        assert_eq!(member_term(&again), "1@u-1");
+        assert_eq!(
+            member_term(&member_renewed(&member, "m-1", ts(55), 10, false)),
+            term
+        );
+        let view = parse_native(&again, "c").unwrap();
+        assert_eq!(view.term.as_deref(), Some("1@u-1"));
+
+        let lease = new_target_lease("lh", "c", "t", &desire("m-0"));
+        let held = acquired_v2(&lease, "m-0", ts(100), 10);
+        // Without the new owner's term the holder releases.
+        let moved = with_desire(&held, &desire("m-1"));
+        let out = given_up(&moved, "m-0", ts(110));
+        let v = parse_native(&out, "c").unwrap();
+        assert_eq!(v.holding.holder, None);
+        assert_eq!(v.handed_term, None);
+        // With it, it hands the target over: the new owner holds it, a new generation.
+        let moved = with_desire(
+            &held,
+            &Desire {
+                term: Some(term.clone()),
+                ..desire("m-1")
+            },
+        );
+        assert_eq!(
+            parse_native(&moved, "c").unwrap().desired_term.as_deref(),
+            Some("0@u-1")
+        );
+        let out = given_up(&moved, "m-0", ts(110));
+        let v = parse_native(&out, "c").unwrap();
+        assert_eq!(v.holding.holder.as_deref(), Some("m-1"));
+        assert_eq!(v.handed_term.as_deref(), Some("0@u-1"));
+        assert_eq!(v.holding.acquire, Some(ts(110)));
+        assert_eq!(
+            v.holding.transitions,
+            parse_native(&held, "c").unwrap().holding.transitions + 1
+        );
+        assert_eq!(v.holding.duration_s, 10);
+        assert_eq!(
+            out.metadata
+                .labels
+                .as_ref()
+                .unwrap()
+                .get(LABEL_HOLDER)
+                .map(String::as_str),
+            Some("m-1")
+        );
+        // Still desired for the holder itself (shutting down): released, never handed to itself.
+        let mine = with_desire(
+            &held,
+            &Desire {
+                term: Some(term.clone()),
+                ..desire("m-0")
+            },
+        );
+        assert_eq!(
+            Holding::of(given_up(&mine, "m-0", ts(110)).spec.as_ref()).holder,
+            None
+        );
+        // The handed mark goes with any later holder write: the new owner's own acquire, a
+        // release, a revoke.
+        for later in [
+            acquired_v2(&out, "m-1", ts(120), 10),
+            released(&out, ts(120)),
+            revoked(&out, &desire("m-2"), ts(120)),
+        ] {
+            assert_eq!(parse_native(&later, "c").unwrap().handed_term, None);
+        }
+        // A desire without a term clears the one written before.
+        let cleared = with_desire(&moved, &desire("m-2"));
+        assert_eq!(parse_native(&cleared, "c").unwrap().desired_term, None);
     }
 
     #[test]

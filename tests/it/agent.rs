@@ -34,6 +34,7 @@ const DUR: Duration = Duration::from_secs(DUR_S as u64);
 
 fn desire(owner: &str) -> Desire {
     Desire {
+        term: None,
         owner: owner.into(),
         cause: Cause::Manual,
         operation: None,

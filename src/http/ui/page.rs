@@ -415,6 +415,7 @@ mod tests {
             unchanged_ms,
             duration_ms: Some(9_000),
             revocable: false,
+            term: None,
         });
         i
     }

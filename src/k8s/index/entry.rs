@@ -214,6 +214,7 @@ impl LeaseEntry {
             (true, PreviousHold::Renewed) if self.is_expired(now_ms) => self.since_ms,
             (true, PreviousHold::Renewed) => now_ms,
             (true, PreviousHold::Member { last_alive_ms }) => last_alive_ms.unwrap_or(now_ms),
+            (_, PreviousHold::Handed { at_ms }) => at_ms.unwrap_or(now_ms).min(now_ms),
         };
         Some((now_ms - ended).max(0))
     }
@@ -229,6 +230,10 @@ pub(super) enum PreviousHold {
     /// Lease did. `last_alive_ms`: for a failover, when the previous holder's member Lease was
     /// last seen renewed by it (`None` for any other move, or when it is not known).
     Member { last_alive_ms: Option<i64> },
+    /// Protocol v2: handed straight to the new holder by the previous one
+    /// (`protocol::handed_over`) at `at_ms` (the write's `acquireTime`, by the previous
+    /// holder's clock), after its work had stopped.
+    Handed { at_ms: Option<i64> },
 }
 
 /// A member Lease (protocol v2) as the index keeps it.
@@ -242,6 +247,8 @@ pub(super) struct MemberEntry {
     pub(super) alive_ms: i64,
     /// Its [`Heartbeat`] when live views were last told (see `Index::heartbeats`).
     pub(super) shown: Heartbeat,
+    /// Its term as last seen ([`crate::protocol::member_term`]).
+    pub(super) term: Option<String>,
 }
 
 /// How a held member Lease's silence looks by the clock alone, as the dashboard shows it.
@@ -266,6 +273,7 @@ impl MemberEntry {
             fence: view.fence,
             alive_ms: now_ms,
             shown: Heartbeat::Fresh,
+            term: view.term.clone(),
         }
     }
 
@@ -285,6 +293,7 @@ impl MemberEntry {
         let flags = self.leaving != view.leaving || self.fence != view.fence;
         self.leaving = view.leaving;
         self.fence = view.fence;
+        self.term.clone_from(&view.term);
         let seen = self.entry.observe(view, now_ms, ix);
         // Only the member itself writes its Lease with a holder (the control plane's fence
         // empties it).
@@ -323,6 +332,9 @@ impl MemberEntry {
             unchanged_ms,
             duration_ms: Some(i64::from(e.duration_s) * 1000),
             revocable,
+            term: matches!(liveness, Liveness::Live | Liveness::Leaving)
+                .then(|| self.term.clone())
+                .flatten(),
         }
     }
 
@@ -362,6 +374,9 @@ mod tests {
             leaving: false,
             fence: None,
             overrun: None,
+            term: None,
+            desired_term: None,
+            handed_term: None,
         }
     }
 

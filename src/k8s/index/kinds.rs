@@ -394,7 +394,13 @@ impl Indexed for Lease {
             gap_ms,
             replayed: false,
         };
-        let previous = if v2 {
+        let previous = if v2 && view.handed_term.is_some() {
+            // Handed straight over by its holder: from that write (the holder's clock; its
+            // work had stopped) to our seeing it, about when the new holder did.
+            PreviousHold::Handed {
+                at_ms: view.holding.acquire.map(|t| t.as_millisecond()),
+            }
+        } else if v2 {
             // A failover's gap counts from the old holder's last renewal of its member Lease.
             let last_alive_ms = state
                 .targets

@@ -589,6 +589,15 @@ impl Index {
             })
     }
 
+    /// Protocol v2: `member`'s current term ([`crate::protocol::member_term`]) as last seen on
+    /// its member Lease, while it holds it.
+    pub fn member_term(&self, cluster: &str, member: &str) -> Option<String> {
+        let c = self.clusters.iter().find(|c| c.spec.name == cluster)?;
+        let m = c.members.get(member)?;
+        m.entry.holder.as_deref().filter(|h| *h == member)?;
+        m.term.clone()
+    }
+
     /// The holder record of `member`'s member Lease if the index has seen it held by the member
     /// and unchanged for a full duration ([`crate::k8s::model::Liveness::Expired`]) — what the
     /// control plane may fence, if a fresh read still shows exactly this record.

@@ -254,6 +254,7 @@ impl ClusterState {
                     unchanged_ms: None,
                     duration_ms: None,
                     revocable: false,
+                    term: None,
                 },
                 |m| m.state(name, now_ms, self.members_judged_at(now_ms)),
             )
