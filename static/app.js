@@ -12,6 +12,10 @@
 // id the page was rendered at (<body data-event-id>, `?after=`), so nothing that happened
 // between the render and the connection is missed. Browsers without Web Locks or
 // BroadcastChannel open a feed per page.
+//
+// A hidden page (a background tab, a minimized window) takes in every event but fetches
+// nothing: it notes that it is behind and fetches once when it is shown again. Its relative
+// times stop ticking meanwhile. With a hundred tabs open, only the one in view does page work.
 (function () {
   "use strict";
   var body = document.body;
@@ -25,6 +29,8 @@
   var again = 0;
   var leaving = false;
   var last = 0;
+  // Hidden when an event concerned this page or a refresh was due: fetch when shown.
+  var behind = false;
   // The newest event id this page has taken into account.
   var seen = Number(body.dataset.eventId || 0);
   var LOCK = "leasehold-feed";
@@ -49,9 +55,12 @@
     return !cluster || data.cluster === cluster;
   }
 
+  function hidden() { return document.visibilityState === "hidden"; }
+
   function refresh() {
     pending = null;
     if (leaving) { return; }
+    if (hidden()) { behind = true; return; }
     last = Date.now();
     fetch(window.location.href, { credentials: "same-origin", headers: { "X-Live": "1" } })
       .then(function (res) {
@@ -87,6 +96,7 @@
   }
 
   function schedule() {
+    if (hidden()) { behind = true; return; }
     if (pending) { return; }
     var wait = Math.max(0, MIN_GAP_MS - (Date.now() - last));
     pending = window.setTimeout(refresh, wait);
@@ -174,6 +184,7 @@
     return Math.floor(ms / 86400000) + " d";
   }
   function tick() {
+    if (hidden()) { return; }
     var now = Date.now() + skew;
     document.querySelectorAll("time[data-ago]").forEach(function (t) {
       var at = Date.parse(t.getAttribute("datetime"));
@@ -198,8 +209,16 @@
   // again (a feed this tab opens resumes after the last event it saw).
   window.addEventListener("pagehide", stop);
   window.addEventListener("pageshow", function (e) {
-    if (e.persisted) { leaving = false; start(); }
+    if (e.persisted) { leaving = false; start(); shown(); }
   });
+  // Shown again (its tab chosen, its window restored, or back from the cache): catch up once
+  // on what it missed while hidden.
+  function shown() {
+    if (hidden()) { return; }
+    tick();
+    if (behind) { behind = false; schedule(); }
+  }
+  document.addEventListener("visibilitychange", shown);
   // A submitted form navigates away: stop, so no refresh races the request it made.
   document.addEventListener("submit", function () { leaving = true; stop(); });
 

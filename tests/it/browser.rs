@@ -619,6 +619,106 @@ async fn many_page_loads_and_tabs_never_wait_for_a_connection() {
 
 type BoxedLoad<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'a>>;
 
+/// Installed in a page: every `fetch` it makes and every event `app.js` takes in (its
+/// `leasehold:event` hook) is logged with whether the page was visible at that moment.
+const LOG_FETCHES_AND_EVENTS: &str = r#"
+window.__leaseholdLog = {fetches: [], events: []};
+var fetch0 = window.fetch;
+window.fetch = function () {
+  window.__leaseholdLog.fetches.push(document.visibilityState);
+  return fetch0.apply(this, arguments);
+};
+document.addEventListener("leasehold:event", function (e) {
+  var d = e.detail || {};
+  window.__leaseholdLog.events.push([d.type, (d.data || {}).cluster || "",
+    document.visibilityState]);
+});
+"#;
+
+/// A hidden page (a tab behind another) takes in every event but fetches nothing for it; once
+/// shown again it fetches once and shows what happened meanwhile, without a reload. (With 100
+/// tabs open, every hidden tab fetching its page after each event was most of the browser's
+/// CPU in `cargo bench --bench pages_live`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hidden_tab_fetches_nothing_until_shown() {
+    let Some(mut b) = Browser::start().await else {
+        return;
+    };
+    let mut env = Env::start(2, 20).await;
+    let placed = common::eventually(Duration::from_secs(30), || async {
+        (loads(&env).await.iter().map(|(_, n)| n).sum::<u64>() == 20).then_some(())
+    })
+    .await;
+    assert!(placed.is_some(), "targets never placed");
+    log_in(&b, &env, false).await;
+    let c = &b.client;
+    let first = c.window().await.unwrap();
+    b.mark().await;
+    c.execute(LOG_FETCHES_AND_EVENTS, vec![]).await.unwrap();
+
+    // A second tab in front: the first is hidden (and still holds the feed).
+    let w = c.new_window(true).await.unwrap();
+    c.switch_to_window(w.handle.clone()).await.unwrap();
+    c.goto(&format!("{}/clusters/{CLUSTER}/instances", env.base))
+        .await
+        .unwrap();
+    env.add_member("c-2").await;
+    b.wait_text("#instances", "c-2", Duration::from_secs(20))
+        .await;
+    // Time for the hidden page to fetch, had it meant to (0.4 s apart at most, and Chromium
+    // runs a hidden page's timers once a second).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    // Shown again: it reads its log before it catches up.
+    c.switch_to_window(first).await.unwrap();
+    let log = c
+        .execute("return window.__leaseholdLog;", vec![])
+        .await
+        .unwrap();
+    let events = log["events"].as_array().unwrap();
+    let hidden_events = events
+        .iter()
+        .filter(|e| e[1] == CLUSTER && e[2] == "hidden")
+        .count();
+    assert!(
+        hidden_events > 0,
+        "the first tab took in no event about its cluster while hidden: {log}"
+    );
+    let hidden_fetches = log["fetches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| *v == "hidden")
+        .count();
+    assert_eq!(
+        hidden_fetches, 0,
+        "the hidden tab fetched its page {hidden_fetches} times for {hidden_events} events: {log}"
+    );
+    b.wait_text("#cluster-instances", "c-2", Duration::from_secs(5))
+        .await;
+    assert!(b.same_page().await, "shown live, not by a reload");
+    let log = c
+        .execute("return window.__leaseholdLog;", vec![])
+        .await
+        .unwrap();
+    assert!(
+        log["fetches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v == "visible"),
+        "{log}"
+    );
+    let errors = b.console_errors().await;
+    assert!(errors.is_empty(), "console errors {errors:#?}");
+    let _ = env.stop.send(true);
+    for a in env.agents.drain(..) {
+        let _ = tokio::time::timeout(Duration::from_secs(5), a).await;
+    }
+    let _ = b.client.clone().close().await;
+    let _ = b.driver.kill().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_dashboard_in_chromium() {
     let Some(mut b) = Browser::start().await else {
