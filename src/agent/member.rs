@@ -825,7 +825,10 @@ impl Member {
                 match s.view.holding.holder.as_deref() {
                     None => Action::Acquire,
                     Some(h) if h == me => {
-                        if term.is_some() && s.view.handed_term == term {
+                        // Listed by both watches: a copy one watch still shows after the other
+                        // dropped the Lease (its next move already seen, maybe by our own
+                        // handover, and forgotten) is never acted on without a write.
+                        if term.is_some() && s.view.handed_term == term && s.sources == 0b11 {
                             adopt.push((name.clone(), target.clone(), s.lease.clone()));
                             continue;
                         }
@@ -989,6 +992,7 @@ impl Member {
                 self.cfg.identity.clone(),
             );
             let (duration, leaving) = (heart.duration, heart.leaving);
+            let new_term = heart.renewed.is_none();
             let overrun = self.overruns.last();
             self.tasks.spawn(async move {
                 let sent = Instant::now();
@@ -998,6 +1002,7 @@ impl Member {
                     (&prefix, &cluster, &me),
                     duration,
                     (leaving, overrun.as_ref()),
+                    new_term,
                 )
                 .await;
                 Done::Heartbeat {
@@ -1222,16 +1227,23 @@ mod tests {
             assert!(!m.seen.contains_key(&name));
         }
     }
-    /// A target handed to this member under its current term is worked on at once, with no
-    /// write of its own; one handed under another term (an earlier one, or a term the control
-    /// plane saw before this member registered again) is acquired by a write first.
+    /// A target handed to this member under its current term, and listed by both its watches,
+    /// is worked on at once, with no write of its own; one handed under another term (an
+    /// earlier one, or a term the control plane saw before this member registered again), or
+    /// listed by one watch only (a copy the other watch may already have moved past), is
+    /// acquired by a write first.
     #[tokio::test]
     async fn a_target_handed_over_under_this_members_term_is_worked_on_without_a_write() {
         let mut heart =
             protocol::new_member_lease("leasehold", "c", "c-2", jiff::Timestamp::now(), 2, false);
         heart.metadata.uid = Some("u-2".into());
         let term = protocol::member_term(&heart);
-        for (handed, adopted) in [(term.as_str(), true), ("7@u-2", false), ("0@u-old", false)] {
+        for (handed, both, adopted) in [
+            (term.as_str(), true, true),
+            (term.as_str(), false, false),
+            ("7@u-2", true, false),
+            ("0@u-old", true, false),
+        ] {
             let mut m = member_v2();
             m.cfg.identity = "c-2".into();
             if let Some(h) = m.heart.as_mut() {
@@ -1251,6 +1263,9 @@ mod tests {
             let out = at_rv(protocol::given_up(&held, "c-1", jiff::Timestamp::now()), 12);
             let name = out.metadata.name.clone().unwrap();
             m.on_event(Event::Apply(out.clone()), 1, &mut Vec::new());
+            if both {
+                m.on_event(Event::Apply(out.clone()), 0, &mut Vec::new());
+            }
             m.step();
             let h = &m.held[&name];
             if adopted {
@@ -1258,7 +1273,11 @@ mod tests {
                 assert!(!h.writing);
                 assert_eq!(h.lease, out, "works at the handed generation");
             } else {
-                assert_eq!(h.phase, Phase::Acquiring, "handed under {handed}");
+                assert_eq!(
+                    h.phase,
+                    Phase::Acquiring,
+                    "handed under {handed}, both: {both}"
+                );
                 assert!(h.writing);
             }
         }

@@ -53,7 +53,8 @@ pub(super) async fn hold(
     put(api, name, &next, duration / 3).await
 }
 
-/// Protocol v2: registers (creates, or takes again after a release or a fence) or renews the
+/// Protocol v2: registers (creates, or takes again after a release or a fence — or, with
+/// `new_term`, after losing its authority: `protocol::member_taken_again`) or renews the
 /// member Lease `name` of `me`, carrying `leaving` and the member's last overrun, if any. `current` is the freshest copy known
 /// (`None`: create it). A create that finds the Lease already there answers like a 409, with
 /// the copy read after it.
@@ -63,6 +64,7 @@ pub(super) async fn heartbeat(
     (prefix, cluster, me): (&str, &str, &str),
     duration: Duration,
     (leaving, overrun): (bool, Option<&Overrun>),
+    new_term: bool,
 ) -> Result<Lease, WriteError> {
     let secs = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
     let now = jiff::Timestamp::now();
@@ -76,7 +78,12 @@ pub(super) async fn heartbeat(
     };
     match current {
         Some(l) => {
-            let next = report(protocol::member_renewed(l, me, now, secs, leaving));
+            let write = if new_term {
+                protocol::member_taken_again
+            } else {
+                protocol::member_renewed
+            };
+            let next = report(write(l, me, now, secs, leaving));
             put(api, &name, &next, timeout).await
         }
         None => {

@@ -1,8 +1,10 @@
 //! The control plane's Lease writes. Each is a compare-and-swap on `resourceVersion`: read the
 //! Lease fresh from the API server, let the caller decide on what is really there, write with
 //! the version read. A 409 means someone else wrote in between: read again (after a short
-//! jittered pause) and decide again, never retry blindly. Members' writes (holder) live in `agent`; this module touches `spec`
-//! only in protocol v2, to fence a dead member's member Lease and revoke its holds.
+//! jittered pause) and decide again, never retry blindly. Members' writes (holder) live in
+//! `agent`; this module touches `spec` only in protocol v2: to fence a dead member's member
+//! Lease, to revoke its holds, and to grant a target that has no holder to its desired owner
+//! under the owner's term (`protocol::granted`).
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
@@ -63,9 +65,14 @@ pub async fn set_desire(
         if view.as_ref().is_some_and(|v| already(v, &desire)) {
             return Ok(Outcome::Unchanged);
         }
+        let now = jiff::Timestamp::now();
         let result = match &current {
             None => {
-                let mut lease = protocol::new_target_lease(prefix, cluster, key, &desire);
+                let mut lease = protocol::granted(
+                    &protocol::new_target_lease(prefix, cluster, key, &desire),
+                    &desire,
+                    now,
+                );
                 lease.metadata.namespace = None;
                 api.create(&PostParams::default(), &lease)
                     .await
@@ -76,7 +83,7 @@ pub async fn set_desire(
                 .replace(
                     &name,
                     &PostParams::default(),
-                    &protocol::with_desire(lease, &desire),
+                    &protocol::granted(&protocol::with_desire(lease, &desire), &desire, now),
                 )
                 .await
                 .map(|_| Outcome::Updated),
@@ -194,12 +201,15 @@ where
         let next = if held && revocable(view.holding.duration_s).await? {
             let now = jiff::Timestamp::now();
             match &desire {
-                Some(d) => protocol::revoked(&current, d, now),
+                Some(d) => protocol::granted(&protocol::revoked(&current, d, now), d, now),
                 None => protocol::released(&current, now),
             }
         } else {
             match &desire {
-                Some(d) if !unchanged => protocol::with_desire(&current, d),
+                Some(d) if !unchanged => {
+                    let now = jiff::Timestamp::now();
+                    protocol::granted(&protocol::with_desire(&current, d), d, now)
+                }
                 _ => return Ok(Outcome::Unchanged),
             }
         };
@@ -216,6 +226,7 @@ where
 fn already(view: &LeaseView, desire: &Desire) -> bool {
     view.desired.as_deref() == Some(desire.owner.as_str())
         && view.operation == desire.operation
+        && view.desired_term == desire.term
         && view.desired_duration_s == Some(desire.duration_s)
 }
 

@@ -499,6 +499,18 @@ pub fn handed_over(lease: &Lease, to: &str, term: &str, now: Timestamp, duration
     out
 }
 
+/// `lease` as the control plane writes it for `desire` (protocol v2): when it has no holder —
+/// a new Lease, a free one, or one just revoked — and the desired owner's term is known, it is
+/// **granted** to the owner in the same write ([`handed_over`], from nobody): the owner works
+/// on it without a write of its own, as on a handed target. Otherwise unchanged.
+pub fn granted(lease: &Lease, desire: &Desire, now: Timestamp) -> Lease {
+    let free = Holding::of(lease.spec.as_ref()).holder.is_none();
+    match &desire.term {
+        Some(term) if free => handed_over(lease, &desire.owner, term, now, desire.duration_s),
+        _ => lease.clone(),
+    }
+}
+
 /// What the holder `me` of `lease` writes when it gives it up after stopping work (protocol
 /// v2): handed straight to the desired owner when that is another member whose term the
 /// control plane wrote down ([`handed_over`]), else released.
@@ -587,6 +599,27 @@ pub fn member_renewed(
         annotations.insert(ANN_LEAVING.to_owned(), "true".to_owned());
     } else {
         annotations.remove(ANN_LEAVING);
+    }
+    out
+}
+
+/// `lease` (a member Lease) written by its member when it has no authority to go on from — its
+/// renew deadline passed, or it is a new process: a new term even when the Lease still names
+/// it (`leaseTransitions` + 1, `acquireTime` = now), so a target handed to it under the term
+/// before is acquired by a write, never taken as it is, and each term's holds have generations
+/// of their own.
+pub fn member_taken_again(
+    lease: &Lease,
+    me: &str,
+    now: Timestamp,
+    duration_s: i32,
+    leaving: bool,
+) -> Lease {
+    let mine = Holding::of(lease.spec.as_ref()).holder.as_deref() == Some(me);
+    let mut out = member_renewed(lease, me, now, duration_s, leaving);
+    if mine && let Some(spec) = out.spec.as_mut() {
+        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        spec.acquire_time = Some(MicroTime(now));
     }
     out
 }
@@ -787,6 +820,42 @@ mod tests {
         ] {
             assert_eq!(parse_native(&later, "c").unwrap().handed_term, None);
         }
+        // The control plane grants a target that has no holder to its desired owner in its
+        // own write (a new Lease, a free one, one it revokes), never one held by a member.
+        let to_m1 = Desire {
+            term: Some(term.clone()),
+            ..desire("m-1")
+        };
+        let fresh = granted(&new_target_lease("lh", "c", "u", &to_m1), &to_m1, ts(130));
+        let v = parse_native(&fresh, "c").unwrap();
+        assert_eq!(v.holding.holder.as_deref(), Some("m-1"));
+        assert_eq!(v.handed_term.as_deref(), Some(term.as_str()));
+        assert_eq!(v.holding.transitions, 0);
+        let regranted = granted(&revoked(&out, &to_m1, ts(131)), &to_m1, ts(131));
+        let v = parse_native(&regranted, "c").unwrap();
+        assert_eq!(v.holding.holder.as_deref(), Some("m-1"));
+        assert_eq!(
+            v.holding.transitions,
+            parse_native(&out, "c").unwrap().holding.transitions + 1
+        );
+        assert_eq!(
+            granted(&with_desire(&held, &to_m1), &to_m1, ts(132)),
+            with_desire(&held, &to_m1)
+        );
+        let unknown = granted(
+            &new_target_lease("lh", "c", "u", &desire("m-1")),
+            &desire("m-1"),
+            ts(133),
+        );
+        assert_eq!(Holding::of(unknown.spec.as_ref()).holder, None);
+        // A member that lost its authority writes a new term even when the Lease names it.
+        let renewed = member_renewed(&member, "m-1", ts(56), 10, false);
+        assert_eq!(member_term(&renewed), "0@u-1");
+        assert_eq!(
+            member_term(&member_taken_again(&renewed, "m-1", ts(70), 10, false)),
+            "1@u-1"
+        );
+
         // A desire without a term clears the one written before.
         let cleared = with_desire(&moved, &desire("m-2"));
         assert_eq!(parse_native(&cleared, "c").unwrap().desired_term, None);

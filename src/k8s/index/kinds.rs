@@ -394,14 +394,9 @@ impl Indexed for Lease {
             gap_ms,
             replayed: false,
         };
-        let previous = if v2 && view.handed_term.is_some() {
-            // Handed straight over by its holder: from that write (the holder's clock; its
-            // work had stopped) to our seeing it, about when the new holder did.
-            PreviousHold::Handed {
-                at_ms: view.holding.acquire.map(|t| t.as_millisecond()),
-            }
-        } else if v2 {
-            // A failover's gap counts from the old holder's last renewal of its member Lease.
+        let previous = if v2 {
+            // A failover's gap counts from the old holder's last renewal of its member Lease
+            // (also when the control plane granted the target to the next owner in the revoke).
             let last_alive_ms = state
                 .targets
                 .get(key)
@@ -409,7 +404,14 @@ impl Indexed for Lease {
                 .filter(|from| cause_of(&view, Some(from)) == Cause::Failover)
                 .and_then(|from| state.members.get(from))
                 .map(|m| m.alive_ms);
-            PreviousHold::Member { last_alive_ms }
+            match (last_alive_ms, view.handed_term.is_some()) {
+                // Handed straight over by its holder: from that write (the holder's clock;
+                // its work had stopped) to our seeing it, about when the new holder did.
+                (None, true) => PreviousHold::Handed {
+                    at_ms: view.holding.acquire.map(|t| t.as_millisecond()),
+                },
+                (last_alive_ms, _) => PreviousHold::Member { last_alive_ms },
+            }
         } else {
             PreviousHold::Renewed
         };
