@@ -762,6 +762,10 @@ mod tests {
 
         let lease = new_target_lease("lh", "c", "t", &desire("m-0"));
         let held = acquired_v2(&lease, "m-0", ts(100), 10);
+        let termed = |owner: &str| Desire {
+            term: Some(term.clone()),
+            ..desire(owner)
+        };
         // Without the new owner's term the holder releases.
         let moved = with_desire(&held, &desire("m-1"));
         let out = given_up(&moved, "m-0", ts(110));
@@ -769,13 +773,7 @@ mod tests {
         assert_eq!(v.holding.holder, None);
         assert_eq!(v.handed_term, None);
         // With it, it hands the target over: the new owner holds it, a new generation.
-        let moved = with_desire(
-            &held,
-            &Desire {
-                term: Some(term.clone()),
-                ..desire("m-1")
-            },
-        );
+        let moved = with_desire(&held, &termed("m-1"));
         assert_eq!(
             parse_native(&moved, "c").unwrap().desired_term.as_deref(),
             Some("0@u-1")
@@ -800,13 +798,7 @@ mod tests {
             Some("m-1")
         );
         // Still desired for the holder itself (shutting down): released, never handed to itself.
-        let mine = with_desire(
-            &held,
-            &Desire {
-                term: Some(term.clone()),
-                ..desire("m-0")
-            },
-        );
+        let mine = with_desire(&held, &termed("m-0"));
         assert_eq!(
             Holding::of(given_up(&mine, "m-0", ts(110)).spec.as_ref()).holder,
             None
@@ -822,10 +814,7 @@ mod tests {
         }
         // The control plane grants a target that has no holder to its desired owner in its
         // own write (a new Lease, a free one, one it revokes), never one held by a member.
-        let to_m1 = Desire {
-            term: Some(term.clone()),
-            ..desire("m-1")
-        };
+        let to_m1 = termed("m-1");
         let fresh = granted(&new_target_lease("lh", "c", "u", &to_m1), &to_m1, ts(130));
         let v = parse_native(&fresh, "c").unwrap();
         assert_eq!(v.holding.holder.as_deref(), Some("m-1"));
