@@ -179,6 +179,8 @@ struct Browser {
     client: Client,
     driver: tokio::process::Child,
     url: String,
+    // Chromium's TMPDIR (it leaves a directory in it at every start); removed on drop.
+    _tmp: tempfile::TempDir,
 }
 
 /// Chromium outlives chromedriver when a test fails before closing its session: the whole
@@ -218,8 +220,10 @@ impl Browser {
             .local_addr()
             .unwrap()
             .port();
+        let tmp = tempfile::tempdir().unwrap();
         let driver = tokio::process::Command::new(exe)
             .arg(format!("--port={port}"))
+            .env("TMPDIR", tmp.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             // A group of its own, with the Chromium it starts (see `Drop`).
@@ -249,6 +253,7 @@ impl Browser {
                         client,
                         driver,
                         url,
+                        _tmp: tmp,
                     });
                 }
                 Err(e) => last = Some(e),
