@@ -734,3 +734,93 @@ async fn the_api_docs_have_a_viewport_and_load_their_assets() {
     assert_eq!(doc.status, StatusCode::OK);
     assert!(doc.body.contains("\"openapi\""));
 }
+
+/// The cluster page keeps its history rows between renders (`src/http/ui/recent.rs`); a move
+/// made after a render still shows at once in its recent events and in its load over time, as
+/// the API's history has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_page_shows_a_move_made_after_it_was_rendered() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use leasehold::model::Cause;
+    use leasehold::protocol::{self, Desire};
+
+    let app = app().await;
+    with_member(&app).await;
+    let leases: Api<Lease> = Api::namespaced(app.t.client.clone(), &app.ns);
+    let desire = Desire {
+        term: None,
+        owner: "c-0".into(),
+        cause: Cause::Initial,
+        operation: None,
+        duration_s: 60,
+    };
+    let lease = protocol::new_target_lease("leasehold", "c", "t-0", &desire);
+    let name = lease.metadata.name.clone().unwrap();
+    let lease = protocol::held_by(&lease, "c-0", jiff::Timestamp::now(), 60);
+    leases.create(&PostParams::default(), &lease).await.unwrap();
+    // The load table's row of `member`: now, fewest, most.
+    let load = |html: &str, member: &str| -> Option<(u32, u32, u32)> {
+        let table = &html[html.find(r#"<table id="load-table">"#)?..];
+        let row = &table[table.find(&format!("<tr><td>{member}</td>"))?..];
+        let row = &row[..row.find("</tr>")?];
+        let n: Vec<u32> = row
+            .split(r#"<td class="num">"#)
+            .skip(1)
+            .map(|c| c[..c.find('<').unwrap()].parse().unwrap())
+            .collect();
+        Some((n[0], n[1], n[2]))
+    };
+    let page = || async {
+        get(&app, "/clusters/c", Auth::Bearer("viewer-token"))
+            .await
+            .body
+    };
+    // Rendered (and kept) once c-0 holds t-0.
+    let first = common::eventually(std::time::Duration::from_secs(10), || async {
+        let html = page().await;
+        (load(&html, "c-0") == Some((1, 0, 1)) && html.contains("nobody → c-0")).then_some(html)
+    })
+    .await;
+    let first = first.expect("the page never showed c-0 taking t-0");
+    assert_eq!(load(&first, "c-1"), Some((0, 0, 0)), "{first}");
+
+    let lease = leases.get(&name).await.unwrap();
+    let lease = protocol::held_by(&lease, "c-1", jiff::Timestamp::now(), 60);
+    leases
+        .replace(&name, &PostParams::default(), &lease)
+        .await
+        .unwrap();
+    // Load over time: c-0 held t-0 until the move, c-1 since. (The counts now come from the
+    // latest model, which may reach the page a moment after history does.) Sooner than the
+    // kept rows are read again in full (10 s): the new row is read by itself.
+    let moved = common::eventually(std::time::Duration::from_secs(5), || async {
+        let html = page().await;
+        (html.contains("c-0 → c-1")
+            && load(&html, "c-0") == Some((0, 0, 1))
+            && load(&html, "c-1") == Some((1, 0, 1)))
+        .then_some(html)
+    })
+    .await;
+    let moved = moved.expect("the move never showed in the recent events and the load");
+    // And the events agree with the API's history: the newest change first.
+    let (s, _, v) = call(
+        &app,
+        "GET",
+        "/api/v1/history?cluster=c&kind=ownership",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let items = v["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{v}");
+    assert_eq!(
+        (items[0]["from"].as_str(), items[0]["to"].as_str()),
+        (Some("c-0"), Some("c-1"))
+    );
+    let events = &moved[moved.find(r#"id="cluster-events""#).unwrap()..];
+    assert!(
+        events.find("c-0 → c-1").unwrap() < events.find("nobody → c-0").unwrap(),
+        "{events}"
+    );
+}

@@ -9,6 +9,7 @@ use axum::response::Response;
 use super::charts::LoadOverTime;
 use super::page::{Base, UiError, Viewer, render, see_other};
 use super::plan::PlanView;
+use super::recent::{self, Recent};
 use super::story::{self, Line, What};
 use crate::engine::RemovalEffects;
 use crate::http::actions;
@@ -19,11 +20,6 @@ use crate::http::error::ApiError;
 use crate::http::state::AppState;
 use crate::k8s::model::{Instance, Target};
 use crate::store::{HistoryKind, HistoryQuery};
-
-/// Events shown on a cluster's page.
-const RECENT_EVENTS: usize = 25;
-/// History rows read to tell them (the store's page limit).
-const RECENT_ROWS: u32 = 1000;
 
 #[derive(Template)]
 #[template(path = "overview.html")]
@@ -51,11 +47,11 @@ pub async fn overview(
 
 #[derive(Template)]
 #[template(path = "cluster.html")]
-struct ClusterPage {
+struct ClusterPage<'a> {
     base: Base,
     c: ClusterDetail,
     max_load: usize,
-    events: Vec<Line>,
+    events: &'a [Line],
     /// Targets per instance over the last minutes.
     load: Option<LoadOverTime>,
     /// Under `leasehold demo`: its controls for this cluster.
@@ -65,9 +61,11 @@ struct ClusterPage {
 /// The span of the cluster page's load-over-time chart.
 const LOAD_WINDOW_MS: i64 = 15 * 60 * 1000;
 
-/// `/clusters/{cluster}`: leader, instances with their load, Services, recent events.
+/// `/clusters/{cluster}`: leader, instances with their load, Services, recent events. `recent`
+/// keeps each cluster's newest history rows between renders (the dashboard's router owns it).
 pub async fn cluster(
     State(state): State<AppState>,
+    recent: Recent,
     mut viewer: Viewer,
     Path(cluster): Path<String>,
     RawQuery(query): RawQuery,
@@ -83,30 +81,20 @@ pub async fn cluster(
         instances: view.model.instances.clone(),
         services: view.model.services.clone(),
     };
-    // Enough rows that a few hundred moves told as one line still leave room for the rest.
-    let rows = state
-        .engine
-        .store()
-        .history(&HistoryQuery {
-            cluster: Some(cluster.clone()),
-            limit: RECENT_ROWS,
-            ..Default::default()
-        })
-        .await?
-        .items;
+    let kept = recent.get(state.engine.store(), &cluster).await?;
+    let rows = &kept.rows;
     let now_ms = crate::store::now_ms();
     let since_ms = now_ms - LOAD_WINDOW_MS;
     // The rows reach back over the whole span unless the page of them was full first.
     let complete =
-        (rows.len() as u32) < RECENT_ROWS || rows.last().is_some_and(|e| e.at_ms <= since_ms);
+        (rows.len() as u32) < recent::ROWS || rows.last().is_some_and(|e| e.at_ms <= since_ms);
     let now_counts: Vec<(String, usize)> = c
         .instances
         .iter()
         .filter(|i| !i.ghost)
         .map(|i| (i.name.clone(), i.owned))
         .collect();
-    let load = LoadOverTime::new(&now_counts, &rows, since_ms, now_ms, complete);
-    let events = story::lines(rows, RECENT_EVENTS);
+    let load = LoadOverTime::new(&now_counts, rows, since_ms, now_ms, complete);
     let max_load = c
         .instances
         .iter()
@@ -121,7 +109,7 @@ pub async fn cluster(
         base,
         c,
         max_load,
-        events,
+        events: &kept.lines,
         load,
         demo: demo::panel(&state, &cluster, query.as_deref()),
     })

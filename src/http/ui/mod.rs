@@ -16,6 +16,7 @@ mod login;
 mod operations;
 mod page;
 mod plan;
+mod recent;
 mod story;
 mod targets;
 
@@ -24,13 +25,20 @@ use axum::routing::{get, post};
 
 use super::state::AppState;
 
-/// The dashboard's routes.
+/// The dashboard's routes. The cluster page's kept history (`recent`) is made here, so each
+/// router built (each served app, each test's) has its own.
 pub fn router() -> Router<AppState> {
+    let recent = recent::Recent::default();
     Router::new()
         .route("/", get(clusters::overview))
         .route("/login", get(login::form).post(login::login))
         .route("/logout", post(login::logout))
-        .route("/clusters/{cluster}", get(clusters::cluster))
+        .route(
+            "/clusters/{cluster}",
+            get(move |state, viewer, path, query| {
+                clusters::cluster(state, recent.clone(), viewer, path, query)
+            }),
+        )
         .route("/clusters/{cluster}/instances", get(clusters::instances))
         .route(
             "/clusters/{cluster}/instances/{instance}",
