@@ -866,34 +866,15 @@ impl Member {
             self.candidates.remove(&name);
             self.held.insert(
                 name.clone(),
-                Held {
-                    target,
-                    duration,
-                    lease: lease.clone(),
-                    renewed: Instant::now(),
-                    phase: Phase::Acquiring,
-                    writing: true,
-                    retry_at: Instant::now(),
-                    starting: None,
-                    v2,
-                },
+                Held::new(target, duration, lease.clone(), Phase::Acquiring, v2),
             );
             self.spawn_write(name, lease, duration, true);
         }
         for (name, target, lease) in adopt {
             tracing::info!(%target, "handed over to this member: starting work");
             self.candidates.remove(&name);
-            let mut h = Held {
-                target,
-                duration: self.cfg.default_lease_duration,
-                lease,
-                renewed: Instant::now(),
-                phase: Phase::Starting,
-                writing: false,
-                retry_at: Instant::now(),
-                starting: None,
-                v2,
-            };
+            let duration = self.cfg.default_lease_duration;
+            let mut h = Held::new(target, duration, lease, Phase::Starting, v2);
             h.starting = Some(spawn_hook(
                 &mut self.tasks,
                 &self.hooks,

@@ -148,6 +148,28 @@ pub(super) struct Held {
 }
 
 impl Held {
+    /// A hold of `target` at `lease` entering `phase` now: `Acquiring` with its write in
+    /// flight, or (v2) `Starting` on a target handed to us, with no write.
+    pub(super) fn new(
+        target: String,
+        duration: Duration,
+        lease: Lease,
+        phase: Phase,
+        v2: bool,
+    ) -> Self {
+        let now = Instant::now();
+        Held {
+            target,
+            duration,
+            lease,
+            renewed: now,
+            writing: phase == Phase::Acquiring,
+            phase,
+            retry_at: now,
+            starting: None,
+            v2,
+        }
+    }
     pub(super) fn renew_due(&self) -> Instant {
         (self.renewed + self.duration / 3).max(self.retry_at)
     }

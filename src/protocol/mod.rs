@@ -515,17 +515,12 @@ pub fn granted(lease: &Lease, desire: &Desire, now: Timestamp) -> Lease {
 /// v2): handed straight to the desired owner when that is another member whose term the
 /// control plane wrote down ([`handed_over`]), else released.
 pub fn given_up(lease: &Lease, me: &str, now: Timestamp) -> Lease {
-    let view = lease.metadata.annotations.as_ref();
-    let desired = view
-        .and_then(|a| a.get(ANN_DESIRED_OWNER))
-        .filter(|d| !d.is_empty() && d.as_str() != me);
-    let term = view
-        .and_then(|a| a.get(ANN_DESIRED_TERM))
-        .filter(|t| !t.is_empty());
+    let meta = &lease.metadata;
+    let desired = annotation(meta, ANN_DESIRED_OWNER).filter(|d| !d.is_empty() && *d != me);
+    let term = annotation(meta, ANN_DESIRED_TERM).filter(|t| !t.is_empty());
     match (desired, term) {
         (Some(to), Some(term)) => {
-            let duration_s = view
-                .and_then(|a| a.get(ANN_DURATION))
+            let duration_s = annotation(meta, ANN_DURATION)
                 .and_then(|d| d.parse().ok())
                 .filter(|d: &i32| *d > 0)
                 .unwrap_or(RELEASED_DURATION_SECONDS);
