@@ -9,7 +9,9 @@
 //! (10), `--window S` (60 s of steady state), `--runs 1:1000,2:5000` (protocol:targets, in
 //! order), `--shared-client` (one connection for all agents instead of one each),
 //! `--member-namespace` (v2 runs keep member Leases in a namespace of their own, the cluster's
-//! `member_lease_namespace`). Under `cargo test --all-targets` it does a small smoke run on the
+//! `member_lease_namespace`), `--shared-watch K` (v2 members share K watches of the target
+//! Leases, `agent::SharedLeases`, as agents sharing K processes would; member `i` uses watch
+//! `i mod K`, each with its own connection). Under `cargo test --all-targets` it does a small smoke run on the
 //! simulator, with member Leases apart.
 //!
 //! Each run gets a fresh backend namespace (real tier) or simulator, member pods made Ready by
@@ -40,7 +42,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::PostParams;
 use kube::runtime::watcher::{self, Event};
-use leasehold::agent::{Agent, AgentConfig, Assignment, Hooks};
+use leasehold::agent::{Agent, AgentConfig, Assignment, Hooks, SharedLeases};
 use leasehold::config::Config;
 use leasehold::engine::Engine;
 use leasehold::protocol::{self, LeaseRole};
@@ -63,6 +65,8 @@ struct Args {
     shared_client: bool,
     /// Protocol v2 runs keep the member Leases in a namespace of their own.
     members_apart: bool,
+    /// Protocol v2 members share this many watches of the target Leases (0: two each).
+    shared_watches: usize,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -76,6 +80,7 @@ fn args() -> anyhow::Result<Args> {
             runs: vec![(1, 1_000), (2, 1_000), (1, 2_000), (2, 5_000)],
             shared_client: false,
             members_apart: false,
+            shared_watches: 0,
         }
     } else {
         Args {
@@ -86,6 +91,7 @@ fn args() -> anyhow::Result<Args> {
             runs: vec![(1, 30), (2, 30)],
             shared_client: false,
             members_apart: true,
+            shared_watches: 0,
         }
     };
     let argv: Vec<String> = std::env::args().collect();
@@ -117,6 +123,7 @@ fn args() -> anyhow::Result<Args> {
                 i += 1;
                 continue;
             }
+            "--shared-watch" => a.shared_watches = value()?.parse()?,
             "--member-namespace" => {
                 a.members_apart = true;
                 i += 1;
@@ -355,6 +362,25 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     let d = Duration::from_secs(a.lease_s);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let work = Work::default();
+    let own_client = async || -> anyhow::Result<kube::Client> {
+        let kc = kube::config::Kubeconfig::read_from(&t.kubeconfig)?;
+        let config =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await?;
+        Ok(kube::Client::try_from(config)?)
+    };
+    let mut feeds = Vec::new();
+    let mut feed_tasks = Vec::new();
+    if version == 2 {
+        for _ in 0..a.shared_watches {
+            let feed = SharedLeases::new(own_client().await?, &ns, CLUSTER);
+            let f = feed.clone();
+            feed_tasks.push(tokio::spawn(async move {
+                f.run(std::future::pending()).await;
+            }));
+            feeds.push(feed);
+        }
+    }
     let mut agents = Vec::new();
     for i in 0..a.members {
         let name = member(i);
@@ -379,18 +405,14 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
         let client = if a.shared_client {
             client.clone()
         } else {
-            let kc = kube::config::Kubeconfig::read_from(&t.kubeconfig)?;
-            let config = kube::Config::from_custom_kubeconfig(
-                kc,
-                &kube::config::KubeConfigOptions::default(),
-            )
-            .await?;
-            kube::Client::try_from(config)?
+            own_client().await?
         };
+        let mut agent = Agent::new(cfg, hooks);
+        if !feeds.is_empty() {
+            agent = agent.sharing(&feeds[i % feeds.len()]);
+        }
         agents.push(tokio::spawn(async move {
-            Agent::new(cfg, hooks)
-                .run(client, std::future::pending())
-                .await
+            agent.run(client, std::future::pending()).await
         }));
     }
     let dir = tempfile::tempdir()?;
@@ -473,6 +495,11 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     for a in agents {
         let _ = a.await;
     }
+    // The shared watches outlive the members that use them.
+    for f in feed_tasks {
+        f.abort();
+        let _ = f.await;
+    }
     let counts = std::mem::take(&mut *counts.lock().unwrap_or_else(|e| e.into_inner()));
     drop(t);
     Ok(Row {
@@ -507,11 +534,19 @@ async fn main() -> anyhow::Result<()> {
         rows.push(run(&a, version, targets).await?);
     }
     println!(
-        "{} · {tier} · {} members, D = {} s, {:.0} s window",
+        "{} · {tier} · {} members, D = {} s, {:.0} s window{}",
         if a.full { "full" } else { "smoke" },
         a.members,
         a.lease_s,
-        a.window.as_secs_f64()
+        a.window.as_secs_f64(),
+        if a.shared_watches > 0 {
+            format!(
+                " · v2 members share {} target Lease watch(es)",
+                a.shared_watches
+            )
+        } else {
+            String::new()
+        }
     );
     println!(
         "| protocol | targets | all owned after | Lease writes/s seen (target + member + leader) | \

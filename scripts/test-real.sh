@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 # dashboard in Chromium; its Kubernetes side is the same engine as ui), tls (no Kubernetes),
 # and the unit tests.
 SIM_TARGETS=(sim_smoke fidelity_api fidelity_apply fidelity_watch kubectl differential)
-IT_AREAS=(agent engine faults api ui idempotency metrics deploy)
+IT_AREAS=(agent engine shared_watch faults api ui idempotency metrics deploy)
 # Areas that need the whole cluster (kube-controller-manager, kube-scheduler, kwok's nodes:
 # LEASEHOLD_ENVTEST_CLUSTER=1): the end-to-end scenarios on real StatefulSets. The areas above
 # run on kube-apiserver + etcd alone, with the simulator crate's kubelet loop in each test's

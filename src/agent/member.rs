@@ -19,7 +19,8 @@
 //!
 //! Protocol v2 (`AgentConfig::protocol_version`): holds are not renewed; the member Lease
 //! (`Heart`) is renewed instead, and past its renew deadline — or when it is found fenced or
-//! deleted — every hold is lost at once. Two label-selected watches feed `seen`, each Lease
+//! deleted — every hold is lost at once. Two label-selected watches (or their equivalent from
+//! the process's `SharedLeases`) feed `seen`, each Lease
 //! remembering which of them list it. On shutdown the member first drains: it writes `leaving`
 //! and waits (at most the drain timeout) until the control plane has moved everything away.
 //!
@@ -46,6 +47,7 @@ use tokio::time::Instant;
 
 use super::AgentConfig;
 use super::hooks::{Assignment, HookEvent, Hooks, call_bounded};
+use super::shared::{SharedLeases, WatchItem};
 use super::state::{Heart, Held, Overruns, Phase, Seen, is_newer};
 use super::writes::{self, WriteError};
 use crate::k8s::election::{self, Action};
@@ -131,6 +133,9 @@ pub(super) struct Member {
     heart: Option<Heart>,
     /// Protocol v2: shutting down; targets are being moved away until then.
     drain_until: Option<Instant>,
+    /// Protocol v2: this process's shared watch of the target Leases, used instead of two
+    /// watches of our own.
+    shared: Option<SharedLeases>,
 }
 
 impl Member {
@@ -140,6 +145,7 @@ impl Member {
         hooks: Arc<dyn Hooks>,
         published: watch::Sender<BTreeSet<String>>,
         overruns: watch::Sender<u64>,
+        shared: Option<SharedLeases>,
     ) -> Self {
         let cfg_v2 = cfg.protocol_version == 2;
         let heart_duration = cfg.default_lease_duration;
@@ -179,6 +185,7 @@ impl Member {
                 leaving_written: false,
             }),
             drain_until: None,
+            shared,
         }
     }
 
@@ -203,11 +210,17 @@ impl Member {
                 watcher::Config::default().labels(&selector),
             )
             .default_backoff()
-            .map(move |ev| (source, ev))
+            .map(move |ev| (source, ev.map_err(|e| e.to_string())))
         };
         // v1: every Lease of the cluster. v2: only the target Leases desired for this member
-        // and those it holds (two label selectors), so it hears of its own targets' moves only.
-        let stream = if self.v2() {
+        // and those it holds (two label selectors), so it hears of its own targets' moves only
+        // — from this process's shared watch when it has one, which delivers the same.
+        let stream = if let Some(shared) = &self.shared {
+            tokio_stream::wrappers::UnboundedReceiverStream::new(
+                shared.subscribe(&self.cfg.identity),
+            )
+            .boxed()
+        } else if self.v2() {
             let me = protocol::names::identity_label(&self.cfg.identity);
             futures::stream::select(
                 watch(
@@ -272,7 +285,7 @@ impl Member {
 
     fn on_watch(
         &mut self,
-        ev: Option<(u8, Result<Event<Lease>, watcher::Error>)>,
+        ev: Option<WatchItem>,
         init: &mut [Vec<Lease>; 2],
     ) -> anyhow::Result<()> {
         match ev {
@@ -1144,6 +1157,7 @@ mod tests {
             Arc::new(NoHooks),
             watch::channel(BTreeSet::new()).0,
             watch::channel(0).0,
+            None,
         )
     }
 

@@ -16,6 +16,7 @@
 
 pub mod hooks;
 mod member;
+mod shared;
 mod state;
 mod writes;
 
@@ -31,6 +32,7 @@ use crate::k8s::election::{self, ElectionConfig, LeaderElector};
 use crate::protocol::{self, names};
 
 pub use self::hooks::{Assignment, CommandHooks, HookEvent, Hooks, HttpHooks, NoHooks};
+pub use self::shared::SharedLeases;
 
 /// Default prefix of Lease names.
 pub const DEFAULT_LEASE_PREFIX: &str = "leasehold";
@@ -122,6 +124,7 @@ pub struct Agent {
     held: watch::Sender<BTreeSet<String>>,
     leading: watch::Sender<bool>,
     overruns: watch::Sender<u64>,
+    shared: Option<SharedLeases>,
 }
 
 impl Agent {
@@ -133,7 +136,17 @@ impl Agent {
             held: watch::Sender::new(BTreeSet::new()),
             leading: watch::Sender::new(false),
             overruns: watch::Sender::new(0),
+            shared: None,
         }
+    }
+
+    /// Protocol v2: take this member's target Leases from `leases`, one watch shared by the
+    /// members of this process, instead of two watches of its own ([`SharedLeases`]). `leases`
+    /// must watch this member's cluster and namespace and run until this agent has returned;
+    /// [`Agent::run`] fails at once otherwise, or in protocol v1.
+    pub fn sharing(mut self, leases: &SharedLeases) -> Self {
+        self.shared = Some(leases.clone());
+        self
     }
 
     /// How many holds this member found already ended by its own clock when it next looked at
@@ -167,6 +180,20 @@ impl Agent {
         shutdown: impl Future<Output = ()>,
     ) -> anyhow::Result<()> {
         let span = tracing::info_span!("agent", cluster = %self.cfg.cluster, identity = %self.cfg.identity);
+        if let Some(shared) = &self.shared {
+            anyhow::ensure!(
+                self.cfg.protocol_version == 2,
+                "a shared lease watch serves protocol v2 members only"
+            );
+            anyhow::ensure!(
+                shared.cluster() == self.cfg.cluster && shared.namespace() == self.cfg.namespace,
+                "the shared lease watch is of cluster {:?} in namespace {:?}, this member's is {:?} in {:?}",
+                shared.cluster(),
+                shared.namespace(),
+                self.cfg.cluster,
+                self.cfg.namespace
+            );
+        }
         let (stop_tx, stop_rx) = watch::channel(false);
         let stopped = |mut rx: watch::Receiver<bool>| async move {
             // A dropped sender also means stop.
@@ -177,7 +204,14 @@ impl Agent {
             self.leading.clone(),
             stopped(stop_rx.clone()),
         );
-        let member = member::Member::new(client, self.cfg, self.hooks, self.held, self.overruns);
+        let member = member::Member::new(
+            client,
+            self.cfg,
+            self.hooks,
+            self.held,
+            self.overruns,
+            self.shared,
+        );
         let members = member.run(stopped(stop_rx));
         async move {
             tokio::pin!(members, elector, shutdown);

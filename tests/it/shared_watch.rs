@@ -1,0 +1,104 @@
+//! Protocol-v2 members of one process sharing one watch of the target Leases
+//! (`agent::SharedLeases`, how the 1,000-member benchmark runs): placement, a rebalance when a
+//! member joins, and a planned stop whose targets are all handed over before the member exits,
+//! with the hook-level checker (no two members ever work on one target) over all of it.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use leasehold::agent::{Agent, AgentConfig, SharedLeases};
+use tokio::sync::oneshot;
+
+use common::cluster::*;
+use common::eventually;
+
+/// Starts `name`'s agent in this process, on `feed`.
+fn start_sharing(h: &mut Harness, name: &str, feed: &SharedLeases) {
+    let mut cfg = AgentConfig::new(CLUSTER, &h.ns, name);
+    cfg.member_namespace = h.member_ns.clone();
+    cfg.default_lease_duration = Duration::from_secs(LEASE_S);
+    cfg.protocol_version = 2;
+    // Work must stop within a third of the member Lease's duration.
+    cfg.hook_timeout = Duration::from_millis(600);
+    let agent = Agent::new(cfg, h.checker.hooks(name, Duration::from_millis(5))).sharing(feed);
+    let client = h.t.client.clone();
+    let (stop, rx) = oneshot::channel();
+    let task = tokio::spawn(async move {
+        agent
+            .run(client, async {
+                let _ = rx.await;
+            })
+            .await
+    });
+    h.members.insert(
+        name.into(),
+        Member {
+            task,
+            stop: Some(stop),
+        },
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn members_sharing_one_lease_watch_place_rebalance_and_hand_over() {
+    let mut h = Harness::new(&v2_yaml(60, "on_join: auto")).await;
+    let feed = SharedLeases::new(h.t.client.clone(), &h.ns, CLUSTER);
+    let f = feed.clone();
+    let feed_task = tokio::spawn(async move { f.run(std::future::pending()).await });
+    for m in ["c-0", "c-1", "c-2"] {
+        h.add_pod(m).await;
+        start_sharing(&mut h, m, &feed);
+    }
+    h.wait_pods_ready(3).await;
+    h.start_engine("cp-a").await;
+    h.wait_balanced(
+        &[("c-0", 20), ("c-1", 20), ("c-2", 20)],
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(feed.members(), 3, "every member reads the shared watch");
+    eventually(Duration::from_secs(5), || async {
+        (h.checker.working_on("c-0").len() == 20).then_some(())
+    })
+    .await
+    .unwrap_or_else(|| panic!("c-0 works on {:?}", h.checker.working_on("c-0")));
+
+    // A fourth member joins: a rebalance moves a quarter over, each move a handoff.
+    h.add_pod("c-3").await;
+    start_sharing(&mut h, "c-3", &feed);
+    h.wait_balanced(
+        &[("c-0", 15), ("c-1", 15), ("c-2", 15), ("c-3", 15)],
+        Duration::from_secs(60),
+    )
+    .await;
+    eventually(Duration::from_secs(5), || async {
+        (h.checker.working_on("c-3").len() == 15).then_some(())
+    })
+    .await
+    .unwrap_or_else(|| panic!("c-3 works on {:?}", h.checker.working_on("c-3")));
+
+    // A planned stop (the agent's shutdown signal, its pod kept Ready): every target is handed
+    // over before the agent returns, though the watch it reads goes on without it.
+    let mut m = h.members.remove("c-0").unwrap();
+    let asked = Instant::now();
+    m.stop.take().unwrap().send(()).unwrap();
+    m.task.await.unwrap().unwrap();
+    eprintln!(
+        "c-0 handed its targets over and exited after {:?}",
+        asked.elapsed()
+    );
+    assert!(h.checker.working_on("c-0").is_empty());
+    h.wait_balanced(
+        &[("c-1", 20), ("c-2", 20), ("c-3", 20)],
+        Duration::from_secs(2),
+    )
+    .await;
+    let left = eventually(Duration::from_secs(2), || async {
+        (feed.members() == 3).then_some(())
+    })
+    .await;
+    assert!(left.is_some(), "the stopped member left the shared watch");
+    h.finish().await;
+    feed_task.abort();
+}
