@@ -11,7 +11,9 @@
 //! `--member-namespace` (v2 runs keep member Leases in a namespace of their own, the cluster's
 //! `member_lease_namespace`), `--shared-watch K` (v2 members share K watches of the target
 //! Leases, `agent::SharedLeases`, as agents sharing K processes would; member `i` uses watch
-//! `i mod K`, each with its own connection). Under `cargo test --all-targets` it does a small smoke run on the
+//! `i mod K`, each with its own connection), `--serve` (the control plane runs as its own
+//! `leasehold serve` process, so its memory is its own: its RSS is sampled over the window;
+//! "owned" is then its `leasehold_targets{state="owned"}` metric). Under `cargo test --all-targets` it does a small smoke run on the
 //! simulator, with member Leases apart.
 //!
 //! Each run gets a fresh backend namespace (real tier) or simulator, member pods made Ready by
@@ -67,6 +69,8 @@ struct Args {
     members_apart: bool,
     /// Protocol v2 members share this many watches of the target Leases (0: two each).
     shared_watches: usize,
+    /// The control plane as a `leasehold serve` process instead of in this one.
+    serve: bool,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -81,6 +85,7 @@ fn args() -> anyhow::Result<Args> {
             shared_client: false,
             members_apart: false,
             shared_watches: 0,
+            serve: false,
         }
     } else {
         Args {
@@ -92,6 +97,7 @@ fn args() -> anyhow::Result<Args> {
             shared_client: false,
             members_apart: true,
             shared_watches: 0,
+            serve: false,
         }
     };
     let argv: Vec<String> = std::env::args().collect();
@@ -124,6 +130,11 @@ fn args() -> anyhow::Result<Args> {
                 continue;
             }
             "--shared-watch" => a.shared_watches = value()?.parse()?,
+            "--serve" => {
+                a.serve = true;
+                i += 1;
+                continue;
+            }
             "--member-namespace" => {
                 a.members_apart = true;
                 i += 1;
@@ -332,6 +343,150 @@ async fn apiserver_counts(client: &kube::Client) -> Option<ApiserverCounts> {
     seen.then_some(c)
 }
 
+/// The control plane under test: in this process, or a `leasehold serve` process.
+enum ControlPlane {
+    InProcess(Engine, JoinHandle<anyhow::Result<()>>),
+    Process {
+        child: Box<tokio::process::Child>,
+        pid: u32,
+        metrics: String,
+        addr: String,
+        http: kube::Client,
+        log: std::path::PathBuf,
+    },
+}
+
+impl ControlPlane {
+    async fn start(
+        serve: bool,
+        yaml: &str,
+        dir: &Path,
+        client: &kube::Client,
+        kubeconfig: &Path,
+    ) -> anyhow::Result<Self> {
+        if !serve {
+            let config = Config::parse(yaml, Path::new("protocol_load.yaml"))?;
+            let db = &config.database;
+            let engine = Engine::new(
+                config.clone(),
+                client.clone(),
+                Store::connect(db).await?,
+                "cp-bench".into(),
+            );
+            let e = engine.clone();
+            let task = tokio::spawn(async move { e.run(std::future::pending()).await });
+            return Ok(Self::InProcess(engine, task));
+        }
+        let file = dir.join("leasehold.yaml");
+        std::fs::write(&file, yaml)?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let log = dir.join("serve.log");
+        let out = std::fs::File::create(&log)?;
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"))
+            .args(["serve", "--identity", "cp-bench", "--config"])
+            .arg(&file)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env(
+                "RUST_LOG",
+                std::env::var("SERVE_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .kill_on_drop(true)
+            .spawn()?;
+        let pid = child.id().ok_or_else(|| anyhow::anyhow!("serve exited"))?;
+        // A plain HTTP client to its /metrics (no token needed there).
+        let http = kube::Client::try_from(kube::Config::new(
+            format!("http://127.0.0.1:{port}").parse()?,
+        ))?;
+        Ok(Self::Process {
+            child: Box::new(child),
+            pid,
+            metrics: "/metrics".into(),
+            addr: format!("127.0.0.1:{port}"),
+            http,
+            log,
+        })
+    }
+
+    /// Targets the control plane counts as owned (`None`: not known yet).
+    async fn owned(&mut self) -> anyhow::Result<Option<usize>> {
+        match self {
+            Self::InProcess(engine, _) => Ok(engine.model(CLUSTER).ok().map(|m| m.counts.owned)),
+            Self::Process {
+                child,
+                metrics,
+                addr,
+                http,
+                log,
+                ..
+            } => {
+                if let Some(status) = child.try_wait()? {
+                    let log = std::fs::read_to_string(log).unwrap_or_default();
+                    anyhow::bail!("leasehold serve exited with {status}:\n{log}");
+                }
+                // Not listening yet: no request (kube's client would log a connect error).
+                if tokio::net::TcpStream::connect(addr.as_str()).await.is_err() {
+                    return Ok(None);
+                }
+                let req = http::Request::get(metrics.as_str()).body(Vec::new())?;
+                let Ok(text) = http.request_text(req).await else {
+                    return Ok(None);
+                };
+                let prefix = format!("leasehold_targets{{cluster=\"{CLUSTER}\",state=\"owned\"}} ");
+                Ok(text
+                    .lines()
+                    .find_map(|l| l.strip_prefix(&prefix))
+                    .and_then(|v| v.trim().parse().ok()))
+            }
+        }
+    }
+
+    /// The control plane's own process, when it has one.
+    fn pid(&self) -> Option<u32> {
+        match self {
+            Self::InProcess(..) => None,
+            Self::Process { pid, .. } => Some(*pid),
+        }
+    }
+
+    async fn stop(self) {
+        match self {
+            Self::InProcess(_, task) => {
+                task.abort();
+                let _ = task.await;
+            }
+            Self::Process { mut child, .. } => {
+                let _ = child.kill().await;
+            }
+        }
+    }
+}
+
+/// A field of `/proc/PID/status`, in KiB.
+fn status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with(field))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// The control-plane process's memory over the window: RSS median and max, VmHWM, in MiB.
+#[derive(Clone, Copy)]
+struct Memory {
+    median: f64,
+    max: f64,
+    hwm: f64,
+}
+
 struct Row {
     version: u8,
     targets: usize,
@@ -345,6 +500,8 @@ struct Row {
     overlaps: u64,
     process_cpu: f64,
     machine_cpu: f64,
+    /// With `--serve`: the control plane's memory over the window.
+    memory: Option<Memory>,
 }
 
 async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
@@ -418,28 +575,17 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     let dir = tempfile::tempdir()?;
     let db = format!("sqlite:{}", dir.path().join("history.db").display());
     let yaml = config_yaml((&ns, &member_ns), &db, version, targets, a.lease_s);
-    let config = Config::parse(&yaml, Path::new("protocol_load.yaml"))?;
-    let engine = Engine::new(
-        config,
-        client.clone(),
-        Store::connect(&db).await?,
-        "cp-bench".into(),
-    );
-    let e = engine.clone();
-    let engine_task = tokio::spawn(async move { e.run(std::future::pending()).await });
+    let mut cp = ControlPlane::start(a.serve, &yaml, dir.path(), &client, &t.kubeconfig).await?;
     let t0 = Instant::now();
     let limit = Duration::from_secs(60 + targets as u64 / 20);
     loop {
-        if engine
-            .model(CLUSTER)
-            .is_ok_and(|m| m.counts.owned == targets)
-        {
+        let owned = cp.owned().await?;
+        if owned == Some(targets) {
             break;
         }
         if t0.elapsed() > limit {
             // Past what the API server sustains (v1 at large sizes): measure what it does.
-            let counts = engine.model(CLUSTER).map(|m| format!("{:?}", m.counts));
-            eprintln!("v{version}, {targets} targets: not all owned after {limit:?}: {counts:?}");
+            eprintln!("v{version}, {targets} targets: not all owned after {limit:?}: {owned:?}");
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -473,12 +619,22 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     let machine0 = MachineCpu::now();
     let w0 = Instant::now();
     let mut min_owned = targets;
+    let mut rss = Vec::new();
     while w0.elapsed() < a.window {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        if let Ok(m) = engine.model(CLUSTER) {
-            min_owned = min_owned.min(m.counts.owned);
+        if let Some(owned) = cp.owned().await? {
+            min_owned = min_owned.min(owned);
+        }
+        if let Some(kib) = cp.pid().and_then(|pid| status_kib(pid, "VmRSS:")) {
+            rss.push(kib as f64 / 1024.0);
         }
     }
+    rss.sort_by(f64::total_cmp);
+    let memory = cp.pid().filter(|_| !rss.is_empty()).map(|pid| Memory {
+        median: rss[rss.len() / 2],
+        max: rss[rss.len() - 1],
+        hwm: status_kib(pid, "VmHWM:").unwrap_or(0) as f64 / 1024.0,
+    });
     let secs = w0.elapsed().as_secs_f64();
     let api1 = apiserver_counts(&client).await;
     let process_cpu = 100.0 * (cpu_s(std::process::id()) - cpu0) / secs;
@@ -487,11 +643,10 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     for c in &counters {
         c.abort();
     }
-    engine_task.abort();
     for a in &agents {
         a.abort();
     }
-    let _ = engine_task.await;
+    cp.stop().await;
     for a in agents {
         let _ = a.await;
     }
@@ -517,6 +672,7 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
         overlaps,
         process_cpu,
         machine_cpu,
+        memory,
     })
 }
 
@@ -552,9 +708,11 @@ async fn main() -> anyhow::Result<()> {
         "| protocol | targets | all owned after | Lease writes/s seen (target + member + leader) | \
          expected 3·N/D | apiserver Lease writes/s | apiserver Lease watch events sent/s | \
          watchers closed for lagging | holder changes | fewest owned | overlaps | \
-         events/s one member receives | CPU: this process / machine |"
+         events/s one member receives | CPU: this process / machine | control-plane RSS: median / max / peak (MiB) |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!(
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    );
     let mut by_version: BTreeMap<u8, usize> = BTreeMap::new();
     for r in &rows {
         *by_version.entry(r.version).or_default() += 1;
@@ -567,7 +725,7 @@ async fn main() -> anyhow::Result<()> {
                 a.members as f64
             } / a.lease_s as f64;
         println!(
-            "| v{}{} | {} | {} | {:.1} ({:.1} + {:.1} + {:.1}) | {expected:.1} | {} | {} | {} | {} | {} of {} | {} | {:.1} | {:.0}% / {:.0}% |",
+            "| v{}{} | {} | {} | {:.1} ({:.1} + {:.1} + {:.1}) | {expected:.1} | {} | {} | {} | {} | {} of {} | {} | {:.1} | {:.0}% / {:.0}% | {} |",
             r.version,
             if r.version == 2 && a.members_apart {
                 ", member Leases apart"
@@ -596,6 +754,11 @@ async fn main() -> anyhow::Result<()> {
             per_s(c.member0),
             r.process_cpu,
             r.machine_cpu,
+            r.memory
+                .map_or("— (in this process)".to_owned(), |m| format!(
+                    "{:.0} / {:.0} / {:.0}",
+                    m.median, m.max, m.hwm
+                )),
         );
     }
     // The smoke run checks the harness and the protocols' basic shape, not figures.
