@@ -495,6 +495,22 @@ async fn supersede(inner: &Inner, cluster: &str, newest: &str) {
     }
 }
 
+/// Whether member `name` stays known to the join policy while it is not eligible: in protocol
+/// v2, one whose member Lease merely expired (neither fenced nor released) and whose pod is
+/// still there. A mass lapse makes every member look so; when its renewals come back nothing of
+/// it has moved, so it has not joined, and a rebalance then would move its targets (those of a
+/// member still in its grace among them) for nothing. Fenced, released or gone, it is
+/// forgotten, and joins when it comes back.
+fn merely_lapsed(model: &ClusterModel, name: &str) -> bool {
+    model.instance(name).is_some_and(|i| {
+        !i.ghost
+            && !i.terminating
+            && i.member_lease
+                .as_ref()
+                .is_some_and(|m| m.liveness == crate::k8s::model::Liveness::Expired)
+    })
+}
+
 async fn join_policy(
     inner: &Arc<Inner>,
     spec: &Cluster,
@@ -518,7 +534,7 @@ async fn join_policy(
         watch.known = Some(eligible);
         return;
     };
-    known.retain(|m| eligible.contains(m));
+    known.retain(|m| eligible.contains(m) || merely_lapsed(model, m));
     if eligible.is_subset(known) {
         watch.pending = None;
         return;
