@@ -1,6 +1,27 @@
 //! The engine's acceptance tests: the control plane, real `leasehold agent` members and the
-//! simulator, over real HTTP. Every test runs the invariant checker (no two members ever work on
-//! one target at once).
+//! simulator (or a real kube-apiserver), over real HTTP. Every test runs the work-level
+//! invariant checker: the members' hooks, not the Leases, tell who works on what — no two
+//! members ever work on one target at once, every acquisition has a larger fencing generation,
+//! a balanced cluster is one where each target's owner works on it alone, and every member that
+//! stops has told its app to stop everything.
+//!
+//! Tests run protocol v2, the protocol users should run. A few stay on v1 (the configuration's
+//! default, kept so that an existing installation keeps working after an upgrade), each saying
+//! why: a core scenario run once on v1 for the upgrade path
+//! (`a_crashed_member_fails_over_within_the_lease_duration`), and tests of mechanics only v1
+//! has (target Leases renewed by their holders, expiring when they stop, taken by a new owner's
+//! own write). Names starting `protocol_v1_` or `protocol_v2_` are tests of one protocol's rules.
+//!
+//! Three v2 tests are ignored for a product bug, each with a `protocol_v1_` twin that runs
+//! meanwhile: v2 history records some moves twice, and they check that each move is recorded
+//! once (`scaling_to_five_…`: 127-131 rows for 120 moves in every run on the simulator;
+//! `two_control_planes_…`, `moves_completed_while_the_control_plane_was_down_…`). The holder
+//! hands the target over (acquire time T1) and the recorder writes the move keyed by T1; the new
+//! owner, whose two watches had not both listed the handed copy yet, acquires it again with a
+//! write of its own (T2, a few ms later — the protocol allows it); the operation then records
+//! the move keyed by T2 (`engine::operations`, after `wait_held`), and a control plane started
+//! later replays the holder from its first list keyed by T2 too. History's rows are idempotent
+//! per acquire time, and this is one move with two acquisitions.
 
 use crate::common;
 
@@ -23,9 +44,10 @@ use serde_json::json;
 use common::cluster::*;
 use common::eventually;
 
+/// The first placement: each target granted to its owner in one write (protocol v2).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_members_share_300_targets_evenly() {
-    let h = three_members(300, "on_join: off").await;
+    let h = three_members_with(v2_yaml(300, "on_join: off")).await;
     let m = h
         .wait_balanced(
             &[("c-0", 100), ("c-1", 100), ("c-2", 100)],
@@ -59,17 +81,18 @@ async fn three_members_share_300_targets_evenly() {
 /// its cordon behind); naming the fresh plan runs exactly its moves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_start_runs_exactly_the_previewed_plan_or_nothing() {
-    let mut h = three_members(60, "on_join: off").await;
+    let mut h = three_members_with(v2_yaml(60, "on_join: off")).await;
     h.wait_balanced(
         &[("c-0", 20), ("c-1", 20), ("c-2", 20)],
         Duration::from_secs(30),
     )
     .await;
     let engine = h.engine().clone();
+    // Ready, with a live member Lease, and the model fresh.
     let joined = async |name: &str| {
         eventually(Duration::from_secs(10), || async {
             let m = engine.model(CLUSTER).ok()?;
-            (m.instance(name)?.ready && !m.stale).then_some(())
+            (m.instance(name)?.eligible() && !m.stale).then_some(())
         })
         .await
         .unwrap_or_else(|| panic!("{name} never ready"));
@@ -141,9 +164,24 @@ async fn a_start_runs_exactly_the_previewed_plan_or_nothing() {
     h.finish().await;
 }
 
+/// Two members join; one rebalance moves the fewest targets, each handed over by its holder in
+/// one write (protocol v2). Ignored: history has 127-131 rows for the 120 moves — see the
+/// module header.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "protocol v2 history records a move twice when the new owner also acquires the handed target with a write of its own, issue 15"]
 async fn scaling_to_five_rebalances_with_the_fewest_moves() {
-    let mut h = three_members(300, "on_join: auto").await;
+    scaling_to_five(v2_yaml(300, "on_join: auto")).await;
+}
+
+/// The same on protocol v1 (its target Leases renewed every [`CALM_LEASE_S`] / 3), run while
+/// the v2 test is ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn protocol_v1_scaling_to_five_rebalances_with_the_fewest_moves() {
+    scaling_to_five(config_yaml_with(300, CALM_LEASE_S, "on_join: auto")).await;
+}
+
+async fn scaling_to_five(yaml: String) {
+    let mut h = three_members_with(yaml).await;
     h.wait_balanced(
         &[("c-0", 100), ("c-1", 100), ("c-2", 100)],
         Duration::from_secs(30),
@@ -191,7 +229,7 @@ async fn scaling_to_five_rebalances_with_the_fewest_moves() {
         .iter()
         .filter(|r| r.cause == Some(Cause::Rebalance))
         .collect();
-    assert_eq!(moved.len(), 120);
+    assert_eq!(moved.len(), 120, "{}", doubled(&moved));
     assert_eq!(rows.len(), 300 + 120, "nothing else moved");
     assert!(
         moved
@@ -201,6 +239,12 @@ async fn scaling_to_five_rebalances_with_the_fewest_moves() {
     h.finish().await;
 }
 
+/// Protocol v1, on purpose: the one core scenario (first placement, renewals, a crash and its
+/// failover) kept on v1 so that the upgrade path — an installation that has not opted in to v2
+/// — stays tested; its check is v1's rule, that nobody takes a target before the crashed
+/// member's own renewal of its Lease could have expired. (In v2 target Leases are never
+/// renewed: `protocol_v2_a_hung_member_is_fenced_and_its_targets_fail_over` and the crash in
+/// `an_unreachable_api_server_leaves_a_stale_model_and_no_decisions`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_crashed_member_fails_over_within_the_lease_duration() {
     let mut h = three_members_with(config_yaml_with(90, LEASE_S, "on_join: off")).await;
@@ -253,8 +297,8 @@ async fn a_crashed_member_fails_over_within_the_lease_duration() {
 }
 
 /// Protocol v2: three members sharing 60 targets, 20 each; their member Leases in a namespace
-/// of their own when `apart`.
-async fn v2_three_members_balanced(apart: bool) -> Harness {
+/// of their own when `apart`; members drain for `drain` when stopped.
+async fn v2_three_members_balanced(apart: bool, drain: Duration) -> Harness {
     let mut yaml = v2_yaml(60, "on_join: off");
     if apart {
         yaml = yaml.replace(
@@ -262,7 +306,9 @@ async fn v2_three_members_balanced(apart: bool) -> Harness {
             &format!("  protocol_version: 2\n  member_lease_namespace: {NS}-members\n"),
         );
     }
-    let h = three_members_with(yaml).await;
+    let mut h = Harness::new(&yaml).await;
+    h.drain_timeout = drain;
+    h.members_then_engine(&["c-0", "c-1", "c-2"], "cp-a").await;
     h.wait_balanced(
         &[("c-0", 20), ("c-1", 20), ("c-2", 20)],
         Duration::from_secs(30),
@@ -409,7 +455,7 @@ async fn protocol_v2_an_overrun_report_is_recorded_once_and_counted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn protocol_v2_holds_targets_without_renewing_them() {
-    let h = v2_three_members_balanced(false).await;
+    let h = v2_three_members_balanced(false, TEARDOWN_DRAIN).await;
     let m = h.model();
     assert_eq!(m.protocol_version, 2);
     for i in &m.instances {
@@ -487,6 +533,8 @@ async fn v2_members_some_linked(direct: &[&str], linked: &[&str]) -> (Harness, L
         }
     }
     h.wait_pods_ready(direct.len() + linked.len()).await;
+    let all: Vec<&str> = direct.iter().chain(linked).copied().collect();
+    h.wait_registered(&all).await;
     h.start_engine("cp-a").await;
     let share = 60 / (direct.len() + linked.len());
     let want: Vec<(&str, usize)> = direct.iter().chain(linked).map(|m| (*m, share)).collect();
@@ -623,7 +671,23 @@ async fn protocol_v2_members_lapsing_together_are_not_failed_over() {
         );
     }
     assert_eq!(failovers(&h).await, [], "no failover");
+    // At the work level too: the members stopped all work when they could not renew, and each
+    // works on its own targets again (acquired anew under a new term).
+    settled_at_work(&h).await;
     h.finish().await;
+}
+
+/// Waits (10 s at most) until each target's owner works on it alone (the hooks tell).
+async fn settled_at_work(h: &Harness) {
+    let settled = eventually(Duration::from_secs(10), || async {
+        h.unworked(&h.model()).is_empty().then_some(())
+    })
+    .await;
+    assert!(
+        settled.is_some(),
+        "owner vs workers where they differ: {:?}",
+        h.unworked(&h.model())
+    );
 }
 
 /// Three of four members lapse together while the fourth stays live: the longest silent is
@@ -711,6 +775,7 @@ async fn protocol_v2_a_mass_lapse_fails_over_one_member_per_duration_and_the_dea
     let took = back.elapsed();
     eprintln!("{dead} (died during the lapse) has no target {took:?} after the link came back");
     assert!(took <= bound, "took {took:?}, more than {bound:?}");
+    settled_at_work(&h).await;
     h.finish().await;
 }
 
@@ -727,7 +792,7 @@ async fn protocol_v2_with_member_leases_apart_a_hung_member_is_fenced_and_fails_
 }
 
 async fn a_hung_member_is_fenced_and_its_targets_fail_over(apart: bool) {
-    let mut h = v2_three_members_balanced(apart).await;
+    let mut h = v2_three_members_balanced(apart, TEARDOWN_DRAIN).await;
     // The agent dies with its app, but its pod stays Ready: only the member Lease tells.
     let m = h.members.remove("c-1").unwrap();
     m.task.abort();
@@ -814,7 +879,8 @@ async fn protocol_v2_with_member_leases_apart_a_stopping_member_hands_over_befor
 }
 
 async fn a_stopping_member_hands_its_targets_over_before_it_exits(apart: bool) {
-    let mut h = v2_three_members_balanced(apart).await;
+    // The product's drain timeout: the member waits for its targets to be moved away.
+    let mut h = v2_three_members_balanced(apart, leasehold::agent::DEFAULT_DRAIN_TIMEOUT).await;
     // Its app works on all 20 (each acquire hook runs just after its Lease write, which the
     // model may show first: on the real tier one hook once had not run yet at the stop).
     eventually(Duration::from_secs(5), || async {
@@ -933,13 +999,14 @@ async fn webhook_server() -> (String, Arc<AtomicUsize>, Arc<std::sync::Mutex<Vec
     (format!("http://{addr}"), calls, seen)
 }
 
+/// Protocol v2: the removal's moves are handoffs by the removed member, one write each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn removing_a_live_member_drains_cordons_and_calls_the_webhook_once() {
     let (url, calls, seen) = webhook_server().await;
     let policy = format!(
         "on_join: off, removal: {{webhook: {{url: \"{url}/repl/remove?instanceName={{instance}}\", method: PUT, auth: {{bearer: {{token: {{secret: {{name: hook, key: token}}}}}}}}}}}}"
     );
-    let h = three_members(90, &policy).await;
+    let h = three_members_with(v2_yaml(90, &policy)).await;
     let secrets: Api<k8s_openapi::api::core::v1::Secret> =
         Api::namespaced(h.t.client.clone(), &h.ns);
     let secret = json!({"metadata": {"name": "hook"}, "stringData": {"token": "s3cret"}});
@@ -1006,11 +1073,14 @@ async fn removing_a_live_member_drains_cordons_and_calls_the_webhook_once() {
     h.finish().await;
 }
 
+/// Protocol v2: a member that no longer exists — no pod, no agent, no member Lease — holds
+/// half the targets. The control plane creates its member Lease fenced (`absent`), revokes its
+/// targets and grants them to live members, and once nothing names it, deletes that Lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn leases_held_by_a_deleted_pod_without_agent_are_cleaned_up() {
-    let mut h = Harness::new(&config_yaml_with(20, LEASE_S, "on_join: off")).await;
-    // Before Leasehold runs: a member that no longer exists holds half the targets, and a
-    // target that is no longer configured.
+    let mut h = Harness::new(&v2_yaml(20, "on_join: off")).await;
+    // Before Leasehold runs: a member that no longer exists holds half the targets (acquired
+    // as a v2 member does), and a target that is no longer configured.
     let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
     let now = jiff::Timestamp::now();
     for key in (0..10)
@@ -1024,7 +1094,7 @@ async fn leases_held_by_a_deleted_pod_without_agent_are_cleaned_up() {
             operation: None,
             duration_s: 2,
         };
-        let lease = protocol::held_by(
+        let lease = protocol::acquired_v2(
             &protocol::new_target_lease("leasehold", CLUSTER, &key, &d),
             "c-9",
             now,
@@ -1032,21 +1102,28 @@ async fn leases_held_by_a_deleted_pod_without_agent_are_cleaned_up() {
         );
         leases.create(&PostParams::default(), &lease).await.unwrap();
     }
-    h.add_member("c-0").await;
-    h.add_member("c-1").await;
     // Both ready before the control plane's first placement (on_join is off).
-    h.wait_pods_ready(2).await;
-    h.start_engine("cp-a").await;
+    h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
     h.wait_balanced(
         &[("c-0", 10), ("c-1", 10)],
         Duration::from_secs(LEASE_S + 10),
     )
     .await;
-    let m = h.model();
+    // The ghost is gone once nothing names it: its fenced member Lease is garbage.
+    let ghost = protocol::names::member_lease("leasehold", CLUSTER, "c-9");
+    let members: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.member_ns);
+    let gone = eventually(Duration::from_secs(10), || async {
+        let lease = members.get_opt(&ghost).await.ok()?;
+        (lease.is_none() && h.model().instance("c-9").is_none()).then_some(())
+    })
+    .await;
     assert!(
-        m.instance("c-9").is_none(),
-        "the ghost is gone once nothing names it"
+        gone.is_some(),
+        "the ghost is gone once nothing names it: {:?}, its member Lease {:?}",
+        h.model().instance("c-9"),
+        members.get_opt(&ghost).await.unwrap()
     );
+    let m = h.model();
     assert!(m.target("retired").is_none());
     assert!(
         leases
@@ -1062,9 +1139,26 @@ async fn leases_held_by_a_deleted_pod_without_agent_are_cleaned_up() {
     h.finish().await;
 }
 
+/// Protocol v2. Ignored: see the module header.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "protocol v2 history records a move twice when the new owner also acquires the handed target with a write of its own, issue 15"]
 async fn two_control_planes_exactly_one_acts_and_the_next_finishes_a_rebalance() {
-    let mut h = Harness::new(&config_yaml(120, "on_join: off, max_concurrent_moves: 2")).await;
+    two_control_planes(v2_yaml(120, "on_join: off, max_concurrent_moves: 2")).await;
+}
+
+/// The same on protocol v1, run while the v2 test is ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn protocol_v1_two_control_planes_exactly_one_acts_and_the_next_finishes_a_rebalance() {
+    two_control_planes(config_yaml_with(
+        120,
+        CALM_LEASE_S,
+        "on_join: off, max_concurrent_moves: 2",
+    ))
+    .await;
+}
+
+async fn two_control_planes(yaml: String) {
+    let mut h = Harness::new(&yaml).await;
     let a = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
     let b = h.start_engine("cp-b").await;
     h.wait_balanced(&[("c-0", 60), ("c-1", 60)], Duration::from_secs(30))
@@ -1141,17 +1235,36 @@ async fn two_control_planes_exactly_one_acts_and_the_next_finishes_a_rebalance()
         *per_target.entry(r.target.clone().unwrap()).or_default() += 1;
     }
     assert_eq!(per_target.len(), 40);
-    assert!(per_target.values().all(|n| *n == 1), "{per_target:?}");
+    let ours: Vec<_> = rows.iter().collect();
+    assert!(per_target.values().all(|n| *n == 1), "{}", doubled(&ours));
     h.finish().await;
 }
 
 /// The only control-plane replica crashes mid-rebalance and comes back: the moves that
 /// completed while nothing watched are in history all the same, each once, and the resumed
 /// operation finishes. (They were missing: the restarted index's first list is its starting
-/// state, not a change, so the recorder never heard of them.)
+/// state, not a change, so the recorder never heard of them.) Protocol v2: the holders hand the
+/// targets straight to their new owners while no control plane runs. Ignored: see the
+/// module header.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "protocol v2 history records a move twice when the new owner also acquires the handed target with a write of its own, issue 15"]
 async fn moves_completed_while_the_control_plane_was_down_are_in_history() {
-    let mut h = Harness::new(&config_yaml(120, "on_join: off, max_concurrent_moves: 8")).await;
+    moves_completed_while_down(v2_yaml(120, "on_join: off, max_concurrent_moves: 8")).await;
+}
+
+/// The same on protocol v1, run while the v2 test is ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn protocol_v1_moves_completed_while_the_control_plane_was_down_are_in_history() {
+    moves_completed_while_down(config_yaml_with(
+        120,
+        CALM_LEASE_S,
+        "on_join: off, max_concurrent_moves: 8",
+    ))
+    .await;
+}
+
+async fn moves_completed_while_down(yaml: String) {
+    let mut h = Harness::new(&yaml).await;
     let engine = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
     h.wait_balanced(&[("c-0", 60), ("c-1", 60)], Duration::from_secs(30))
         .await;
@@ -1204,7 +1317,12 @@ async fn moves_completed_while_the_control_plane_was_down_are_in_history() {
     .await;
     let per_target = per_target
         .unwrap_or_else(|| panic!("moves missing from history (of {} planned)", planned.len()));
-    assert!(per_target.values().all(|n| *n == 1), "{per_target:?}");
+    let rows: Vec<_> = h.history(HistoryKind::Ownership).await;
+    let ours: Vec<_> = rows
+        .iter()
+        .filter(|r| r.operation.as_deref() == Some(op.id.as_str()))
+        .collect();
+    assert!(per_target.values().all(|n| *n == 1), "{}", doubled(&ours));
     assert_eq!(
         per_target
             .keys()
@@ -1215,6 +1333,7 @@ async fn moves_completed_while_the_control_plane_was_down_are_in_history() {
     h.finish().await;
 }
 
+/// `protocol: gnmic` (gnmic's own Lease layout, observed read-only): neither v1 nor v2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn gnmic_layout_leases_are_read_as_gnmic_writes_them() {
     let yaml = "control_plane: {namespace: apps, lease_duration: 2s}
@@ -1302,6 +1421,11 @@ clusters:
     h.finish().await;
 }
 
+/// Protocol v1, on purpose: a v1 agent that stops releases its target Leases and nothing tells
+/// the control plane it left (its pod stays Ready); the released targets count as stalled after
+/// two lease durations and are placed again. In v2 the member Lease says it is leaving and the
+/// targets are handed over before it exits
+/// (`protocol_v2_a_stopping_member_hands_its_targets_over_before_it_exits`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn targets_released_by_a_stopped_agent_whose_pod_stays_ready_are_not_lost() {
     let mut h = three_members_with(config_yaml_with(30, LEASE_S, "on_join: off")).await;
@@ -1334,6 +1458,29 @@ async fn targets_released_by_a_stopped_agent_whose_pod_stays_ready_are_not_lost(
     h.finish().await;
 }
 
+/// The ownership rows of targets that have more than one among `rows`, oldest first, for a
+/// failure message.
+fn doubled(rows: &[&leasehold::store::HistoryEntry]) -> String {
+    let mut per_target: BTreeMap<&str, Vec<&leasehold::store::HistoryEntry>> = BTreeMap::new();
+    for r in rows {
+        per_target
+            .entry(r.target.as_deref().unwrap_or_default())
+            .or_default()
+            .push(r);
+    }
+    let mut out = String::from("targets with more than one row:");
+    for (target, mut rs) in per_target.into_iter().filter(|(_, rs)| rs.len() > 1) {
+        rs.sort_by_key(|r| r.id);
+        for r in rs {
+            out.push_str(&format!(
+                "\n  {target}: #{} at {} {:?} -> {:?} cause {:?} op {:?} acquired {:?} gap {:?}",
+                r.id, r.at_ms, r.from, r.to, r.cause, r.operation, r.acquired_at_ms, r.gap_ms
+            ));
+        }
+    }
+    out
+}
+
 async fn wait_op(engine: &Engine, id: &str, timeout: Duration) -> leasehold::store::Operation {
     eventually(timeout, || async {
         let op = engine.operation(id).await.unwrap();
@@ -1356,11 +1503,7 @@ async fn wait_proposal(store: &Store, except: Option<&str>) -> leasehold::store:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_proposed_rebalance_waits_for_approval_and_a_removal_can_be_cancelled() {
-    let mut h = Harness::new(&config_yaml(
-        60,
-        "on_join: propose, max_concurrent_moves: 1",
-    ))
-    .await;
+    let mut h = Harness::new(&v2_yaml(60, "on_join: propose, max_concurrent_moves: 1")).await;
     let engine = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
     h.wait_balanced(&[("c-0", 30), ("c-1", 30)], Duration::from_secs(30))
         .await;
@@ -1427,7 +1570,7 @@ async fn a_proposed_rebalance_waits_for_approval_and_a_removal_can_be_cancelled(
 /// it stays proposed, and the error says why; the next join's proposal supersedes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_proposal_that_no_longer_fits_is_refused_and_nothing_moves() {
-    let mut h = Harness::new(&config_yaml(40, "on_join: propose")).await;
+    let mut h = Harness::new(&v2_yaml(40, "on_join: propose")).await;
     let engine = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
     h.wait_balanced(&[("c-0", 20), ("c-1", 20)], Duration::from_secs(30))
         .await;
@@ -1484,7 +1627,10 @@ async fn a_proposal_that_no_longer_fits_is_refused_and_nothing_moves() {
 }
 
 /// 40 targets on c-0 and c-1 (lease duration [`LEASE_S`], `policy`), then a ready pod c-2
-/// whose agent never runs, and a rebalance started towards it (13 moves).
+/// whose agent never runs, and a rebalance started towards it (13 moves). Protocol v1: a move
+/// is done when the new owner takes the Lease with its own write, so the moves to c-2 hang
+/// until their timeout. (In v2 a pod without an agent has no member Lease and is given
+/// nothing, and a move is the holder's one-write handover.)
 async fn rebalance_towards_an_idle_pod(
     policy: &str,
 ) -> (Harness, Engine, leasehold::store::Operation) {
@@ -1501,6 +1647,8 @@ async fn rebalance_towards_an_idle_pod(
     (h, engine, op)
 }
 
+/// Protocol v1, on purpose: only there does a move wait for the new owner's own write
+/// ([`rebalance_towards_an_idle_pod`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_move_whose_new_owner_never_takes_the_lease_fails_and_nothing_is_lost() {
     let (h, engine, op) = rebalance_towards_an_idle_pod("on_join: off, move_retries: 1").await;
@@ -1534,7 +1682,9 @@ async fn a_move_whose_new_owner_never_takes_the_lease_fails_and_nothing_is_lost(
 /// A replica that stops acting (another holder took the control-plane Lease) writes nothing
 /// more: its running operation stops with it, mid-move, and stays running in the store for
 /// the next acting replica to resume. (Operation tasks were once spawned loose and went on
-/// moving targets from a replica that no longer acted.)
+/// moving targets from a replica that no longer acted.) Protocol v1: it needs moves that are
+/// still running when the replica stops acting, which the idle pod's moves are there
+/// ([`rebalance_towards_an_idle_pod`]); what it checks is the engine's, not the protocol's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replica_that_stops_acting_writes_nothing_more() {
     // Every move to the idle pod waits out its timeout, one at a time, so the operation is
@@ -1611,10 +1761,10 @@ clusters:
   namespace: {NS}
   selector: {{app: c}}
   targets: {{config_map: {{name: targets, key: list.yaml}}}}
-  policy: {{lease_duration: {CALM_LEASE_S}s, on_join: off}}
+  policy: {{lease_duration: {LEASE_S}s, on_join: off}}
 "
     );
-    let mut h = Harness::new(&yaml).await;
+    let mut h = Harness::new(&v2(&yaml)).await;
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(h.t.client.clone(), &h.ns);
     let cm = |list: &str| -> k8s_openapi::api::core::v1::ConfigMap {
@@ -1671,13 +1821,16 @@ clusters:
     h.finish().await;
 }
 
+/// Protocol v2: the member that dies while the control plane is blind is failed over once its
+/// member Lease has been seen unchanged for a duration and fenced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_unreachable_api_server_leaves_a_stale_model_and_no_decisions() {
-    let mut h = Harness::new(&config_yaml_with(20, LEASE_S, "on_join: off")).await;
+    let mut h = Harness::new(&v2_yaml(20, "on_join: off")).await;
     for m in ["c-0", "c-1"] {
         h.add_member(m).await;
     }
     h.wait_pods_ready(2).await;
+    h.wait_registered(&["c-0", "c-1"]).await;
     // The control plane reaches the API through a proxy that can be cut; the members do not.
     let (client, link) = common::linked_client(&h.t).await;
     let engine = h.start_engine_with("cp-a", client).await;
@@ -1721,7 +1874,9 @@ async fn a_hung_api_connection_turns_the_model_stale_and_fails_over_no_live_memb
     a_hung_api_connection(&v2_yaml(60, "on_join: off")).await;
 }
 
-/// The same on protocol v1 (target Leases renewed by their holders).
+/// The same on protocol v1, on purpose: there the quiet the control plane must not mistake for
+/// dead members is the holders' renewals of every target Lease, whose expiry clocks the hang
+/// must restart (v2 has no such clocks: target Leases are never renewed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn protocol_v1_a_hung_api_connection_fails_over_no_live_member() {
     a_hung_api_connection(&config_yaml_with(60, LEASE_S, "on_join: off")).await;
@@ -1733,6 +1888,7 @@ async fn a_hung_api_connection(yaml: &str) {
         h.add_member(m).await;
     }
     h.wait_pods_ready(3).await;
+    h.wait_registered(&["c-0", "c-1", "c-2"]).await;
     // The control plane reaches the API through a link that can hang; the members do not.
     let (client, link) = common::linked_client(&h.t).await;
     let engine = h.start_engine_with("cp-a", client).await;
@@ -1801,7 +1957,7 @@ async fn a_hung_api_connection(yaml: &str) {
 /// and planner would keep giving the removed instance targets.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_removal_and_an_uncordon_sent_to_the_standby_reach_the_acting_replica() {
-    let mut h = Harness::new(&config_yaml(90, "on_join: off")).await;
+    let mut h = Harness::new(&v2_yaml(90, "on_join: off")).await;
     let a = h.members_then_engine(&["c-0", "c-1", "c-2"], "cp-a").await;
     let b = h.start_engine("cp-b").await;
     h.wait_balanced(

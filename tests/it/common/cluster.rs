@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
@@ -26,14 +27,21 @@ use tokio::task::JoinHandle;
 
 pub const NS: &str = "apps";
 pub const CLUSTER: &str = "c";
-/// Target lease duration in the failover tests (the shortest the config allows).
+/// The lease duration of the tests (the shortest the config allows): the cluster's policy's
+/// and, in protocol v2, the in-process members' member Leases' (v2 renews one Lease per member,
+/// however many targets).
 pub const LEASE_S: u64 = 2;
+/// Target lease duration of the v1 tests with hundreds of targets: long enough that renewals of
+/// hundreds of target Leases keep up on a busy 2-core machine.
+pub const CALM_LEASE_S: u64 = 10;
 /// The lease duration of member agents run as processes: the flags take whole seconds, and in
 /// protocol v2 the hook timeout (1 s at least) must be within a third of it.
 pub const PROCESS_LEASE_S: u64 = 3;
-/// Target lease duration elsewhere: long enough that renewals of hundreds of leases keep up on
-/// a busy 2-core machine running the suite in parallel.
-pub const CALM_LEASE_S: u64 = 10;
+/// How long an in-process member drains on shutdown in protocol v2 unless a test says otherwise
+/// ([`Harness::drain_timeout`]). Short: at the end of a test every member stops at once, so
+/// nobody is left to take their targets and each would wait out its whole drain (the product's
+/// 10 s) before releasing them. Tests of a planned stop set the product's default.
+pub const TEARDOWN_DRAIN: Duration = Duration::from_secs(1);
 
 /// A member agent running in this process.
 pub struct Member {
@@ -90,10 +98,9 @@ pub struct Harness {
     /// The app the process members' HTTP hooks reach: its URL and its server task.
     hook_app: Option<(String, JoinHandle<()>)>,
     pub engines: BTreeMap<String, (Engine, JoinHandle<anyhow::Result<()>>)>,
-}
-
-pub fn config_yaml(targets: usize, policy: &str) -> String {
-    config_yaml_with(targets, CALM_LEASE_S, policy)
+    /// Protocol v2: the drain timeout of in-process members started from now on
+    /// ([`TEARDOWN_DRAIN`] unless a test sets another).
+    pub drain_timeout: Duration,
 }
 
 pub fn config_yaml_with(targets: usize, lease_s: u64, policy: &str) -> String {
@@ -145,6 +152,7 @@ impl Harness {
             processes: BTreeMap::new(),
             hook_app: None,
             engines: BTreeMap::new(),
+            drain_timeout: TEARDOWN_DRAIN,
         }
     }
 
@@ -214,12 +222,25 @@ impl Harness {
             .unwrap_or_else(|| &self.engines.values().next().unwrap().0)
     }
 
-    /// Waits (10 s at most) until the model shows instance `name` ready.
+    /// Whether the cluster runs protocol v2.
+    pub fn v2(&self) -> bool {
+        self.config.clusters[0].protocol_version == 2
+    }
+
+    /// Waits (10 s at most) until the model shows instance `name` ready — in protocol v2, with
+    /// a live member Lease too (an instance without one is given nothing).
     pub async fn wait_ready(&self, name: &str) {
+        let v2 = self.v2();
         eventually(Duration::from_secs(10), || async {
             self.model()
                 .instance(name)
-                .is_some_and(|i| i.ready)
+                .is_some_and(|i| {
+                    i.ready
+                        && (!v2
+                            || i.member_lease.as_ref().is_some_and(|m| {
+                                m.liveness == leasehold::k8s::model::Liveness::Live
+                            }))
+                })
                 .then_some(())
         })
         .await
@@ -258,10 +279,11 @@ impl Harness {
         let mut cfg = AgentConfig::new(CLUSTER, &self.ns, name);
         cfg.member_namespace = self.member_ns.clone();
         cfg.default_lease_duration = Duration::from_secs(LEASE_S);
-        if self.config.clusters[0].protocol_version == 2 {
+        if self.v2() {
             cfg.protocol_version = 2;
             // Work must stop within a third of the member Lease's duration.
             cfg.hook_timeout = Duration::from_millis(600);
+            cfg.drain_timeout = self.drain_timeout;
         }
         let agent = Agent::new(cfg, self.checker.hooks(name, Duration::from_millis(5)));
         let (stop, rx) = oneshot::channel();
@@ -322,7 +344,11 @@ impl Harness {
         self.engine().model(CLUSTER).unwrap()
     }
 
-    /// Waits until every target is owned and per-member counts are `want`.
+    /// Waits until every target is owned, per-member counts are `want`, and — at the work level —
+    /// each target's owner works on it alone: its `on_acquire` ran and nobody else's work on it
+    /// is still going (the hooks, not the Leases: in protocol v2 a target handed or granted to a
+    /// member names it as holder before the member has started work, and a member that never
+    /// started would go unseen on the Leases alone).
     pub async fn wait_balanced(&self, want: &[(&str, usize)], timeout: Duration) -> ClusterModel {
         let want: BTreeMap<String, usize> =
             want.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect();
@@ -334,7 +360,8 @@ impl Harness {
                 .filter(|i| i.owned > 0)
                 .map(|i| (i.name.clone(), i.owned))
                 .collect();
-            (m.counts.owned == m.counts.total && counts == want).then_some(m)
+            (m.counts.owned == m.counts.total && counts == want && self.unworked(&m).is_empty())
+                .then_some(m)
         })
         .await;
         match got {
@@ -347,11 +374,27 @@ impl Harness {
                     .map(|i| (i.name.clone(), i.owned))
                     .collect();
                 panic!(
-                    "not balanced as {want:?}: counts {:?}, loads {counts:?}",
-                    m.counts
+                    "not balanced as {want:?}: counts {:?}, loads {counts:?}; owner vs workers \
+                     where they differ: {:?}",
+                    m.counts,
+                    self.unworked(&m)
                 );
             }
         }
+    }
+
+    /// The targets of `m` whose workers (as the hooks tell) are not exactly their owner:
+    /// (target, owner, workers).
+    pub fn unworked(&self, m: &ClusterModel) -> Vec<(String, Option<String>, Vec<String>)> {
+        m.targets
+            .iter()
+            .filter_map(|t| {
+                let owner = t.owner.as_deref().map(str::to_owned);
+                let workers = self.checker.workers(&t.key);
+                (workers != owner.iter().cloned().collect::<Vec<_>>())
+                    .then(|| (t.key.to_string(), owner, workers))
+            })
+            .collect()
     }
 
     pub async fn history(&self, kind: HistoryKind) -> Vec<leasehold::store::HistoryEntry> {
@@ -393,8 +436,24 @@ impl Harness {
                 let _ = stop.send(());
             }
         }
-        for (_, m) in std::mem::take(&mut self.members) {
-            let _ = tokio::time::timeout(Duration::from_secs(10), m.task).await;
+        // Each member stops gracefully (in protocol v2 after a drain of `drain_timeout`: all
+        // leave at once) and tells its app to stop everything it works on.
+        // (Agents a test configured itself may drain for the product's default.)
+        let drain = self
+            .drain_timeout
+            .max(leasehold::agent::DEFAULT_DRAIN_TIMEOUT);
+        let deadline = tokio::time::Instant::now() + drain + Duration::from_secs(10);
+        let mut unstopped = Vec::new();
+        let stopping: Vec<_> = std::mem::take(&mut self.members).into_iter().collect();
+        for (name, m) in stopping {
+            match tokio::time::timeout_at(deadline, m.task).await {
+                Ok(Ok(Ok(()))) => {}
+                other => unstopped.push(format!("{name}: {other:?}")),
+            }
+            let left = self.checker.working_on(&name);
+            if !left.is_empty() {
+                unstopped.push(format!("{name} still works on {left:?} after it stopped"));
+            }
         }
         for (_, (_, task)) in std::mem::take(&mut self.engines) {
             task.abort();
@@ -414,6 +473,11 @@ impl Harness {
             .expect("drop the harness's database");
         }
         self.checker.assert_ok();
+        assert!(
+            unstopped.is_empty(),
+            "members that did not stop cleanly:\n{}",
+            unstopped.join("\n")
+        );
     }
 
     /// Creates a member pod and starts its agent as a `leasehold agent` process (protocol and
@@ -461,10 +525,6 @@ impl Harness {
     }
 }
 
-pub async fn three_members(targets: usize, policy: &str) -> Harness {
-    three_members_with(config_yaml(targets, policy)).await
-}
-
 impl Harness {
     /// Members (pods and agents) running before the control plane starts, so the first
     /// placement sees all of them; returns the engine.
@@ -473,7 +533,26 @@ impl Harness {
             self.add_member(m).await;
         }
         self.wait_pods_ready(members.len()).await;
+        self.wait_registered(members).await;
         self.start_engine(identity).await
+    }
+
+    /// Protocol v2: waits (15 s at most) until each of `members` holds its member Lease (its
+    /// agent runs and may be given work; a placement sees only members that do). Nothing in v1.
+    pub async fn wait_registered(&self, members: &[&str]) {
+        if !self.v2() {
+            return;
+        }
+        let leases: Api<Lease> = Api::namespaced(self.t.client.clone(), &self.member_ns);
+        for m in members {
+            let name = leasehold::protocol::names::member_lease("leasehold", CLUSTER, m);
+            eventually(Duration::from_secs(15), || async {
+                let l = leases.get_opt(&name).await.ok()??;
+                l.spec?.holder_identity.filter(|h| h == m).map(|_| ())
+            })
+            .await
+            .unwrap_or_else(|| panic!("{m} never registered (no member Lease held)"));
+        }
     }
 }
 
@@ -485,10 +564,16 @@ pub async fn three_members_with(yaml: String) -> Harness {
     h
 }
 
-/// A cluster on protocol v2 (member Leases), with the failover tests' short duration.
+/// A cluster on protocol v2 (member Leases), with the failover tests' short duration: the
+/// members' member Leases have it too ([`Harness::start_agent`]).
 pub fn v2_yaml(targets: usize, policy: &str) -> String {
-    config_yaml_with(targets, LEASE_S, policy).replace(
-        "  headless_service: c\n",
-        "  headless_service: c\n  protocol_version: 2\n",
-    )
+    v2(&config_yaml_with(targets, LEASE_S, policy))
+}
+
+/// `yaml` (a configuration of the cluster `c`, as [`config_yaml_with`] writes it) with the cluster on
+/// protocol v2.
+pub fn v2(yaml: &str) -> String {
+    let selector = "  selector: {app: c}\n";
+    assert!(yaml.contains(selector), "no cluster c in {yaml}");
+    yaml.replacen(selector, &format!("{selector}  protocol_version: 2\n"), 1)
 }
