@@ -1,8 +1,17 @@
-//! The member side against the simulator over real HTTP: `k8s::election` (leader election on a
-//! Lease) and `agent` (acquire what is desired for us, renew, hand over, release). The tests
-//! play the control plane themselves: they create target Leases with
-//! `protocol::new_target_lease` and move desired owners with `protocol::with_desire` (PUT with
-//! resourceVersion). Short durations (2 s) keep the file quick.
+//! The member side against the simulator (or a real kube-apiserver) over real HTTP:
+//! `k8s::election` (leader election on a Lease) and `agent` (acquire what is desired for us,
+//! hand over, release; renew). The tests play the control plane themselves: they create target
+//! Leases with `protocol::new_target_lease` and move desired owners with `protocol::with_desire`
+//! (PUT with resourceVersion) — in protocol v2 also as its control plane does, with the desired
+//! owner's term (so the holder hands the target straight over), granting a target without a
+//! holder to an owner whose term they know, and fencing and revoking. Short durations (2 s) keep
+//! the file quick.
+//!
+//! The agent tests run protocol v2, the protocol users should run, and check the work at the
+//! work level: the invariant checker records the hooks (who works on what), and a target counts
+//! as moved once its new owner works on it, not when a Lease names it. A few stay on v1 (the
+//! default, kept for upgrades), each saying why: they check mechanics only v1 has (target Leases
+//! renewed by their holders, taken by others once seen expired, two writes per handover).
 
 use crate::common;
 
@@ -28,13 +37,23 @@ const PREFIX: &str = "leasehold";
 /// Lease duration used throughout (seconds).
 const DUR_S: i32 = 2;
 const DUR: Duration = Duration::from_secs(DUR_S as u64);
+/// Protocol versions, as `AgentConfig::protocol_version`.
+const V1: u8 = 1;
+const V2: u8 = 2;
 
 // ---------------------------------------------------------------------------------------------
 // The control plane's side, done by hand.
 
-fn desire(owner: &str) -> Desire {
+/// What the control plane asks of a target for `owner`; in protocol v2 with the owner's current
+/// term when it has one (then the holder hands the target straight over, or the control plane
+/// grants it when nobody holds it).
+async fn desire(client: &kube::Client, owner: &str, version: u8) -> Desire {
+    let term = match version {
+        V1 => None,
+        _ => member_term(client, owner).await,
+    };
     Desire {
-        term: None,
+        term,
         owner: owner.into(),
         cause: Cause::Manual,
         operation: None,
@@ -42,25 +61,49 @@ fn desire(owner: &str) -> Desire {
     }
 }
 
+/// The term of `identity`'s member Lease while the member holds it (protocol v2).
+async fn member_term(client: &kube::Client, identity: &str) -> Option<String> {
+    let api: Api<Lease> = Api::default_namespaced(client.clone());
+    let lease = api
+        .get_opt(&names::member_lease(PREFIX, CLUSTER, identity))
+        .await
+        .expect("get member lease")?;
+    let held = Holding::of(lease.spec.as_ref()).holder.as_deref() == Some(identity);
+    held.then(|| protocol::member_term(&lease))
+}
+
 fn lease_name(key: &str) -> String {
     names::target_lease(PREFIX, CLUSTER, key)
 }
 
-async fn create_target(client: &kube::Client, key: &str, owner: &str) {
+/// Creates a target Lease desired for `owner`: in protocol v2, granted to it at once when its
+/// term is known (as the control plane's first placement does), else left for it to acquire.
+async fn create_target(client: &kube::Client, key: &str, owner: &str, version: u8) {
     let api: Api<Lease> = Api::default_namespaced(client.clone());
-    let lease = protocol::new_target_lease(PREFIX, CLUSTER, key, &desire(owner));
+    let d = desire(client, owner, version).await;
+    let lease = protocol::granted(
+        &protocol::new_target_lease(PREFIX, CLUSTER, key, &d),
+        &d,
+        jiff::Timestamp::now(),
+    );
     api.create(&PostParams::default(), &lease)
         .await
         .expect("create target lease");
 }
 
 /// Sets the desired owner as the control plane does: read, change, PUT with the
-/// resourceVersion read; a 409 means read again.
-async fn set_desired(client: &kube::Client, key: &str, owner: &str) {
+/// resourceVersion read; a 409 means read again. In protocol v2 a target nobody holds is
+/// granted to an owner whose term is known in the same write.
+async fn set_desired(client: &kube::Client, key: &str, owner: &str, version: u8) {
     let api: Api<Lease> = Api::default_namespaced(client.clone());
+    let d = desire(client, owner, version).await;
     for _ in 0..50 {
         let lease = api.get(&lease_name(key)).await.expect("get target lease");
-        let next = protocol::with_desire(&lease, &desire(owner));
+        let next = protocol::granted(
+            &protocol::with_desire(&lease, &d),
+            &d,
+            jiff::Timestamp::now(),
+        );
         match api
             .replace(&lease_name(key), &PostParams::default(), &next)
             .await
@@ -113,13 +156,49 @@ async fn wait_holders(
     }
 }
 
+/// Waits until every key is held by `owner` and — at the work level — `owner`'s app works on
+/// it alone (its `on_acquire` ran; nobody else's work goes on): in protocol v2 a target handed
+/// or granted to a member names it as holder before the member has started work.
+async fn wait_owned(
+    client: &kube::Client,
+    checker: &InvariantChecker,
+    keys: &[String],
+    owner: &str,
+    within: Duration,
+) {
+    let started = Instant::now();
+    wait_holders(client, keys, Some(owner), within).await;
+    let left = within.saturating_sub(started.elapsed());
+    let alone = || {
+        keys.iter()
+            .filter(|k| checker.workers(k) != [owner.to_owned()])
+            .map(|k| (k.clone(), checker.workers(k)))
+            .collect::<Vec<_>>()
+    };
+    common::eventually(left, || async { alone().is_empty().then_some(()) })
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "{owner} holds every key but does not work on each alone: {:?}",
+                alone()
+            )
+        });
+}
+
 // ---------------------------------------------------------------------------------------------
 // Running agents.
 
-fn agent_cfg(ns: &str, identity: &str) -> AgentConfig {
+/// How long a v2 agent drains when stopped: these tests' control plane never moves a leaving
+/// member's targets away, so each stop waits out the whole drain before releasing.
+const DRAIN: Duration = Duration::from_secs(1);
+
+fn agent_cfg(ns: &str, identity: &str, version: u8) -> AgentConfig {
     AgentConfig {
         default_lease_duration: DUR,
+        // In protocol v2 at most a third of the member Lease's duration.
         hook_timeout: Duration::from_millis(500),
+        protocol_version: version,
+        drain_timeout: DRAIN,
         ..AgentConfig::new(CLUSTER, ns, identity)
     }
 }
@@ -131,8 +210,16 @@ struct Running {
     leader: watch::Receiver<bool>,
 }
 
-fn spawn_agent(client: &kube::Client, identity: &str, hooks: Arc<dyn Hooks>) -> Running {
-    let agent = Agent::new(agent_cfg(client.default_namespace(), identity), hooks);
+fn spawn_agent(
+    client: &kube::Client,
+    identity: &str,
+    hooks: Arc<dyn Hooks>,
+    version: u8,
+) -> Running {
+    let agent = Agent::new(
+        agent_cfg(client.default_namespace(), identity, version),
+        hooks,
+    );
     let held = agent.held();
     let leader = agent.leader();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -282,6 +369,7 @@ async fn wait_leading(c: &Candidate, within: Duration) -> Option<Duration> {
         .map(|_| t.elapsed())
 }
 
+/// Leader election (`k8s::election`): the same in both protocols.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn elector_two_candidates_one_leader_and_failover_after_a_duration() {
     let sim = common::start().await;
@@ -363,17 +451,20 @@ async fn elector_graceful_release_hands_over_within_a_retry_period() {
 // ---------------------------------------------------------------------------------------------
 // The agent.
 
+/// Protocol v2: targets desired for members whose term nobody knew yet (created before the
+/// agents ran) are acquired by each member's own write; a desire without the annotation (the
+/// label alone still names m-0) gives nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_acquires_exactly_the_leases_desired_for_it() {
     let sim = common::start().await;
     let c = &sim.client;
     let ks = keys("dev", 6);
     for (i, k) in ks.iter().enumerate() {
-        create_target(c, k, &format!("m-{}", i % 2)).await;
+        create_target(c, k, &format!("m-{}", i % 2), V2).await;
     }
-    create_target(c, "nobody", "m-9").await;
+    create_target(c, "nobody", "m-9", V2).await;
     // A target whose desired owner was removed.
-    create_target(c, "undesired", "m-0").await;
+    create_target(c, "undesired", "m-0", V2).await;
     let api: Api<Lease> = Api::default_namespaced(c.clone());
     let mut l = get_target(c, "undesired").await;
     l.metadata
@@ -386,12 +477,12 @@ async fn agent_acquires_exactly_the_leases_desired_for_it() {
         .unwrap();
 
     let checker = InvariantChecker::new();
-    let m0 = spawn_agent(c, "m-0", checker.hooks("m-0", Duration::ZERO));
-    let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO));
+    let m0 = spawn_agent(c, "m-0", checker.hooks("m-0", Duration::ZERO), V2);
+    let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO), V2);
     let even: Vec<String> = ks.iter().step_by(2).cloned().collect();
     let odd: Vec<String> = ks.iter().skip(1).step_by(2).cloned().collect();
-    wait_holders(c, &even, Some("m-0"), Duration::from_secs(5)).await;
-    wait_holders(c, &odd, Some("m-1"), Duration::from_secs(5)).await;
+    wait_owned(c, &checker, &even, "m-0", Duration::from_secs(5)).await;
+    wait_owned(c, &checker, &odd, "m-1", Duration::from_secs(5)).await;
     // Give any wrong acquisition time to happen.
     tokio::time::sleep(Duration::from_millis(700)).await;
     wait_holders(
@@ -403,34 +494,74 @@ async fn agent_acquires_exactly_the_leases_desired_for_it() {
     .await;
     assert_eq!(m0.held(), even.iter().cloned().collect());
     assert_eq!(m1.held(), odd.iter().cloned().collect());
-    let mut w0 = checker.working_on("m-0");
-    w0.sort();
-    assert_eq!(w0, even, "on_acquire ran for exactly the desired targets");
+    for (m, want) in [("m-0", &even), ("m-1", &odd)] {
+        let mut w = checker.working_on(m);
+        w.sort();
+        assert_eq!(
+            &w, want,
+            "on_acquire ran for exactly the targets desired for {m}"
+        );
+    }
     checker.assert_ok();
     m0.shutdown().await;
     m1.shutdown().await;
 }
 
+/// Protocol v2: each move is one write by the holder, after its app stopped — the target handed
+/// straight to the new owner under the term the control plane wrote down — and the new owner's
+/// app starts only then.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn moving_the_desired_owner_hands_over_release_before_acquire() {
+    moving_the_desired_owner(V2).await;
+}
+
+/// Protocol v1, on purpose: its handover is two writes — the holder releases the Lease once its
+/// app stopped, then the new owner acquires it — which an installation runs until it opts in to
+/// v2 (the upgrade path).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_v1_moving_the_desired_owner_releases_then_the_new_owner_acquires() {
+    moving_the_desired_owner(V1).await;
+}
+
+async fn moving_the_desired_owner(version: u8) {
     logs();
     let sim = common::start().await;
     let c = &sim.client;
     let ks = keys("move", 20);
-    for k in &ks {
-        create_target(c, k, "m-0").await;
-    }
     let checker = InvariantChecker::new();
     // Hooks take 30 ms, to widen any window in which both could be working.
-    let m0 = spawn_agent(c, "m-0", checker.hooks("m-0", Duration::from_millis(30)));
-    let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::from_millis(30)));
-    wait_holders(c, &ks, Some("m-0"), Duration::from_secs(5)).await;
+    let m0 = spawn_agent(
+        c,
+        "m-0",
+        checker.hooks("m-0", Duration::from_millis(30)),
+        version,
+    );
+    let m1 = spawn_agent(
+        c,
+        "m-1",
+        checker.hooks("m-1", Duration::from_millis(30)),
+        version,
+    );
+    if version == V2 {
+        // Both registered, so that the control plane knows their terms: m-0 is granted its
+        // targets, and every move is a handover in one write.
+        common::eventually(Duration::from_secs(5), || async {
+            (member_term(c, "m-0").await.is_some() && member_term(c, "m-1").await.is_some())
+                .then_some(())
+        })
+        .await
+        .expect("both members hold their member Leases");
+    }
+    for k in &ks {
+        create_target(c, k, "m-0", version).await;
+    }
+    wait_owned(c, &checker, &ks, "m-0", Duration::from_secs(5)).await;
 
     // Move every target to m-1, then back to m-0.
     for (to, from) in [("m-1", "m-0"), ("m-0", "m-1")] {
         let moved = Instant::now();
-        futures::future::join_all(ks.iter().map(|k| set_desired(c, k, to))).await;
-        wait_holders(c, &ks, Some(to), Duration::from_secs(5)).await;
+        futures::future::join_all(ks.iter().map(|k| set_desired(c, k, to, version))).await;
+        wait_owned(c, &checker, &ks, to, Duration::from_secs(5)).await;
         println!(
             "moved {} targets {from} -> {to} in {:?}",
             ks.len(),
@@ -459,7 +590,14 @@ async fn moving_the_desired_owner_hands_over_release_before_acquire() {
         let h = holder(c, k).await;
         assert_eq!(h.as_deref(), Some("m-0"));
         let t = holding(c, &lease_name(k)).await.transitions;
-        assert_eq!(t, 2, "two changes of hands recorded on {k}");
+        if version == V1 {
+            assert_eq!(t, 2, "two changes of hands recorded on {k}");
+        } else {
+            // The fencing generation: one more for each hold. A new owner whose two watches
+            // had not both shown it the handed Lease yet acquires it with a write of its own,
+            // a hold more (the checker saw every acquisition's generation grow).
+            assert!(t >= 2, "two changes of hands recorded on {k}: {t}");
+        }
     }
     let mut lat: Vec<Duration> = checker.handoffs().into_iter().map(|(_, d)| d).collect();
     assert_eq!(lat.len(), 2 * ks.len());
@@ -482,17 +620,22 @@ async fn moving_the_desired_owner_hands_over_release_before_acquire() {
     m1.shutdown().await;
 }
 
+/// Protocol v1, on purpose: a v1 member takes a target whose holder stopped renewing it once it
+/// has seen the Lease unchanged for a full duration. (In v2 a member never takes a target by
+/// observed expiry: the control plane fences the dead member's member Lease and revokes —
+/// `engine::protocol_v2_a_hung_member_is_fenced_and_its_targets_fail_over`, and
+/// `protocol_v2_a_member_cut_off_from_the_api_stops_work_before_it_is_fenced` here.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crashed_agent_loses_its_leases_only_after_the_observed_expiry() {
     let sim = common::start().await;
     let c = &sim.client;
     let ks = keys("crash", 3);
     for k in &ks {
-        create_target(c, k, "m-0").await;
+        create_target(c, k, "m-0", V1).await;
     }
     let checker = InvariantChecker::new();
-    let m0 = spawn_agent(c, "m-0", checker.hooks("m-0", Duration::ZERO));
-    let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO));
+    let m0 = spawn_agent(c, "m-0", checker.hooks("m-0", Duration::ZERO), V1);
+    let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO), V1);
     wait_holders(c, &ks, Some("m-0"), Duration::from_secs(5)).await;
 
     // Crash right after a renewal of the first key, so the crash time is the last renewal.
@@ -510,7 +653,7 @@ async fn crashed_agent_loses_its_leases_only_after_the_observed_expiry() {
         before.push(holding(c, &lease_name(k)).await);
     }
     for k in &ks {
-        set_desired(c, k, "m-1").await;
+        set_desired(c, k, "m-1", V1).await;
     }
     // Not taken early: m-1 must wait out a full duration of its own observation of each
     // Lease's last renewal — the earliest of them (renewals of the keys drift apart under load).
@@ -525,7 +668,7 @@ async fn crashed_agent_loses_its_leases_only_after_the_observed_expiry() {
             "{k} taken before expiry"
         );
     }
-    wait_holders(c, &ks, Some("m-1"), DUR + Duration::from_secs(2)).await;
+    wait_owned(c, &checker, &ks, "m-1", DUR + Duration::from_secs(2)).await;
     let took = crashed.elapsed();
     println!("failover after a crash took {took:?} (duration {DUR:?})");
     for (k, old) in ks.iter().zip(&before) {
@@ -542,26 +685,50 @@ async fn crashed_agent_loses_its_leases_only_after_the_observed_expiry() {
     m1.shutdown().await;
 }
 
+/// Protocol v2: a stopping member says it is leaving on its member Lease; nobody moves its
+/// targets here, so after its drain it tells its app to stop each, releases them, then the
+/// leader Lease and its member Lease — which says it stopped all work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_releases_everything() {
     let sim = common::start().await;
     let c = &sim.client;
     let ks = keys("bye", 5);
     for k in &ks {
-        create_target(c, k, "m-0").await;
+        create_target(c, k, "m-0", V2).await;
     }
     let checker = InvariantChecker::new();
-    let m0 = spawn_agent(c, "m-0", checker.hooks("m-0", Duration::from_millis(20)));
-    wait_holders(c, &ks, Some("m-0"), Duration::from_secs(5)).await;
+    let m0 = spawn_agent(
+        c,
+        "m-0",
+        checker.hooks("m-0", Duration::from_millis(20)),
+        V2,
+    );
+    wait_owned(c, &checker, &ks, "m-0", Duration::from_secs(5)).await;
     let mut leader = m0.leader.clone();
     tokio::time::timeout(Duration::from_secs(3), leader.wait_for(|l| *l))
         .await
         .expect("a lone agent leads")
         .unwrap();
     let held = m0.held.clone();
-    let took = m0.shutdown().await;
+    let member = names::member_lease(PREFIX, CLUSTER, "m-0");
+    // Leaving is announced while the member still holds everything (its drain).
+    let api: Api<Lease> = Api::default_namespaced(c.clone());
+    let leaving = async {
+        common::eventually(DRAIN, || async {
+            let l = api.get(&member).await.ok()?;
+            protocol::parse_native(&l, CLUSTER)?.leaving.then_some(())
+        })
+        .await
+    };
+    let (took, leaving) = tokio::join!(m0.shutdown(), leaving);
     println!("shutdown took {took:?}");
+    assert!(leaving.is_some(), "m-0 said it was leaving");
     wait_holders(c, &ks, None, Duration::ZERO).await;
+    assert_eq!(
+        holding(c, &member).await.holder,
+        None,
+        "member lease released: all work stopped"
+    );
     let lh = holding(c, &names::leader_lease(PREFIX, CLUSTER)).await;
     assert_eq!(lh.holder, None, "leader lease released");
     assert!(!*leader.borrow(), "no longer leader");
@@ -574,23 +741,29 @@ async fn graceful_shutdown_releases_everything() {
         let h = holding(c, &lease_name(k)).await;
         assert_eq!(h.duration_s, protocol::RELEASED_DURATION_SECONDS);
     }
-    assert!(took < Duration::from_secs(3), "shutdown took {took:?}");
+    assert!(
+        took < DRAIN + Duration::from_secs(3),
+        "shutdown took {took:?}"
+    );
+    checker.assert_ok();
 }
 
+/// Protocol v1, on purpose: v1 holders renew every target Lease they hold. (In v2 target Leases
+/// are never renewed: `engine::protocol_v2_holds_targets_without_renewing_them`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewals_keep_leases_beyond_several_durations() {
     let sim = common::start().await;
     let c = &sim.client;
     let ks = keys("keep", 3);
     for k in &ks {
-        create_target(c, k, "m-0").await;
+        create_target(c, k, "m-0", V1).await;
     }
     let checker = InvariantChecker::new();
-    let m0 = spawn_agent(c, "m-0", checker.hooks("m-0", Duration::ZERO));
-    // A second member that would take any Lease it saw expire (it is not desired, so it must
-    // not — but make it desired for one key halfway to prove it waits for a release instead).
-    let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO));
-    wait_holders(c, &ks, Some("m-0"), Duration::from_secs(5)).await;
+    let m0 = spawn_agent(c, "m-0", checker.hooks("m-0", Duration::ZERO), V1);
+    // A second member that would take any Lease it saw expire: it is not desired, so it must
+    // not.
+    let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO), V1);
+    wait_owned(c, &checker, &ks, "m-0", Duration::from_secs(5)).await;
     let start: Vec<Holding> = futures::future::join_all(
         ks.iter()
             .map(|k| async { holding(c, &lease_name(k)).await }),
@@ -623,6 +796,7 @@ async fn renewals_keep_leases_beyond_several_durations() {
     m1.shutdown().await;
 }
 
+/// Protocol v2 agents (the members' leader Lease is the same in both protocols).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_agents_elect_exactly_one_leader() {
     logs();
@@ -630,7 +804,7 @@ async fn three_agents_elect_exactly_one_leader() {
     let c = &sim.client;
     let agents: Vec<Running> = ["m-0", "m-1", "m-2"]
         .iter()
-        .map(|m| spawn_agent(c, m, Arc::new(leasehold::agent::NoHooks)))
+        .map(|m| spawn_agent(c, m, Arc::new(leasehold::agent::NoHooks), V2))
         .collect();
     let leaders = |a: &[Running]| -> Vec<usize> {
         a.iter()
@@ -679,6 +853,7 @@ async fn three_agents_elect_exactly_one_leader() {
     }
 }
 
+/// Protocol v2 (identities and keys also appear in label values and Lease names there).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn awkward_target_keys_work() {
     let sim = common::start().await;
@@ -694,12 +869,12 @@ async fn awkward_target_keys_work() {
     .map(|s| s.to_string())
     .collect();
     for k in &ks {
-        create_target(c, k, "m-0").await;
+        create_target(c, k, "m-0", V2).await;
     }
     let checker = InvariantChecker::new();
-    let m0 = spawn_agent(c, "m-0", checker.hooks("m-0", Duration::ZERO));
-    let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO));
-    wait_holders(c, &ks, Some("m-0"), Duration::from_secs(5)).await;
+    let m0 = spawn_agent(c, "m-0", checker.hooks("m-0", Duration::ZERO), V2);
+    let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO), V2);
+    wait_owned(c, &checker, &ks, "m-0", Duration::from_secs(5)).await;
     // The Lease names its holder a moment before the member has read its write's answer.
     let all: BTreeSet<String> = ks.iter().cloned().collect();
     common::eventually(Duration::from_secs(5), || async {
@@ -708,7 +883,7 @@ async fn awkward_target_keys_work() {
     .await;
     assert_eq!(m0.held(), all);
     for k in &ks {
-        set_desired(c, k, "m-1").await;
+        set_desired(c, k, "m-1", V2).await;
     }
     wait_holders(c, &ks, Some("m-1"), Duration::from_secs(5)).await;
     let mut want = ks.clone();
@@ -764,29 +939,32 @@ async fn hook_app(
     (addr, calls)
 }
 
+/// Protocol v2. The app's calls are the work here (the invariant checker is not involved).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_hooks_tell_the_app_and_a_failed_acquire_hook_keeps_the_lease() {
     let sim = common::start().await;
     let c = &sim.client;
     let fail = Arc::new(Mutex::new(true));
     let (addr, calls) = hook_app(fail.clone()).await;
-    create_target(c, "Spine/7", "m-0").await;
+    create_target(c, "Spine/7", "m-0", V2).await;
     let hooks = Arc::new(HttpHooks::new(
         &format!("http://{addr}/leasehold/{{event}}"),
         CLUSTER,
         "m-0",
     ));
-    let m0 = spawn_agent(c, "m-0", hooks);
+    let m0 = spawn_agent(c, "m-0", hooks, V2);
     wait_holders(c, &["Spine/7".into()], Some("m-0"), Duration::from_secs(5)).await;
     common::eventually(Duration::from_secs(2), || async {
         (!calls.lock().unwrap().is_empty()).then_some(())
     })
     .await
     .expect("acquire hook called");
-    // The hook failed (500); the lease is kept (documented choice) and renewed.
+    // The hook failed (500); the lease is kept (documented choice) past a member Lease's
+    // duration.
     tokio::time::sleep(DUR + Duration::from_millis(300)).await;
     assert_eq!(holder(c, "Spine/7").await.as_deref(), Some("m-0"));
-    set_desired(c, "Spine/7", "m-1").await;
+    // m-1 has no member Lease: no term to hand it over under, so m-0 releases it.
+    set_desired(c, "Spine/7", "m-1", V2).await;
     wait_holders(c, &["Spine/7".into()], None, Duration::from_secs(3)).await;
     let calls = calls.lock().unwrap().clone();
     // The first hold of a new Lease: generation 0 (the invariant checker sees later ones grow).
@@ -803,21 +981,25 @@ async fn http_hooks_tell_the_app_and_a_failed_acquire_hook_keeps_the_lease() {
     m0.shutdown().await;
 }
 
+/// Protocol v1, on purpose: a v1 member's authority over a target is its own renewal of that
+/// target's Lease, which another member takes once it has seen it expire. (The v2 rule — the
+/// member Lease's deadline, then a fence and a revoke — is
+/// `protocol_v2_a_member_cut_off_from_the_api_stops_work_before_it_is_fenced`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_cut_off_from_the_api_stops_work_before_its_lease_expires() {
     let sim = common::start().await;
     let c = &sim.client;
     let (cut_client, link) = common::linked_client(&sim).await;
 
-    create_target(c, "island", "m-0").await;
+    create_target(c, "island", "m-0", V1).await;
     let checker = InvariantChecker::new();
-    let m0 = spawn_agent(&cut_client, "m-0", checker.hooks("m-0", Duration::ZERO));
-    let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO));
+    let m0 = spawn_agent(&cut_client, "m-0", checker.hooks("m-0", Duration::ZERO), V1);
+    let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO), V1);
     wait_holders(c, &["island".into()], Some("m-0"), Duration::from_secs(5)).await;
     let last = holding(c, &lease_name("island")).await;
     link.send_replace(common::Link::Cut);
     let cut_at = Instant::now();
-    set_desired(c, "island", "m-1").await;
+    set_desired(c, "island", "m-1", V1).await;
     // m-0 cannot renew: it must stop the work within the renew deadline (2/3 of the duration
     // after its last renewal), before m-1 may take the Lease.
     common::eventually(Duration::from_secs(3), || async {
@@ -826,10 +1008,11 @@ async fn a_member_cut_off_from_the_api_stops_work_before_its_lease_expires() {
     .await
     .expect("m-0 stops working when it cannot renew");
     let stopped = cut_at.elapsed();
-    wait_holders(
+    wait_owned(
         c,
+        &checker,
         &["island".into()],
-        Some("m-1"),
+        "m-1",
         DUR + Duration::from_secs(2),
     )
     .await;
@@ -850,6 +1033,108 @@ async fn a_member_cut_off_from_the_api_stops_work_before_its_lease_expires() {
         m0.held().is_empty(),
         "m-0 forgot the lease it could not renew"
     );
+    m0.crash().await;
+    m1.shutdown().await;
+}
+
+/// Protocol v2: a member cut off from the API cannot renew its member Lease; it stops all work
+/// within its renew deadline (two thirds of the duration after its last renewal), before the
+/// control plane (played here) has seen that Lease unchanged for a full duration, fenced it,
+/// and revoked its target, granting it to another member in the same write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_v2_a_member_cut_off_from_the_api_stops_work_before_it_is_fenced() {
+    let sim = common::start().await;
+    let c = &sim.client;
+    let (cut_client, link) = common::linked_client(&sim).await;
+    let checker = InvariantChecker::new();
+    let m0 = spawn_agent(&cut_client, "m-0", checker.hooks("m-0", Duration::ZERO), V2);
+    let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO), V2);
+    common::eventually(Duration::from_secs(5), || async {
+        (member_term(c, "m-0").await.is_some() && member_term(c, "m-1").await.is_some())
+            .then_some(())
+    })
+    .await
+    .expect("both members hold their member Leases");
+    create_target(c, "island", "m-0", V2).await;
+    wait_owned(
+        c,
+        &checker,
+        &["island".into()],
+        "m-0",
+        Duration::from_secs(5),
+    )
+    .await;
+
+    let api: Api<Lease> = Api::default_namespaced(c.clone());
+    let member = names::member_lease(PREFIX, CLUSTER, "m-0");
+    link.send_replace(common::Link::Cut);
+    let cut_at = Instant::now();
+    // The control plane's view: the member Lease's record, and how long it has stood unchanged
+    // (any renewal in flight at the cut lands or fails within a moment).
+    let mut seen = api.get(&member).await.unwrap();
+    let mut seen_at = Instant::now();
+    let stopped = common::eventually(DUR * 2, || async {
+        checker
+            .working_on("m-0")
+            .is_empty()
+            .then(|| cut_at.elapsed())
+    });
+    let unchanged = async {
+        loop {
+            let now = api.get(&member).await.unwrap();
+            if now.metadata.resource_version != seen.metadata.resource_version {
+                (seen, seen_at) = (now, Instant::now());
+            } else if seen_at.elapsed() >= DUR {
+                return seen_at;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let (stopped, since) = tokio::join!(stopped, unchanged);
+    let stopped = stopped.expect("m-0 stops working when it cannot renew");
+    // Its last renewal was sent at most a third of a duration before the cut; it must have
+    // stopped two thirds of a duration after that (and the hook's time).
+    assert!(
+        stopped < DUR * 2 / 3 + Duration::from_millis(300),
+        "{stopped:?}"
+    );
+    assert!(
+        checker.working_on("m-0").is_empty(),
+        "m-0 stopped before it was fenced"
+    );
+    // Fence: a compare-and-swap on the record seen unchanged.
+    let fenced = protocol::fenced(&seen, protocol::Fence::Expired, jiff::Timestamp::now());
+    api.replace(&member, &PostParams::default(), &fenced)
+        .await
+        .expect("fence m-0's member Lease");
+    // Revoke, granting the target to m-1 under its term.
+    let d = desire(c, "m-1", V2).await;
+    assert!(d.term.is_some(), "m-1's term is known");
+    let target = get_target(c, "island").await;
+    let revoked = protocol::granted(
+        &protocol::revoked(&target, &d, jiff::Timestamp::now()),
+        &d,
+        jiff::Timestamp::now(),
+    );
+    api.replace(&lease_name("island"), &PostParams::default(), &revoked)
+        .await
+        .expect("revoke the target");
+    wait_owned(
+        c,
+        &checker,
+        &["island".into()],
+        "m-1",
+        Duration::from_secs(3),
+    )
+    .await;
+    println!(
+        "cut-off v2 member stopped work after {stopped:?}; fenced {:?} after its Lease was \
+         last seen changing; m-1 works on it {:?} after the cut",
+        since.elapsed(),
+        cut_at.elapsed()
+    );
+    checker.assert_ok();
+    assert!(m0.held().is_empty(), "m-0 forgot what it could not renew");
     m0.crash().await;
     m1.shutdown().await;
 }
@@ -883,7 +1168,7 @@ async fn paused_past_its_lease(version: u8) {
     let c = &sim.client;
     let keys = keys(&format!("paused-v{version}"), 3);
     for k in &keys {
-        create_target(c, k, "m-0").await;
+        create_target(c, k, "m-0", version).await;
     }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("hooks.log");
