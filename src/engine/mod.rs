@@ -439,18 +439,25 @@ impl Engine {
     }
 
     /// The mass lapse a cluster is in, if any: as the control loop lives it on the acting
-    /// replica (which knows whom it failed over during it); elsewhere as `view` shows it
-    /// ([`placement::mass_lapse`] with the cluster's `policy.mass_lapse_share`).
+    /// replica (which knows whom it failed over during it); elsewhere, and on the acting replica
+    /// while its model is stale with no lapse begun, as `view` shows it
+    /// ([`placement::mass_lapse`] with the cluster's `policy.mass_lapse_share`). A stale model
+    /// is not acted on, so the loop says nothing new then; but an API server slow enough to hold
+    /// back the members' renewals also holds back the watch probes' writes, and the model may
+    /// turn stale before the loop saw the renewals late (`tests/it/pressure.rs`).
     pub fn mass_lapse(&self, view: &View) -> Option<placement::MassLapse> {
         let name = &view.model.name;
         if *self.inner.acting.borrow() {
-            return self
+            let lived = self
                 .inner
                 .lapses
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .get(name)
                 .cloned();
+            if lived.is_some() || !view.model.stale {
+                return lived;
+            }
         }
         let spec = self.inner.config.cluster(name)?;
         placement::mass_lapse(
