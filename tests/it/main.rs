@@ -17,6 +17,7 @@ mod engine;
 mod faults;
 mod idempotency;
 mod metrics;
+mod pressure;
 mod shared_watch;
 mod statefulsets;
 mod tls;
