@@ -407,6 +407,9 @@ enum Arg {
 struct Sql {
     text: String,
     args: Vec<Arg>,
+    /// Kept prepared per connection (the default); off for statements whose text varies
+    /// with their data (multi-row inserts), which would fill the statement cache.
+    persistent: bool,
 }
 
 impl Sql {
@@ -414,7 +417,14 @@ impl Sql {
         Sql {
             text: text.to_owned(),
             args: Vec::new(),
+            persistent: true,
         }
+    }
+
+    /// Not kept prepared: its text is one of many (see [`Sql::persistent`]).
+    fn one_off(mut self) -> Sql {
+        self.persistent = false;
+        self
     }
 
     /// Appends SQL text (only ever string literals from this module: never user input).
@@ -437,7 +447,7 @@ impl Sql {
     }
 
     fn query(self) -> Query<'static, Any, AnyArguments> {
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(self.text));
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(self.text)).persistent(self.persistent);
         for a in self.args {
             q = match a {
                 Arg::Int(i) => q.bind(i),

@@ -255,10 +255,12 @@ impl Store {
         .await?;
 
         for (chunk_no, chunk) in op.moves.chunks(MOVES_PER_INSERT).enumerate() {
+            // One statement per number of moves: not kept prepared.
             let mut sql = Sql::new(
                 "INSERT INTO moves (operation_id, seq, target, from_instance, to_instance, state, \
                  attempts) VALUES ",
-            );
+            )
+            .one_off();
             let op_id = sql.arg(Arg::Text(id.clone()));
             for (i, m) in chunk.iter().enumerate() {
                 let seq = (chunk_no * MOVES_PER_INSERT + i + 1) as i64;

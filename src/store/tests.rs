@@ -317,6 +317,17 @@ async fn ownership_recording_is_idempotent() {
     .await;
 }
 
+/// Of all the sizes a burst's statements can have, only two are kept prepared on a connection
+/// (each size is its own statement text; keeping every one filled the statement cache with
+/// programs of thousands of parameters: 26 MB on SQLite at 50,000 targets).
+#[test]
+fn only_two_sizes_of_ownership_inserts_are_kept_prepared() {
+    let kept: Vec<usize> = (1..=history::OWNERSHIP_ROWS_PER_STATEMENT)
+        .filter(|&n| history::keep_prepared(n))
+        .collect();
+    assert_eq!(kept, [1, history::OWNERSHIP_ROWS_PER_STATEMENT]);
+}
+
 /// A batch spanning several statements is stored in its order (the newest row is the last
 /// change), each acquisition once: repeats within the batch and rows already stored are
 /// skipped, and only the new ones are counted.
