@@ -485,6 +485,8 @@ struct Memory {
     median: f64,
     max: f64,
     hwm: f64,
+    /// Its CPU over the window, % of one core.
+    cpu: f64,
 }
 
 struct Row {
@@ -616,6 +618,7 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     let overlaps0 = work.overlaps.load(Ordering::Relaxed);
     let api0 = apiserver_counts(&client).await;
     let cpu0 = cpu_s(std::process::id());
+    let cp_cpu0 = cp.pid().map(cpu_s);
     let machine0 = MachineCpu::now();
     let w0 = Instant::now();
     let mut min_owned = targets;
@@ -629,13 +632,14 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
             rss.push(kib as f64 / 1024.0);
         }
     }
+    let secs = w0.elapsed().as_secs_f64();
     rss.sort_by(f64::total_cmp);
     let memory = cp.pid().filter(|_| !rss.is_empty()).map(|pid| Memory {
         median: rss[rss.len() / 2],
         max: rss[rss.len() - 1],
         hwm: status_kib(pid, "VmHWM:").unwrap_or(0) as f64 / 1024.0,
+        cpu: 100.0 * (cpu_s(pid) - cp_cpu0.unwrap_or(0.0)) / secs,
     });
-    let secs = w0.elapsed().as_secs_f64();
     let api1 = apiserver_counts(&client).await;
     let process_cpu = 100.0 * (cpu_s(std::process::id()) - cpu0) / secs;
     let (machine_cpu, _) = MachineCpu::now().since(&machine0);
@@ -708,7 +712,7 @@ async fn main() -> anyhow::Result<()> {
         "| protocol | targets | all owned after | Lease writes/s seen (target + member + leader) | \
          expected 3·N/D | apiserver Lease writes/s | apiserver Lease watch events sent/s | \
          watchers closed for lagging | holder changes | fewest owned | overlaps | \
-         events/s one member receives | CPU: this process / machine | control-plane RSS: median / max / peak (MiB) |"
+         events/s one member receives | CPU: this process / machine | control-plane process: RSS median / max / peak (MiB), CPU |"
     );
     println!(
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
@@ -756,8 +760,8 @@ async fn main() -> anyhow::Result<()> {
             r.machine_cpu,
             r.memory
                 .map_or("— (in this process)".to_owned(), |m| format!(
-                    "{:.0} / {:.0} / {:.0}",
-                    m.median, m.max, m.hwm
+                    "{:.0} / {:.0} / {:.0}, {:.0}%",
+                    m.median, m.max, m.hwm, m.cpu
                 )),
         );
     }
