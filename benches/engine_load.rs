@@ -772,6 +772,12 @@ async fn memory_part(a: &Args, seed: Seed, rows: &mut Vec<(String, String)>) -> 
         .args(["serve", "--identity", "cp-bench", "--config"])
         .arg(&config)
         .env("KUBECONFIG", &sim.kubeconfig)
+        // As the image and deploy/base set it (unless set here: MIMALLOC_PURGE_DELAY=10 is
+        // mimalloc's own default).
+        .env(
+            "MIMALLOC_PURGE_DELAY",
+            std::env::var("MIMALLOC_PURGE_DELAY").unwrap_or_else(|_| "0".into()),
+        )
         // SERVE_LOG=leasehold=info shows what the control plane does (its last lines are
         // printed; SERVE_LOG_DIR=DIR keeps the whole log).
         .env(

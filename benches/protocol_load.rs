@@ -390,6 +390,12 @@ impl ControlPlane {
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .args(["--listen", &format!("127.0.0.1:{port}")])
+            // As the image and deploy/base set it (unless set here: MIMALLOC_PURGE_DELAY=10 is
+            // mimalloc's own default).
+            .env(
+                "MIMALLOC_PURGE_DELAY",
+                std::env::var("MIMALLOC_PURGE_DELAY").unwrap_or_else(|_| "0".into()),
+            )
             .env(
                 "RUST_LOG",
                 std::env::var("SERVE_LOG").unwrap_or_else(|_| "warn".into()),
