@@ -131,7 +131,8 @@ pub struct TargetNow {
     pub lease: String,
     /// Who holds it.
     pub holder: Option<String>,
-    /// The holder stopped renewing (by our observation).
+    /// The holder stopped renewing (by our observation): in v1 this Lease, in v2 its member
+    /// Lease (not live).
     pub expired: bool,
     /// Who should hold it.
     pub desired: Option<String>,
@@ -552,10 +553,25 @@ impl Index {
         let state = self.clusters.iter().find(|c| c.spec.name == cluster)?;
         let entry = state.targets.get(key)?;
         let now_ms = now.as_millisecond();
+        let expired = if state.v2() {
+            // Protocol v2, as in the model: a hold is live while its holder's member Lease is
+            // (target Leases are never renewed, so their own age says nothing).
+            let judged = state.members_judged_at(now_ms);
+            entry.holder.as_deref().is_some_and(|h| {
+                !state.members.get(h).is_some_and(|m| {
+                    matches!(
+                        m.state(h, now_ms, judged).liveness,
+                        crate::k8s::model::Liveness::Live | crate::k8s::model::Liveness::Leaving
+                    )
+                })
+            })
+        } else {
+            entry.is_expired(state.judged_at(Kind::Lease, now_ms))
+        };
         Some(TargetNow {
             lease: entry.name.to_string(),
             holder: entry.holder.as_deref().map(str::to_owned),
-            expired: entry.is_expired(state.judged_at(Kind::Lease, now_ms)),
+            expired,
             desired: entry.desired.as_deref().map(str::to_owned),
             acquired_at_ms: entry.acquire.map(|t| t.as_millisecond()),
         })

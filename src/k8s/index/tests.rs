@@ -828,6 +828,35 @@ fn member_leases_kept_apart_are_proven_by_their_own_watch() {
     assert!(!ix.model("c", at(12_000)).unwrap().stale);
 }
 
+/// Protocol v2: a target's hold, as `Index::target` tells it (what a move waits for), lasts
+/// while its holder's member Lease is live, however old the target Lease's own record is —
+/// v2 never renews it. (It expired by that record's age, as in v1: a move resumed by a replica
+/// that saw the handoff more than a duration before waited for a write that never came, and
+/// failed with "c-3 did not take the lease (holder: c-3)".)
+#[test]
+fn v2_a_targets_hold_lasts_while_its_holders_member_lease_is_live() {
+    use crate::protocol::Fence;
+    let mut ix = v2_index("");
+    let mut member = protocol::new_member_lease("leasehold", "c", "c-0", at(0), 10, false);
+    member.metadata.namespace = Some("ns".into());
+    ix.apply(&member, at(0));
+    let t1 = protocol::acquired_v2(&mk_lease("t1", "c-0", None, 0), "c-0", at(100), 10);
+    ix.apply(&t1, at(100));
+    let renewed = protocol::member_renewed(&member, "c-0", at(9_000), 10, false);
+    ix.apply(&renewed, at(9_000));
+    let t = ix.target("c", "t1", at(12_000)).unwrap();
+    assert_eq!(t.holder.as_deref(), Some("c-0"));
+    assert!(
+        !t.expired,
+        "unchanged for 11.9 s of 10, but c-0 renewed at 9 s"
+    );
+    ix.apply(
+        &protocol::fenced(&renewed, Fence::Expired, at(19_500)),
+        at(19_500),
+    );
+    assert!(ix.target("c", "t1", at(19_500)).unwrap().expired, "fenced");
+}
+
 #[test]
 fn without_proofs_required_expiry_is_by_the_clock() {
     let mut ix = index();
