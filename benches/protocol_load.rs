@@ -303,6 +303,62 @@ fn count_changes(
     })
 }
 
+/// Records, for every member Lease in `ns`, the time between two renewals as this watch sees
+/// them (v2), from when it has listed.
+fn renewal_intervals(
+    client: kube::Client,
+    ns: String,
+    intervals: Arc<Mutex<Vec<(Instant, Duration)>>>,
+    listed: oneshot::Sender<()>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let api: Api<Lease> = Api::namespaced(client, &ns);
+        let cfg = watcher::Config::default().labels(&format!(
+            "{}={CLUSTER},{}={}",
+            protocol::LABEL_CLUSTER,
+            protocol::LABEL_ROLE,
+            protocol::ROLE_MEMBER
+        ));
+        // name → (renewTime, when that renewTime was first seen)
+        let mut last: HashMap<String, (Option<String>, Instant)> = HashMap::new();
+        let mut listed = Some(listed);
+        let mut stream = watcher::watcher(api, cfg).boxed();
+        while let Some(ev) = stream.next().await {
+            let (lease, live) = match ev {
+                Ok(Event::InitApply(l)) => (l, false),
+                Ok(Event::Apply(l)) => (l, true),
+                Ok(Event::InitDone) => {
+                    if let Some(tx) = listed.take() {
+                        let _ = tx.send(());
+                    }
+                    continue;
+                }
+                Ok(_) | Err(_) => continue,
+            };
+            let now = Instant::now();
+            let name = lease.metadata.name.clone().unwrap_or_default();
+            let renew = lease
+                .spec
+                .and_then(|s| s.renew_time)
+                .map(|t| t.0.to_string());
+            match last.get(&name) {
+                Some((r, _)) if *r == renew => {}
+                Some((_, at)) if live => {
+                    let gap = now - *at;
+                    intervals
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((now, gap));
+                    last.insert(name, (renew, now));
+                }
+                _ => {
+                    last.insert(name, (renew, now));
+                }
+            }
+        }
+    })
+}
+
 /// The API server's own counters of Lease traffic (its `/metrics`; `None` on the simulator).
 #[derive(Clone, Copy, Default)]
 struct ApiserverCounts {
@@ -500,6 +556,10 @@ struct Row {
     targets: usize,
     /// When every target was first owned (`None`: never, within the limit).
     placed: Option<Duration>,
+    /// v2: member renewals seen during placement: p50, p99 and max of the time between two
+    /// renewals of one member Lease (renewed every D/3; more is lateness); `None` when none was
+    /// seen (v1, or placed within a renewal period).
+    renewals: Option<[Duration; 3]>,
     secs: f64,
     counts: Counts,
     /// The API server's counters over the window, per second.
@@ -583,6 +643,16 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     let dir = tempfile::tempdir()?;
     let db = format!("sqlite:{}", dir.path().join("history.db").display());
     let yaml = config_yaml((&ns, &member_ns), &db, version, targets, a.lease_s);
+    // v2: how late member renewals come while the control plane places every target.
+    let intervals = Arc::new(Mutex::new(Vec::new()));
+    let renewals_task = if version == 2 {
+        let (tx, rx) = oneshot::channel();
+        let task = renewal_intervals(client.clone(), member_ns.clone(), intervals.clone(), tx);
+        rx.await?;
+        Some(task)
+    } else {
+        None
+    };
     let mut cp = ControlPlane::start(a.serve, &yaml, dir.path(), &client, &t.kubeconfig).await?;
     let t0 = Instant::now();
     let limit = Duration::from_secs(60 + targets as u64 / 20);
@@ -599,6 +669,24 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let placed = (t0.elapsed() <= limit).then(|| t0.elapsed());
+    let renewals = renewals_task.and_then(|task| {
+        task.abort();
+        let mut gaps: Vec<Duration> =
+            std::mem::take(&mut *intervals.lock().unwrap_or_else(|e| e.into_inner()))
+                .into_iter()
+                .filter(|(at, _)| *at >= t0)
+                .map(|(_, gap)| gap)
+                .collect();
+        gaps.sort();
+        let at = |p: f64| {
+            gaps.get(((gaps.len() as f64 * p) as usize).min(gaps.len().saturating_sub(1)))
+                .copied()
+                .unwrap_or_default()
+        };
+        // None when placing took less than a renewal period.
+        let max = gaps.last().copied()?;
+        Some([at(0.5), at(0.99), max])
+    });
     if let Some(p) = placed {
         eprintln!("v{version}, {targets} targets: all owned after {p:.1?}; settling for one D");
     }
@@ -671,6 +759,7 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
         version,
         targets,
         placed,
+        renewals,
         secs,
         counts,
         apiserver: api0.zip(api1).map(|(a, b)| ApiserverCounts {
@@ -715,13 +804,13 @@ async fn main() -> anyhow::Result<()> {
         }
     );
     println!(
-        "| protocol | targets | all owned after | Lease writes/s seen (target + member + leader) | \
+        "| protocol | targets | all owned after | member renewal intervals while placing, p50 / p99 / max (due every D/3) | Lease writes/s seen (target + member + leader) | \
          expected 3·N/D | apiserver Lease writes/s | apiserver Lease watch events sent/s | \
          watchers closed for lagging | holder changes | fewest owned | overlaps | \
          events/s one member receives | CPU: this process / machine | control-plane process: RSS median / max / peak (MiB), CPU |"
     );
     println!(
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
     let mut by_version: BTreeMap<u8, usize> = BTreeMap::new();
     for r in &rows {
@@ -735,7 +824,7 @@ async fn main() -> anyhow::Result<()> {
                 a.members as f64
             } / a.lease_s as f64;
         println!(
-            "| v{}{} | {} | {} | {:.1} ({:.1} + {:.1} + {:.1}) | {expected:.1} | {} | {} | {} | {} | {} of {} | {} | {:.1} | {:.0}% / {:.0}% | {} |",
+            "| v{}{} | {} | {} | {} | {:.1} ({:.1} + {:.1} + {:.1}) | {expected:.1} | {} | {} | {} | {} | {} of {} | {} | {:.1} | {:.0}% / {:.0}% | {} |",
             r.version,
             if r.version == 2 && a.members_apart {
                 ", member Leases apart"
@@ -745,6 +834,12 @@ async fn main() -> anyhow::Result<()> {
             r.targets,
             r.placed
                 .map_or("never".to_owned(), |p| format!("{:.1} s", p.as_secs_f64())),
+            r.renewals.map_or("—".to_owned(), |[p50, p99, max]| format!(
+                "{:.2} / {:.2} / {:.2} s",
+                p50.as_secs_f64(),
+                p99.as_secs_f64(),
+                max.as_secs_f64()
+            )),
             per_s(c.target + c.member + c.leader),
             per_s(c.target),
             per_s(c.member),
