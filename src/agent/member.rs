@@ -62,6 +62,9 @@ const WRITE_BACKOFF: Duration = Duration::from_millis(250);
 const REPORTING_CONTROLLER: &str = "leasehold.io/agent";
 /// Most watch events and finished tasks taken in before one decision pass.
 const MAX_BATCH: usize = 1024;
+/// v2: how long a Lease handed to us that only one of our two watches lists yet is left for
+/// the other to list (then we adopt it without a write) before we take it with a write.
+const HANDED_WAIT_MS: i64 = 200;
 
 /// What a task reports back.
 enum Done {
@@ -114,6 +117,9 @@ pub(super) struct Member {
     orphans: BTreeSet<String>,
     /// No acquisition attempt of these before the instant (after a failed one).
     not_before: BTreeMap<String, Instant>,
+    /// v2: Leases handed to us under our current term that one watch lists and the other not
+    /// yet, and until when (our clock, ms) we wait for it before taking them with a write.
+    handed_wait: BTreeMap<String, i64>,
     tasks: JoinSet<Done>,
     writes: Arc<Semaphore>,
     /// Leases touched since the last pass (seen, written, hooked, deleted).
@@ -167,6 +173,7 @@ impl Member {
             held: BTreeMap::new(),
             orphans: BTreeSet::new(),
             not_before: BTreeMap::new(),
+            handed_wait: BTreeMap::new(),
             tasks: JoinSet::new(),
             dirty: BTreeSet::new(),
             timers: BinaryHeap::new(),
@@ -811,6 +818,8 @@ impl Member {
             .map(protocol::member_term);
         let mut adopt = Vec::new();
         self.not_before.retain(|_, t| *t > now);
+        let candidates = &self.candidates;
+        self.handed_wait.retain(|n, _| candidates.contains(n));
         for name in &self.candidates {
             if self.not_before.contains_key(name) {
                 continue;
@@ -841,9 +850,24 @@ impl Member {
                         // Listed by both watches: a copy one watch still shows after the other
                         // dropped the Lease (its next move already seen, maybe by our own
                         // handover, and forgotten) is never acted on without a write.
-                        if term.is_some() && s.view.handed_term == term && s.sources == 0b11 {
-                            adopt.push((name.clone(), target.clone(), s.lease.clone()));
-                            continue;
+                        if term.is_some() && s.view.handed_term == term {
+                            if s.sources == 0b11 {
+                                self.handed_wait.remove(name);
+                                adopt.push((name.clone(), target.clone(), s.lease.clone()));
+                                continue;
+                            }
+                            // Handed to us, but one watch does not list it yet: it will (the
+                            // Lease names us as holder and desired owner), a moment later. Taking
+                            // it with a write meanwhile would be a second write per handover
+                            // (and a second acquisition in history); wait a little first.
+                            let until = *self
+                                .handed_wait
+                                .entry(name.clone())
+                                .or_insert(now_ms + HANDED_WAIT_MS);
+                            if now_ms < until {
+                                wake_ms = wake_ms.min(until);
+                                continue;
+                            }
                         }
                         Action::Acquire
                     }
@@ -876,6 +900,7 @@ impl Member {
         }
         for (name, target, lease, duration) in acquire {
             tracing::debug!(%target, "acquiring");
+            self.handed_wait.remove(&name);
             self.candidates.remove(&name);
             self.held.insert(
                 name.clone(),
@@ -1224,20 +1249,30 @@ mod tests {
     }
     /// A target handed to this member under its current term, and listed by both its watches,
     /// is worked on at once, with no write of its own; one handed under another term (an
-    /// earlier one, or a term the control plane saw before this member registered again), or
-    /// listed by one watch only (a copy the other watch may already have moved past), is
-    /// acquired by a write first.
+    /// earlier one, or a term the control plane saw before this member registered again) is
+    /// acquired by a write first. Listed by one watch only (a copy the other watch may already
+    /// have moved past), it is neither worked on nor written at first: once the other watch
+    /// lists it too it is adopted without a write (a write there was a second acquisition per
+    /// handover, recorded twice in history); if the other watch has not listed it after
+    /// `HANDED_WAIT_MS`, it is acquired by a write.
     #[tokio::test]
     async fn a_target_handed_over_under_this_members_term_is_worked_on_without_a_write() {
         let mut heart =
             protocol::new_member_lease("leasehold", "c", "c-2", jiff::Timestamp::now(), 2, false);
         heart.metadata.uid = Some("u-2".into());
         let term = protocol::member_term(&heart);
-        for (handed, both, adopted) in [
-            (term.as_str(), true, true),
-            (term.as_str(), false, false),
-            ("7@u-2", true, false),
-            ("0@u-old", true, false),
+        #[derive(Debug, Clone, Copy, PartialEq)]
+        enum Listed {
+            Both,
+            OneThenOther,
+            OneOnly,
+        }
+        for (handed, listed, adopted) in [
+            (term.as_str(), Listed::Both, true),
+            (term.as_str(), Listed::OneThenOther, true),
+            (term.as_str(), Listed::OneOnly, false),
+            ("7@u-2", Listed::Both, false),
+            ("0@u-old", Listed::Both, false),
         ] {
             let mut m = member_v2();
             m.cfg.identity = "c-2".into();
@@ -1258,8 +1293,19 @@ mod tests {
             let out = at_rv(protocol::given_up(&held, "c-1", jiff::Timestamp::now()), 12);
             let name = out.metadata.name.clone().unwrap();
             m.on_event(Event::Apply(out.clone()), 1, &mut Vec::new());
-            if both {
+            if listed == Listed::Both {
                 m.on_event(Event::Apply(out.clone()), 0, &mut Vec::new());
+            } else {
+                // One watch lists it: no work, no write yet.
+                m.step();
+                assert!(!m.held.contains_key(&name), "{listed:?}: waits");
+                match listed {
+                    Listed::OneThenOther => {
+                        m.on_event(Event::Apply(out.clone()), 0, &mut Vec::new());
+                    }
+                    // The other watch stays silent past the wait (our clock moved on).
+                    _ => m.clock -= Duration::from_millis(HANDED_WAIT_MS as u64 + 50),
+                }
             }
             m.step();
             let h = &m.held[&name];
@@ -1271,7 +1317,7 @@ mod tests {
                 assert_eq!(
                     h.phase,
                     Phase::Acquiring,
-                    "handed under {handed}, both: {both}"
+                    "handed under {handed}, listed: {listed:?}"
                 );
                 assert!(h.writing);
             }

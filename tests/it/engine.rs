@@ -12,16 +12,12 @@
 //! has (target Leases renewed by their holders, expiring when they stop, taken by a new owner's
 //! own write). Names starting `protocol_v1_` or `protocol_v2_` are tests of one protocol's rules.
 //!
-//! Three v2 tests are ignored for a product bug, each with a `protocol_v1_` twin that runs
-//! meanwhile: v2 history records some moves twice, and they check that each move is recorded
-//! once (`scaling_to_five_…`: 127-131 rows for 120 moves in every run on the simulator;
-//! `two_control_planes_…`, `moves_completed_while_the_control_plane_was_down_…`). The holder
-//! hands the target over (acquire time T1) and the recorder writes the move keyed by T1; the new
-//! owner, whose two watches had not both listed the handed copy yet, acquires it again with a
-//! write of its own (T2, a few ms later — the protocol allows it); the operation then records
-//! the move keyed by T2 (`engine::operations`, after `wait_held`), and a control plane started
-//! later replays the holder from its first list keyed by T2 too. History's rows are idempotent
-//! per acquire time, and this is one move with two acquisitions.
+//! Three v2 tests check that each move is recorded once in history (`scaling_to_five_…`,
+//! `two_control_planes_…`, `moves_completed_while_the_control_plane_was_down_…`); they failed
+//! while a new owner whose two watches had not both listed a handed Lease took it with a write
+//! of its own — a second acquisition of one move, recorded twice (127–131 rows for 120 moves on
+//! the simulator) — until the agent waited for its other watch (`HANDED_WAIT_MS` in
+//! `src/agent/member.rs`). Each has a `protocol_v1_` twin for the upgrade path.
 
 use crate::common;
 
@@ -168,13 +164,12 @@ async fn a_start_runs_exactly_the_previewed_plan_or_nothing() {
 /// one write (protocol v2). Ignored: history has 127-131 rows for the 120 moves — see the
 /// module header.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "protocol v2 history records a move twice when the new owner also acquires the handed target with a write of its own, issue 15"]
 async fn scaling_to_five_rebalances_with_the_fewest_moves() {
     scaling_to_five(v2_yaml(300, "on_join: auto")).await;
 }
 
-/// The same on protocol v1 (its target Leases renewed every [`CALM_LEASE_S`] / 3), run while
-/// the v2 test is ignored.
+/// The same on protocol v1 (its target Leases renewed every [`CALM_LEASE_S`] / 3), for the
+/// upgrade path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn protocol_v1_scaling_to_five_rebalances_with_the_fewest_moves() {
     scaling_to_five(config_yaml_with(300, CALM_LEASE_S, "on_join: auto")).await;
@@ -1141,12 +1136,11 @@ async fn leases_held_by_a_deleted_pod_without_agent_are_cleaned_up() {
 
 /// Protocol v2. Ignored: see the module header.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "protocol v2 history records a move twice when the new owner also acquires the handed target with a write of its own, issue 15"]
 async fn two_control_planes_exactly_one_acts_and_the_next_finishes_a_rebalance() {
     two_control_planes(v2_yaml(120, "on_join: off, max_concurrent_moves: 2")).await;
 }
 
-/// The same on protocol v1, run while the v2 test is ignored.
+/// The same on protocol v1, for the upgrade path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn protocol_v1_two_control_planes_exactly_one_acts_and_the_next_finishes_a_rebalance() {
     two_control_planes(config_yaml_with(
@@ -1247,12 +1241,11 @@ async fn two_control_planes(yaml: String) {
 /// targets straight to their new owners while no control plane runs. Ignored: see the
 /// module header.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "protocol v2 history records a move twice when the new owner also acquires the handed target with a write of its own, issue 15"]
 async fn moves_completed_while_the_control_plane_was_down_are_in_history() {
     moves_completed_while_down(v2_yaml(120, "on_join: off, max_concurrent_moves: 8")).await;
 }
 
-/// The same on protocol v1, run while the v2 test is ignored.
+/// The same on protocol v1, for the upgrade path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn protocol_v1_moves_completed_while_the_control_plane_was_down_are_in_history() {
     moves_completed_while_down(config_yaml_with(
