@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{cpu_s, percentile};
+use common::{cpu_s, percentile, status_kib};
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use http_body_util::BodyExt as _;
@@ -680,17 +680,6 @@ async fn engine_parts(a: &Args, rows: &mut Vec<(String, String)>) -> anyhow::Res
 // ---------------------------------------------------------------------------------------------
 // (c) The control plane's memory, alone in its own process.
 
-fn status_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with(field))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 /// CPU use is measured over this window in steady state.
 const STEADY: Duration = Duration::from_secs(10);
 /// RSS is sampled over this window once the control plane is ready.
@@ -766,28 +755,15 @@ async fn memory_part(a: &Args, seed: Seed, rows: &mut Vec<(String, String)>) -> 
     let config = dir.path().join("leasehold.yaml");
     let db = format!("sqlite:{}", dir.path().join("cp.db").display());
     std::fs::write(&config, config_yaml(&db, a.mem_targets, 15, 10))?;
-    let log = std::fs::File::create(dir.path().join("serve.log"))?;
     let started = Instant::now();
-    let mut serve = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"))
-        .args(["serve", "--identity", "cp-bench", "--config"])
-        .arg(&config)
-        .env("KUBECONFIG", &sim.kubeconfig)
-        // As the image and deploy/base set it (unless set here: MIMALLOC_PURGE_DELAY=10 is
-        // mimalloc's own default).
-        .env(
-            "MIMALLOC_PURGE_DELAY",
-            std::env::var("MIMALLOC_PURGE_DELAY").unwrap_or_else(|_| "0".into()),
-        )
-        // SERVE_LOG=leasehold=info shows what the control plane does (its last lines are
-        // printed; SERVE_LOG_DIR=DIR keeps the whole log).
-        .env(
-            "RUST_LOG",
-            std::env::var("SERVE_LOG").unwrap_or_else(|_| "warn".into()),
-        )
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()?;
+    // SERVE_LOG=leasehold=info shows what the control plane does (its last lines are printed;
+    // SERVE_LOG_DIR=DIR keeps the whole log).
+    let mut serve = common::procs::spawn_measured_serve(
+        &config,
+        &sim.kubeconfig,
+        common::procs::free_port()?,
+        &dir.path().join("serve.log"),
+    )?;
     let pid = serve.id().expect("serve pid");
 
     // Ready: every Lease carries a desired owner (adopted or placed by the control plane).

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{MachineCpu, cpu_s};
+use common::{MachineCpu, cpu_s, status_kib};
 use futures::future::BoxFuture;
 use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -405,7 +405,6 @@ enum ControlPlane {
     Process {
         child: Box<tokio::process::Child>,
         pid: u32,
-        metrics: String,
         addr: String,
         http: kube::Client,
         log: std::path::PathBuf,
@@ -435,31 +434,9 @@ impl ControlPlane {
         }
         let file = dir.join("leasehold.yaml");
         std::fs::write(&file, yaml)?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
+        let port = common::procs::free_port()?;
         let log = dir.join("serve.log");
-        let out = std::fs::File::create(&log)?;
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"))
-            .args(["serve", "--identity", "cp-bench", "--config"])
-            .arg(&file)
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            // As the image and deploy/base set it (unless set here: MIMALLOC_PURGE_DELAY=10 is
-            // mimalloc's own default).
-            .env(
-                "MIMALLOC_PURGE_DELAY",
-                std::env::var("MIMALLOC_PURGE_DELAY").unwrap_or_else(|_| "0".into()),
-            )
-            .env(
-                "RUST_LOG",
-                std::env::var("SERVE_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .kill_on_drop(true)
-            .spawn()?;
+        let child = common::procs::spawn_measured_serve(&file, kubeconfig, port, &log)?;
         let pid = child.id().ok_or_else(|| anyhow::anyhow!("serve exited"))?;
         // A plain HTTP client to its /metrics (no token needed there).
         let http = kube::Client::try_from(kube::Config::new(
@@ -468,7 +445,6 @@ impl ControlPlane {
         Ok(Self::Process {
             child: Box::new(child),
             pid,
-            metrics: "/metrics".into(),
             addr: format!("127.0.0.1:{port}"),
             http,
             log,
@@ -481,7 +457,6 @@ impl ControlPlane {
             Self::InProcess(engine, _) => Ok(engine.model(CLUSTER).ok().map(|m| m.counts.owned)),
             Self::Process {
                 child,
-                metrics,
                 addr,
                 http,
                 log,
@@ -495,7 +470,7 @@ impl ControlPlane {
                 if tokio::net::TcpStream::connect(addr.as_str()).await.is_err() {
                     return Ok(None);
                 }
-                let req = http::Request::get(metrics.as_str()).body(Vec::new())?;
+                let req = http::Request::get("/metrics").body(Vec::new())?;
                 let Ok(text) = http.request_text(req).await else {
                     return Ok(None);
                 };
@@ -527,18 +502,6 @@ impl ControlPlane {
             }
         }
     }
-}
-
-/// A field of `/proc/PID/status`, in KiB.
-fn status_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with(field))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
 }
 
 /// The control-plane process's memory over the window: RSS median and max, VmHWM, in MiB.

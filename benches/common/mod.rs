@@ -1,7 +1,7 @@
 //! What the load harnesses share (`benches/engine_load.rs`, `benches/api_load/`,
 //! `benches/protocol_load.rs`, `benches/pages_live/`): starting the simulator as its own
 //! process, logging to stderr, percentiles and how they are printed, the machine, and a
-//! process's and the machine's CPU time from `/proc`; `procs` starts, seeds and writes to the
+//! process's and the machine's CPU time and a process's memory from `/proc`; `procs` starts, seeds and writes to the
 //! simulator and `leasehold serve` for the harnesses that test the server over HTTP, `sse` is
 //! a client of its event feed.
 #![allow(dead_code)] // each harness uses a different subset
@@ -113,6 +113,18 @@ pub fn cpu_s(pid: u32) -> f64 {
         .filter_map(|v| v.parse().ok())
         .collect();
     f.iter().sum::<u64>() as f64 / 100.0
+}
+
+/// A field of `/proc/PID/status` (`VmRSS:`, `VmHWM:`, `RssAnon:` …), in KiB.
+pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with(field))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// The machine's CPU time so far, from the first line of `/proc/stat` (clock ticks): busy

@@ -50,7 +50,7 @@ pub(crate) async fn get_json(client: &Http, uri: &str) -> anyhow::Result<Value> 
     Ok(serde_json::from_slice(&body)?)
 }
 
-fn free_port() -> anyhow::Result<u16> {
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
@@ -60,6 +60,38 @@ fn free_port() -> anyhow::Result<u16> {
 /// (to compare two builds with the same harness).
 fn bin() -> String {
     std::env::var("LEASEHOLD_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_leasehold").to_owned())
+}
+
+/// `leasehold serve --config CONFIG` against `kubeconfig`, its output to `log`, killed when
+/// dropped, for the harnesses that measure its memory (`engine_load`, `protocol_load
+/// --serve`): with the allocator set as the image and `deploy/base` run it
+/// (`MIMALLOC_PURGE_DELAY=0`, unless set here; 10 is mimalloc's own default).
+/// `SERVE_LOG=leasehold=info` shows what it does.
+pub(crate) fn spawn_measured_serve(
+    config: &Path,
+    kubeconfig: &Path,
+    port: u16,
+    log: &Path,
+) -> anyhow::Result<tokio::process::Child> {
+    let out = std::fs::File::create(log)?;
+    Ok(tokio::process::Command::new(bin())
+        .args(["serve", "--identity", "cp-bench", "--config"])
+        .arg(config)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env(
+            "MIMALLOC_PURGE_DELAY",
+            std::env::var("MIMALLOC_PURGE_DELAY").unwrap_or_else(|_| "0".into()),
+        )
+        .env(
+            "RUST_LOG",
+            std::env::var("SERVE_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .kill_on_drop(true)
+        .spawn()?)
 }
 
 pub(crate) struct Sim {
