@@ -36,9 +36,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -46,6 +45,7 @@ use leasehold::model::Cause;
 use leasehold::store::{HistoryKind, HistoryQuery, Store};
 use serde_json::{Value, json};
 
+use common::accounts::service_account_kubeconfig;
 use common::eventually;
 use common::invariant::InvariantChecker;
 
@@ -226,46 +226,6 @@ async fn apply(t: &common::TestSim, yaml: &str) {
         "kubectl apply: {}\n{yaml}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// A kubeconfig for ServiceAccount `sa` of `ns`, with a token from the TokenRequest API (as
-/// `tests/it/statefulsets.rs` makes them).
-async fn service_account_kubeconfig(
-    t: &common::TestSim,
-    ns: &str,
-    sa: &str,
-    dir: &Path,
-) -> PathBuf {
-    let sas: Api<ServiceAccount> = Api::namespaced(t.client.clone(), ns);
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let token = eventually(Duration::from_secs(20), || async {
-        let answer = sas
-            .create_token_request(sa, &Default::default(), &request)
-            .await
-            .ok()?;
-        Some(answer.status?.token)
-    })
-    .await
-    .unwrap_or_else(|| panic!("no token for serviceaccount {ns}/{sa}"));
-    let admin: Value = serde_json::from_str(&t.kubeconfig_text()).unwrap();
-    let cluster = &admin["clusters"][0]["cluster"];
-    let kc = json!({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "envtest", "cluster": cluster}],
-        "users": [{"name": sa, "user": {"token": token}}],
-        "contexts": [{"name": sa, "context": {"cluster": "envtest", "user": sa, "namespace": ns}}],
-        "current-context": sa,
-    });
-    let path = dir.join(format!("kubeconfig-{ns}-{sa}"));
-    std::fs::write(&path, serde_json::to_vec_pretty(&kc).unwrap()).unwrap();
-    path
 }
 
 async fn client_for(kubeconfig: &Path) -> kube::Client {

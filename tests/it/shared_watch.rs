@@ -7,48 +7,22 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use leasehold::agent::{Agent, AgentConfig, SharedLeases};
-use tokio::sync::oneshot;
+use leasehold::agent::{DEFAULT_DRAIN_TIMEOUT, SharedLeases};
 
 use common::cluster::*;
 use common::eventually;
 
-/// Starts `name`'s agent in this process, on `feed`.
-fn start_sharing(h: &mut Harness, name: &str, feed: &SharedLeases) {
-    let mut cfg = AgentConfig::new(CLUSTER, &h.ns, name);
-    cfg.member_namespace = h.member_ns.clone();
-    cfg.default_lease_duration = Duration::from_secs(LEASE_S);
-    cfg.protocol_version = 2;
-    // Work must stop within a third of the member Lease's duration.
-    cfg.hook_timeout = Duration::from_millis(600);
-    let agent = Agent::new(cfg, h.checker.hooks(name, Duration::from_millis(5))).sharing(feed);
-    let client = h.t.client.clone();
-    let (stop, rx) = oneshot::channel();
-    let task = tokio::spawn(async move {
-        agent
-            .run(client, async {
-                let _ = rx.await;
-            })
-            .await
-    });
-    h.members.insert(
-        name.into(),
-        Member {
-            task,
-            stop: Some(stop),
-        },
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn members_sharing_one_lease_watch_place_rebalance_and_hand_over() {
     let mut h = Harness::new(&v2_yaml(60, "on_join: auto")).await;
+    // The planned stop below drains as an agent does by default.
+    h.drain_timeout = DEFAULT_DRAIN_TIMEOUT;
     let feed = SharedLeases::new(h.t.client.clone(), &h.ns, CLUSTER);
     let f = feed.clone();
     let feed_task = tokio::spawn(async move { f.run(std::future::pending()).await });
     for m in ["c-0", "c-1", "c-2"] {
         h.add_pod(m).await;
-        start_sharing(&mut h, m, &feed);
+        h.start_agent_sharing(m, &feed);
     }
     h.wait_pods_ready(3).await;
     h.start_engine("cp-a").await;
@@ -66,7 +40,7 @@ async fn members_sharing_one_lease_watch_place_rebalance_and_hand_over() {
 
     // A fourth member joins: a rebalance moves a quarter over, each move a handoff.
     h.add_pod("c-3").await;
-    start_sharing(&mut h, "c-3", &feed);
+    h.start_agent_sharing("c-3", &feed);
     h.wait_balanced(
         &[("c-0", 15), ("c-1", 15), ("c-2", 15), ("c-3", 15)],
         Duration::from_secs(60),

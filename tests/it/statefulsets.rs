@@ -16,7 +16,7 @@
 use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -25,13 +25,13 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
 use kube::api::{EvictParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use common::accounts::service_account_kubeconfig;
 use common::eventually;
 use common::invariant::{InvariantChecker, Kind};
 use common::pod_agents::{AgentSpec, KUBELET_LABEL, PodAgents};
@@ -221,45 +221,6 @@ async fn apply(t: &common::TestSim, args: &[&str], yaml: &str) {
         "kubectl apply {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// A kubeconfig for ServiceAccount `sa` of `ns`, with a token from the TokenRequest API.
-async fn service_account_kubeconfig(
-    t: &common::TestSim,
-    ns: &str,
-    sa: &str,
-    dir: &Path,
-) -> PathBuf {
-    let sas: Api<ServiceAccount> = Api::namespaced(t.client.clone(), ns);
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let token = eventually(Duration::from_secs(20), || async {
-        let answer = sas
-            .create_token_request(sa, &Default::default(), &request)
-            .await
-            .ok()?;
-        Some(answer.status?.token)
-    })
-    .await
-    .unwrap_or_else(|| panic!("no token for serviceaccount {ns}/{sa}"));
-    let admin: Value = serde_json::from_str(&t.kubeconfig_text()).unwrap();
-    let cluster = &admin["clusters"][0]["cluster"];
-    let kc = json!({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "envtest", "cluster": cluster}],
-        "users": [{"name": sa, "user": {"token": token}}],
-        "contexts": [{"name": sa, "context": {"cluster": "envtest", "user": sa, "namespace": ns}}],
-        "current-context": sa,
-    });
-    let path = dir.join(format!("kubeconfig-{ns}-{sa}"));
-    std::fs::write(&path, serde_json::to_vec_pretty(&kc).unwrap()).unwrap();
-    path
 }
 
 /// `deploy/overlays/single` applied for real, as its README says (the worker-pool example

@@ -16,7 +16,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
-use leasehold::agent::{Agent, AgentConfig};
+use leasehold::agent::{Agent, AgentConfig, SharedLeases};
 use leasehold::config::Config;
 use leasehold::engine::Engine;
 use leasehold::k8s::model::ClusterModel;
@@ -276,6 +276,17 @@ impl Harness {
     /// [`Harness::start_agent`] with the agent's API requests going through `client` (e.g. a
     /// [`super::linked_client`], whose link a test can hang).
     pub fn start_agent_via(&mut self, name: &str, client: kube::Client) {
+        self.start_agent_on(name, client, None);
+    }
+
+    /// [`Harness::start_agent`] with the agent reading its target Leases from `feed`, a watch
+    /// it shares with the other members of this process (`agent::SharedLeases`).
+    pub fn start_agent_sharing(&mut self, name: &str, feed: &SharedLeases) {
+        let client = self.t.client.clone();
+        self.start_agent_on(name, client, Some(feed));
+    }
+
+    fn start_agent_on(&mut self, name: &str, client: kube::Client, feed: Option<&SharedLeases>) {
         let mut cfg = AgentConfig::new(CLUSTER, &self.ns, name);
         cfg.member_namespace = self.member_ns.clone();
         cfg.default_lease_duration = Duration::from_secs(LEASE_S);
@@ -285,7 +296,10 @@ impl Harness {
             cfg.hook_timeout = Duration::from_millis(600);
             cfg.drain_timeout = self.drain_timeout;
         }
-        let agent = Agent::new(cfg, self.checker.hooks(name, Duration::from_millis(5)));
+        let mut agent = Agent::new(cfg, self.checker.hooks(name, Duration::from_millis(5)));
+        if let Some(feed) = feed {
+            agent = agent.sharing(feed);
+        }
         let (stop, rx) = oneshot::channel();
         let task = tokio::spawn(async move {
             agent
