@@ -20,9 +20,10 @@
 //! Protocol v2 (`AgentConfig::protocol_version`): holds are not renewed; the member Lease
 //! (`Heart`) is renewed instead, and past its renew deadline — or when it is found fenced or
 //! deleted — every hold is lost at once. Two label-selected watches (or their equivalent from
-//! the process's `SharedLeases`) feed `seen`, each Lease
-//! remembering which of them list it. On shutdown the member first drains: it writes `leaving`
-//! and waits (at most the drain timeout) until the control plane has moved everything away.
+//! the process's `SharedLeases`) feed `seen`, each Lease remembering which of them list it. A
+//! Lease handed to us is adopted only once both list it. On shutdown the member first drains:
+//! it writes `leaving` and waits (at most the drain timeout) until the control plane has moved
+//! everything away.
 //!
 //! A failing `on_acquire` is logged and the Lease is kept: the desired owner is still this
 //! member, giving the Lease up would only make the control plane move it back, and the app can

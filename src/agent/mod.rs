@@ -12,7 +12,8 @@
 //! for it or held by it (label selectors), and on shutdown asks for its targets to be moved
 //! away before it exits (`docs/protocol.md`, "Protocol v2").
 //! `member` holds the decision loop, `state` what it keeps per Lease, `writes` the Lease writes,
-//! `hooks` the ways of telling the app.
+//! `hooks` the ways of telling the app, `shared` one watch of the target Leases for the members
+//! of one process.
 
 pub mod hooks;
 mod member;
