@@ -187,6 +187,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                     lease_duration: crate::demo::LEASE_DURATION,
                     join_settle: crate::demo::JOIN_SETTLE,
                 },
+                apps: std::sync::Arc::new(crate::demo::NoApps),
             };
             crate::demo::run(opts, &state, shutdown_signal()).await
         }

@@ -7,6 +7,12 @@
 //! targets to others). It writes only pods; Leases are the agents' and the control plane's.
 //! What it is doing with each member it publishes ([`MemberState`]), so the dashboard offers
 //! only the controls that apply.
+//!
+//! Beside each member runs its app, as [`MemberApps`] gives it: the agent's hooks tell it to
+//! start and stop work on a target, and an agent killed here (a crash, or a stop past its
+//! grace) is reported, since its app dies with it. The demo's own apps do nothing
+//! ([`NoApps`]); tests pass apps that record the work, to check that no two members ever work
+//! on one target at once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -19,7 +25,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::{AbortHandle, JoinError, JoinSet};
 
 use super::layout::{self, CLUSTERS, NAMESPACE};
-use crate::agent::{Agent, AgentConfig, NoHooks};
+use crate::agent::{Agent, AgentConfig, Hooks, NoHooks};
 use crate::http::demo::{Answer, DemoAction, MemberState, MemberStates, Outcome};
 use kube_sim::kubelet;
 
@@ -35,6 +41,36 @@ pub const STOP_GRACE: Duration = Duration::from_secs(15);
 /// within [`super::SHUTDOWN_GRACE`], past which agents are killed.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 const _: () = assert!(2 * DRAIN_TIMEOUT.as_millis() <= super::SHUTDOWN_GRACE.as_millis());
+
+/// The apps beside the demo's members: what each member's agent tells to start and stop work.
+pub trait MemberApps: Send + Sync + 'static {
+    /// The hooks of the app beside `cluster`'s member `member` (asked once, when its agent
+    /// starts).
+    fn hooks(&self, cluster: &str, member: &str) -> Arc<dyn Hooks>;
+    /// `cluster`'s member `member` was killed: its agent ended without telling its app to stop
+    /// (the crash control, a stop that did not finish within its grace, or the demo's shutdown
+    /// past its grace), and the app died with it, so it no longer works on anything. Called
+    /// once the agent's task has ended, before anything else is done about the member.
+    fn killed(&self, cluster: &str, member: &str);
+}
+
+impl std::fmt::Debug for dyn MemberApps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MemberApps")
+    }
+}
+
+/// No app beside the members (what `leasehold demo` runs): the hooks do nothing and a killed
+/// member leaves nothing to stop.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoApps;
+
+impl MemberApps for NoApps {
+    fn hooks(&self, _cluster: &str, _member: &str) -> Arc<dyn Hooks> {
+        Arc::new(NoHooks)
+    }
+    fn killed(&self, _cluster: &str, _member: &str) {}
+}
 
 /// One running member.
 struct Running {
@@ -65,15 +101,18 @@ pub struct Members {
     next: BTreeMap<String, u32>,
     /// Where each member's state is published (for the dashboard).
     states: watch::Sender<MemberStates>,
+    /// The members' apps.
+    apps: Arc<dyn MemberApps>,
 }
 
 impl Members {
     /// No members yet; `lease_duration` is what agents promise when a Lease does not say;
-    /// `states` is where what happens to each member is published.
+    /// `states` is where what happens to each member is published; `apps` runs beside them.
     pub fn new(
         client: Client,
         lease_duration: Duration,
         states: watch::Sender<MemberStates>,
+        apps: Arc<dyn MemberApps>,
     ) -> Self {
         Self {
             client,
@@ -83,6 +122,7 @@ impl Members {
             crashed: BTreeMap::new(),
             next: BTreeMap::new(),
             states,
+            apps,
         }
     }
 
@@ -100,8 +140,8 @@ impl Members {
         let name = format!("{cluster}-{ordinal}");
         let next = self.next.entry(cluster.to_owned()).or_default();
         *next = (*next).max(ordinal + 1);
-        // Protocol v2: one member Lease per member; the work (none here) must stop within a
-        // third of its duration.
+        // Protocol v2: one member Lease per member; its app's work must stop within a third of
+        // its duration.
         let cfg = AgentConfig {
             default_lease_duration: self.lease_duration,
             protocol_version: 2,
@@ -109,7 +149,7 @@ impl Members {
             drain_timeout: DRAIN_TIMEOUT,
             ..AgentConfig::new(cluster, NAMESPACE, &name)
         };
-        let agent = Agent::new(cfg, Arc::new(NoHooks));
+        let agent = Agent::new(cfg, self.apps.hooks(cluster, &name));
         let held = agent.held();
         let (stop, stopped) = oneshot::channel::<()>();
         let (ended_tx, ended) = oneshot::channel::<()>();
@@ -159,17 +199,33 @@ impl Members {
         })
     }
 
-    /// Stops every agent gracefully (they release what they hold), waiting at most `grace`.
+    /// Stops every agent gracefully (they release what they hold), waiting at most `grace`;
+    /// the agents still running then are killed, and their apps told so.
     pub async fn stop_all(&mut self, grace: Duration) {
+        // Members whose agent has not ended yet, name → cluster.
+        let mut stopping = BTreeMap::new();
         for (name, r) in std::mem::take(&mut self.running) {
             self.publish(&r.cluster, &name, MemberState::Stopping);
             let _ = r.stop.send(());
+            stopping.insert(name, r.cluster);
         }
         let _ = tokio::time::timeout(grace, async {
-            while self.tasks.join_next().await.is_some() {}
+            while let Some(done) = self.tasks.join_next().await {
+                if let Ok((name, _)) = done {
+                    stopping.remove(&name);
+                }
+            }
         })
         .await;
         self.tasks.abort_all();
+        while self.tasks.join_next().await.is_some() {}
+        for (name, cluster) in stopping {
+            tracing::warn!(
+                %cluster, member = %name, ?grace,
+                "demo: an agent did not stop within the grace and was killed"
+            );
+            self.apps.killed(&cluster, &name);
+        }
     }
 
     /// Does `action`; the answer says what was done, or why not.
@@ -280,7 +336,7 @@ impl Members {
             ));
         }
         self.running_member(cluster, instance, Outcome::StopRefused)?;
-        let Some(r) = self.running.remove(instance) else {
+        let Some(mut r) = self.running.remove(instance) else {
             return Err(Answer::about(
                 Outcome::StopRefused,
                 instance,
@@ -289,9 +345,11 @@ impl Members {
         };
         self.publish(cluster, instance, MemberState::Stopping);
         let _ = r.stop.send(());
-        let graceful = tokio::time::timeout(STOP_GRACE, r.ended).await.is_ok();
+        let graceful = tokio::time::timeout(STOP_GRACE, &mut r.ended).await.is_ok();
         if !graceful {
             r.abort.abort();
+            let _ = r.ended.await;
+            self.apps.killed(cluster, instance);
         }
         let released = r.held.borrow().len();
         self.publish(cluster, instance, MemberState::Stopped);
@@ -328,6 +386,7 @@ impl Members {
         let held = r.held.borrow().len();
         r.abort.abort();
         let _ = r.ended.await;
+        self.apps.killed(cluster, instance);
         self.crashed.insert(instance.to_owned(), cluster.to_owned());
         self.publish(cluster, instance, MemberState::Crashed);
         kubelet::fail(&self.client, NAMESPACE, instance)

@@ -4,7 +4,8 @@
 //! and a LoadBalancer Service), runs one agent per member (`members`), the control plane
 //! (history in a fresh SQLite file) and the HTTP server (API, docs, dashboard) with the
 //! demo-only controls, and writes a kubeconfig so `kubectl get leases -w` shows targets being
-//! placed, renewed and failed over.
+//! placed, renewed and failed over. Beside each member runs the app [`DemoOptions::apps`]
+//! gives it: nothing in `leasehold demo`, the invariant checker in the tests.
 //!
 //! [`start`] returns a [`Demo`] handle with the bound addresses (tests run it in-process on
 //! port 0); [`run`] is the CLI: start, print where everything is, run until Ctrl-C. The CLI
@@ -19,6 +20,7 @@ mod members;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -30,6 +32,7 @@ use tokio::task::JoinSet;
 pub use self::layout::config as layout_config;
 pub use self::layout::{CLUSTERS, COLLECTOR, DATABASES, NAMESPACE, REPLICAS, Timing};
 use self::members::Members;
+pub use self::members::{MemberApps, NoApps};
 use crate::config::http::{AuthSettings, HttpSettings, Mode};
 use crate::engine::Engine;
 use crate::http::demo::{DemoControls, DemoRequest};
@@ -56,6 +59,9 @@ pub struct DemoOptions {
     pub token_file: PathBuf,
     /// Both clusters' lease duration and join settling time.
     pub timing: Timing,
+    /// The app beside each member, told by its agent's hooks to start and stop work, and told
+    /// when the member is killed ([`NoApps`] in `leasehold demo`).
+    pub apps: Arc<dyn MemberApps>,
 }
 
 /// The history database's file name in the state directory (recreated at every start: the
@@ -205,7 +211,7 @@ pub async fn start(opts: DemoOptions) -> anyhow::Result<Demo> {
     let kube = simulator.addr();
 
     let (controls, inbox) = DemoControls::channel();
-    let mut members = Members::new(client, opts.timing.lease_duration, inbox.members);
+    let mut members = Members::new(client, opts.timing.lease_duration, inbox.members, opts.apps);
     for ordinal in 0..opts.members {
         members.start(COLLECTOR, ordinal);
     }

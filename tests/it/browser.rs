@@ -7,7 +7,8 @@
 //! on every page (no serious or critical violation), load pages and
 //! tabs in numbers without ever waiting for a connection, and save screenshots at 1280 px and at
 //! phone width under `<target>/browser-screenshots/` for review. No two members ever work on
-//! one target at once (the invariant checker records the agents' hooks).
+//! one target at once (the invariant checker records the agents' hooks — the demo's members'
+//! too, whose every target is worked on by its owner alone after each control).
 //!
 //! Needs `chromium` and `chromedriver` (Debian: `apt-get install chromium chromium-driver`;
 //! `scripts/test.sh` installs them). Without them the test fails, unless
@@ -1018,16 +1019,22 @@ async fn page_follows_api<F: Future<Output = Holdings>>(
 
 /// `leasehold demo` in Chromium: each demo control, clicked on the cluster page, says what it
 /// did, and the page's instances then agree with the API within a second of it, with no reload
-/// by hand; a member on its way out is offered no control.
+/// by hand; a member on its way out is offered no control. At the work level (the members'
+/// hooks): after each control every target is worked on by its owner alone, a crashed member's
+/// app has died with it, a stopped one's has stopped all its work once the stop is said, and no
+/// two members ever work on one target at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_demo_controls_in_chromium() {
+    use super::demo::{assert_work_ended, settled};
     let Some(b) = Browser::start().await else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let demo = leasehold::demo::start(super::demo::options(dir.path(), "127.0.0.1:0"))
+    let checker = InvariantChecker::new();
+    let demo = leasehold::demo::start(super::demo::options(dir.path(), "127.0.0.1:0", &checker))
         .await
         .unwrap();
+    let owns = |member: &str, t: &[Value]| t.iter().any(|t| t["owner"] == member);
     let base = format!("http://127.0.0.1:{}", demo.api_addr().port());
     let cluster = leasehold::demo::COLLECTOR;
     let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
@@ -1058,6 +1065,8 @@ async fn the_demo_controls_in_chromium() {
     })
     .await;
     assert!(placed.is_some(), "never placed: {:?}", api().await);
+    let work = Duration::from_secs(20);
+    settled(demo.api_addr(), &checker, cluster, work, |_| true).await;
     let c = &b.client;
     let page = format!("{base}/clusters/{cluster}");
     c.goto(&page).await.unwrap();
@@ -1080,6 +1089,10 @@ async fn the_demo_controls_in_chromium() {
         .map(|(n, _)| n.clone())
         .find(|n| !["collector-0", "collector-1", "collector-2"].contains(&n.as_str()))
         .unwrap();
+    settled(demo.api_addr(), &checker, cluster, work, |t| {
+        owns(&added, t)
+    })
+    .await;
 
     // Crash one: said; its targets fail over, and the page follows.
     b.click("#demo-crash-collector-1").await;
@@ -1111,6 +1124,11 @@ async fn the_demo_controls_in_chromium() {
             .any(|(n, owned)| n == "collector-1" && *owned == 0),
         "{after_crash:?}"
     );
+    assert_eq!(checker.working_on("collector-1"), Vec::<String>::new());
+    settled(demo.api_addr(), &checker, cluster, work, |t| {
+        !owns("collector-1", t)
+    })
+    .await;
 
     // Stop the added one gracefully: said; it hands its targets over and goes.
     b.click(&format!("#demo-stop-{added}")).await;
@@ -1120,6 +1138,8 @@ async fn the_demo_controls_in_chromium() {
         Duration::from_secs(30),
     )
     .await;
+    // Said once its agent has exited, after its app stopped all its work (hand-off first).
+    assert_eq!(checker.working_on(&added), Vec::<String>::new());
     b.mark().await;
     let gone = |h: &Holdings| !h.iter().any(|(n, owned)| *n == added && *owned > 0);
     let behind = page_follows_api(&b, &api, gone, settle, Duration::from_secs(40)).await;
@@ -1134,6 +1154,11 @@ async fn the_demo_controls_in_chromium() {
     b.shot("demo-after-controls").await;
     let errors = b.console_errors().await;
     assert!(errors.is_empty(), "console errors {errors:#?}");
+    settled(demo.api_addr(), &checker, cluster, work, |t| {
+        !owns(&added, t)
+    })
+    .await;
     let _ = b.client.clone().close().await;
     demo.stop().await.unwrap();
+    assert_work_ended(&checker, &["collector-1"]);
 }

@@ -4,12 +4,20 @@
 //! Leases expire, a stopped member is gone and nothing it held is lost, and the dashboard offers
 //! only the controls that apply and says what each did. Short lease durations
 //! keep it well under a minute. And the `leasehold demo` process, stopped by SIGTERM, cleans up.
+//!
+//! The work is checked, not only the Leases: the app beside each member is the invariant
+//! checker ([`options`]), so no two members may ever work on one target at once; after each
+//! control every target is worked on by its owner alone ([`settled`]); a stopped member's app
+//! has stopped all its work once the stop is answered; and when the demo stops, only the
+//! crashed member was killed and nobody works on anything ([`assert_work_ended`]). The browser
+//! test of the demo controls uses the same helpers.
 
 use crate::common;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -22,13 +30,16 @@ use leasehold::demo::{self, DemoOptions, Timing};
 use serde_json::Value;
 
 use common::eventually;
+use common::invariant::InvariantChecker;
 
 /// Lease duration of both clusters in these tests (the shortest the config allows is 2 s; 3 s
 /// leaves room for renewals on a busy 2-core machine).
 const LEASE: Duration = Duration::from_secs(3);
 const TARGETS: usize = 30;
 
-pub(crate) fn options(dir: &Path, listen: &str) -> DemoOptions {
+/// The demo's options in these tests: files in `dir`, the API on `listen`, and the app beside
+/// each member recording its work in `checker`.
+pub(crate) fn options(dir: &Path, listen: &str, checker: &InvariantChecker) -> DemoOptions {
     DemoOptions {
         listen: listen.parse().unwrap(),
         kube_listen: "127.0.0.1:0".parse().unwrap(),
@@ -41,7 +52,59 @@ pub(crate) fn options(dir: &Path, listen: &str) -> DemoOptions {
             lease_duration: LEASE,
             join_settle: Duration::from_secs(1),
         },
+        apps: Arc::new(checker.clone()),
     }
+}
+
+/// Waits until every target of the demo's `cluster` (its API at `api`) is owned, each worked on
+/// by its owner alone — the members' hooks as `checker` recorded them, not only the API's
+/// owners — and `also` holds of the targets; returns them.
+pub(crate) async fn settled(
+    api: SocketAddr,
+    checker: &InvariantChecker,
+    cluster: &str,
+    timeout: Duration,
+    also: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let http = Http::new(api);
+    let worked_alone = |targets: &[Value]| checker.unworked(owned_by(targets)).is_empty();
+    let got = eventually(timeout, || async {
+        let targets = http.targets(cluster).await;
+        (targets.iter().all(|t| t["state"] == "owned") && worked_alone(&targets) && also(&targets))
+            .then_some(targets)
+    })
+    .await;
+    match got {
+        Some(t) => t,
+        None => {
+            let targets = http.targets(cluster).await;
+            panic!(
+                "{cluster}: not settled within {timeout:?}: {:?}; owner vs workers where they \
+                 differ: {:?}",
+                http.get(&format!("/api/v1/clusters/{cluster}")).await["targets"],
+                checker.unworked(owned_by(&targets))
+            )
+        }
+    }
+}
+
+/// Once the demo has stopped: no two members ever worked on one target at once, no member but
+/// `crashed` was killed (every other agent, stopped by a control or with the demo, told its app
+/// to stop all its work before it exited), and nobody works on anything any more.
+#[track_caller]
+pub(crate) fn assert_work_ended(checker: &InvariantChecker, crashed: &[&str]) {
+    checker.assert_ok();
+    let crashed: BTreeSet<String> = crashed.iter().map(|m| (*m).to_owned()).collect();
+    assert_eq!(
+        checker.crashed_members(),
+        crashed,
+        "members killed (their agent ended without telling its app to stop)"
+    );
+    let left = checker.work();
+    assert!(
+        left.is_empty(),
+        "work left after the demo stopped: {left:?}"
+    );
 }
 
 struct Http {
@@ -103,25 +166,6 @@ impl Http {
         v["items"].as_array().unwrap().clone()
     }
 
-    /// Waits until every target of `cluster` is owned (held, not expired).
-    async fn all_owned(&self, cluster: &str, timeout: Duration) -> Vec<Value> {
-        let got = eventually(timeout, || async {
-            let targets = self.targets(cluster).await;
-            targets
-                .iter()
-                .all(|t| t["state"] == "owned")
-                .then_some(targets)
-        })
-        .await;
-        match got {
-            Some(t) => t,
-            None => panic!(
-                "{cluster}: not every target owned within {timeout:?}: {:?}",
-                self.get(&format!("/api/v1/clusters/{cluster}")).await["targets"]
-            ),
-        }
-    }
-
     /// Target keys `instance` holds (none while the model does not show it yet).
     async fn held_by(&self, cluster: &str, instance: &str) -> BTreeSet<String> {
         let path = format!("/api/v1/clusters/{cluster}/instances/{instance}");
@@ -146,6 +190,24 @@ fn owners(targets: &[Value]) -> BTreeSet<String> {
         .collect()
 }
 
+/// Each target's key and owner (if any).
+fn owned_by(targets: &[Value]) -> Vec<(String, Option<String>)> {
+    targets
+        .iter()
+        .map(|t| {
+            (
+                t["key"].as_str().unwrap().to_owned(),
+                t["owner"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+/// How many of `targets` `member` owns.
+fn count_owned(targets: &[Value], member: &str) -> usize {
+    targets.iter().filter(|t| t["owner"] == member).count()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_visitor_adds_crashes_and_stops_members() {
     let _ = tracing_subscriber::fmt()
@@ -154,22 +216,20 @@ async fn a_visitor_adds_crashes_and_stops_members() {
         .try_init();
     let dir = tempfile::tempdir().unwrap();
     let started = Instant::now();
-    let demo = demo::start(options(dir.path(), "127.0.0.1:0"))
+    let checker = InvariantChecker::new();
+    let demo = demo::start(options(dir.path(), "127.0.0.1:0", &checker))
         .await
         .unwrap();
     assert!(demo.token_file().is_none(), "loopback: no login");
     assert!(dir.path().join("kubeconfig").exists());
-    let http = Http::new(demo.api_addr());
+    let api = demo.api_addr();
+    let http = Http::new(api);
 
     let ready = eventually(Duration::from_secs(20), || async {
         (http.call("GET", "/readyz", &[], "").await.0 == 200).then_some(())
     })
     .await;
     assert!(ready.is_some(), "never ready");
-    let targets = http
-        .all_owned(demo::COLLECTOR, Duration::from_secs(20))
-        .await;
-    assert_eq!(targets.len(), TARGETS);
     // Every member gets work. A member whose pod turned Ready only after the first placement
     // (seen in CI under load) joins and gets its share from the demo's `on_join: auto`
     // rebalance (`join_settle` 3 s), so this is eventual.
@@ -178,20 +238,23 @@ async fn a_visitor_adds_crashes_and_stops_members() {
         "collector-1".to_owned(),
         "collector-2".to_owned(),
     ]);
-    let spread = eventually(Duration::from_secs(20), || async {
-        let targets = http.targets(demo::COLLECTOR).await;
-        let all_owned = targets.iter().all(|t| t["state"] == "owned");
-        (all_owned && owners(&targets) == members).then_some(())
-    })
+    let targets = settled(
+        api,
+        &checker,
+        demo::COLLECTOR,
+        Duration::from_secs(40),
+        |t| owners(t) == members,
+    )
     .await;
-    assert!(
-        spread.is_some(),
-        "targets not spread over every member: {:?}",
-        owners(&http.targets(demo::COLLECTOR).await)
-    );
-    let dbs = http
-        .all_owned(demo::REPLICAS, Duration::from_secs(20))
-        .await;
+    assert_eq!(targets.len(), TARGETS);
+    let dbs = settled(
+        api,
+        &checker,
+        demo::REPLICAS,
+        Duration::from_secs(20),
+        |_| true,
+    )
+    .await;
     assert_eq!(dbs.len(), demo::DATABASES.len());
     eprintln!("placed after {:?}", started.elapsed());
 
@@ -249,13 +312,15 @@ async fn a_visitor_adds_crashes_and_stops_members() {
         "{v}"
     );
     let added = Instant::now();
-    let share = eventually(Duration::from_secs(25), || async {
-        let held = http.held_by(demo::COLLECTOR, "collector-3").await;
-        let all = http.targets(demo::COLLECTOR).await;
-        (held.len() >= 5 && all.iter().all(|t| t["state"] == "owned")).then_some(held.len())
-    })
-    .await
-    .expect("collector-3 takes a share");
+    let all = settled(
+        api,
+        &checker,
+        demo::COLLECTOR,
+        Duration::from_secs(25),
+        |t| count_owned(t, "collector-3") >= 5,
+    )
+    .await;
+    let share = count_owned(&all, "collector-3");
     eprintln!(
         "collector-3 holds {share} targets {:?} after joining",
         added.elapsed()
@@ -269,20 +334,14 @@ async fn a_visitor_adds_crashes_and_stops_members() {
         .await;
     assert_eq!(status, 200, "{v}");
     let crashed = Instant::now();
+    // Its app died with it (the demo reports the kill).
+    assert_eq!(checker.working_on("collector-1"), Vec::<String>::new());
     let deadline = LEASE + Duration::from_secs(5);
-    let taken = eventually(deadline, || async {
-        let all = http.targets(demo::COLLECTOR).await;
-        all.iter()
-            .filter(|t| victim.contains(t["key"].as_str().unwrap()))
-            .all(|t| t["state"] == "owned" && t["owner"] != "collector-1")
-            .then_some(())
+    settled(api, &checker, demo::COLLECTOR, deadline, |t| {
+        count_owned(t, "collector-1") == 0
     })
     .await;
     let took = crashed.elapsed();
-    assert!(
-        taken.is_some(),
-        "collector-1's targets not taken over within {deadline:?}"
-    );
     eprintln!(
         "failover of {} targets took {took:?} (lease {LEASE:?})",
         victim.len()
@@ -309,6 +368,7 @@ async fn a_visitor_adds_crashes_and_stops_members() {
     // collector-0 is gone and every target it held is owned by another member.
     let before = http.held_by(demo::COLLECTOR, "collector-0").await;
     assert!(!before.is_empty());
+    let stopping = Instant::now();
     let (status, headers, v) = http
         .call(
             "POST",
@@ -318,6 +378,15 @@ async fn a_visitor_adds_crashes_and_stops_members() {
         )
         .await;
     assert_eq!(status, 303, "{v}");
+    eprintln!(
+        "collector-0 handed {} targets over and stopped in {:?}",
+        before.len(),
+        stopping.elapsed()
+    );
+    // Answered once its agent has exited: its app stopped all its work before that (each
+    // target handed over), and it was not killed.
+    assert_eq!(checker.working_on("collector-0"), Vec::<String>::new());
+    assert!(!checker.crashed_members().contains("collector-0"));
     let to = headers[header::LOCATION].to_str().unwrap();
     assert_eq!(
         to,
@@ -343,12 +412,14 @@ async fn a_visitor_adds_crashes_and_stops_members() {
     })
     .await;
     assert!(gone.is_some(), "collector-0 still listed");
-    let after = http
-        .all_owned(
-            demo::COLLECTOR,
-            Duration::from_secs(3 * LEASE.as_secs() + 5),
-        )
-        .await;
+    let after = settled(
+        api,
+        &checker,
+        demo::COLLECTOR,
+        Duration::from_secs(3 * LEASE.as_secs() + 5),
+        |_| true,
+    )
+    .await;
     assert_eq!(after.len(), TARGETS, "no target lost");
     for t in after
         .iter()
@@ -376,14 +447,20 @@ async fn a_visitor_adds_crashes_and_stops_members() {
         );
     }
 
+    let stopping = Instant::now();
     demo.stop().await.unwrap();
+    eprintln!("the demo stopped in {:?}", stopping.elapsed());
+    assert_work_ended(&checker, &["collector-1"]);
     eprintln!("whole test {:?}", started.elapsed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beyond_loopback_the_api_needs_the_generated_admin_token() {
     let dir = tempfile::tempdir().unwrap();
-    let demo = demo::start(options(dir.path(), "0.0.0.0:0")).await.unwrap();
+    let checker = InvariantChecker::new();
+    let demo = demo::start(options(dir.path(), "0.0.0.0:0", &checker))
+        .await
+        .unwrap();
     let file = demo.token_file().expect("a token file").to_owned();
     assert_eq!(file, dir.path().join("tokens.csv"));
     #[cfg(unix)]
@@ -414,6 +491,7 @@ async fn beyond_loopback_the_api_needs_the_generated_admin_token() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(v.as_array().unwrap().len(), 2);
     demo.stop().await.unwrap();
+    assert_work_ended(&checker, &[]);
 }
 
 /// `leasehold demo` as people run it, stopped with SIGTERM (as `timeout`, `kill`, systemd or a

@@ -13,9 +13,13 @@
 //! That overlap is harmless only if the newcomer's generation is larger than the stale one's
 //! (the app can refuse the stale owner's writes): it is then recorded as *fenced*, not as a
 //! violation. [`InvariantChecker::http_app`] is the app for agents run as processes, reached by
-//! their HTTP hooks.
+//! their HTTP hooks; as [`leasehold::demo::MemberApps`] it is the app beside the demo's members
+//! (their hooks, and a member the demo kills counts as crashed).
+//!
+//! [`InvariantChecker::unworked`] compares the work with the owners a test reads (from the
+//! model or the API): every target worked on by its owner alone.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -56,6 +60,8 @@ struct Inner {
     tolerate_fenced: bool,
     log: Vec<Record>,
     violations: Vec<String>,
+    /// Members reported crashed.
+    crashed: BTreeSet<String>,
 }
 
 /// Shared recorder of who works on what; clone it freely.
@@ -169,6 +175,7 @@ impl InvariantChecker {
     pub fn crashed(&self, member: &str) {
         let now = Instant::now();
         let mut g = self.lock();
+        g.crashed.insert(member.to_owned());
         let mut ended = Vec::new();
         for (target, w) in g.working.iter_mut() {
             if w.remove(member).is_some() {
@@ -202,6 +209,39 @@ impl InvariantChecker {
             .iter()
             .filter(|(_, w)| w.contains_key(member))
             .map(|(t, _)| t.clone())
+            .collect()
+    }
+
+    /// Who works on what now: member → targets (only members working on something).
+    pub fn work(&self) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (target, w) in &self.lock().working {
+            for member in w.keys() {
+                out.entry(member.clone()).or_default().push(target.clone());
+            }
+        }
+        out
+    }
+
+    /// Members reported crashed so far ([`InvariantChecker::crashed`]).
+    pub fn crashed_members(&self) -> BTreeSet<String> {
+        self.lock().crashed.clone()
+    }
+
+    /// Of `owners` (each target with its owner, if any), those whose workers are not exactly
+    /// their owner: (target, owner, workers). Empty when every owned target's owner works on it
+    /// alone and nobody works on an unowned one.
+    pub fn unworked(
+        &self,
+        owners: impl IntoIterator<Item = (String, Option<String>)>,
+    ) -> Vec<(String, Option<String>, Vec<String>)> {
+        owners
+            .into_iter()
+            .filter_map(|(target, owner)| {
+                let workers = self.workers(&target);
+                (workers != owner.iter().cloned().collect::<Vec<_>>())
+                    .then_some((target, owner, workers))
+            })
             .collect()
     }
 
@@ -322,5 +362,20 @@ impl Hooks for RecordingHooks {
             Ok(())
         }
         .boxed()
+    }
+}
+
+/// How long each hook of a demo member's app takes.
+const DEMO_WORK: Duration = Duration::from_millis(5);
+
+/// The app beside each of the demo's members records into the checker; member names are
+/// unique across the demo's clusters, and so are target keys, so one checker serves both.
+impl leasehold::demo::MemberApps for InvariantChecker {
+    fn hooks(&self, _cluster: &str, member: &str) -> Arc<dyn Hooks> {
+        InvariantChecker::hooks(self, member, DEMO_WORK)
+    }
+
+    fn killed(&self, _cluster: &str, member: &str) {
+        self.crashed(member);
     }
 }
