@@ -9,7 +9,8 @@
 //! worker-pool example), so every request they make is classified and authorised by the real
 //! server. The agents' HTTP hooks feed the work-level invariant checker.
 //!
-//! How the server is made slow: a shared validating admission webhook — a policy engine with a
+//! How the server is made slow (`common::slow_policy`, shared with `benches/protocol_load.rs
+//! --overload`): a shared validating admission webhook — a policy engine with a
 //! fixed capacity ([`SlowPolicy`]: a few workers, a fixed time per review) that matches
 //! ConfigMap and Lease writes in the members' namespace and in another tenant's — and load from
 //! that other tenant (its own ServiceAccount, at the built-in `workload-low` level): many
@@ -31,15 +32,15 @@ use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use kube::runtime::{WatchStreamExt as _, watcher};
 use leasehold::model::Cause;
 use leasehold::store::{HistoryKind, HistoryQuery, Store};
@@ -48,6 +49,7 @@ use serde_json::{Value, json};
 use common::accounts::service_account_kubeconfig;
 use common::eventually;
 use common::invariant::InvariantChecker;
+use common::slow_policy::{SlowPolicy, Tenant, Webhook, apply, cover};
 
 const CLUSTER: &str = "c";
 const MEMBERS: [&str; 4] = ["c-0", "c-1", "c-2", "c-3"];
@@ -70,10 +72,6 @@ const WEBHOOK_SERVICE: Duration = Duration::from_millis(50);
 /// about 2.5 s — more than an agent waits for one renewal (`D/3`) and than its renew deadline
 /// (`2D/3`).
 const LOAD_WRITERS: usize = 200;
-/// A queue at the webhook that keeps a review waiting longer than `D/3`, what an agent waits
-/// for one renewal before it sends another.
-const SLOW_QUEUE: usize =
-    (LEASE_S as usize * 1000 / 3) * WEBHOOK_WORKERS / WEBHOOK_SERVICE.as_millis() as usize;
 /// In the scenario where the slow server holds the control plane's watch probes back before
 /// the members' renewals, how long the webhook holds a probe's review (the control plane waits
 /// 1 s for a probe write).
@@ -83,149 +81,6 @@ const SLOW_PERIOD: Duration = Duration::from_secs(12);
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The policy webhook: FIFO queue, `WEBHOOK_WORKERS` reviews at a time, each taking
-/// `WEBHOOK_SERVICE`; allows everything. Counts what waits, and how long Lease reviews waited.
-#[derive(Default)]
-struct SlowPolicy {
-    waiting: AtomicUsize,
-    /// When the queue first held more than a member waits for one renewal (`D/3`) at the
-    /// webhook's pace: from then on the server is too slow for renewals.
-    slow_since: Mutex<Option<Instant>>,
-    reviews: AtomicU64,
-    /// Milliseconds each Lease review waited for a worker (of those it answered).
-    lease_waits_ms: Mutex<Vec<u64>>,
-    /// Lease reviews the apiserver gave up on while they waited (their caller went away).
-    lease_reviews_given_up: AtomicU64,
-    /// The longest the queue was.
-    max_waiting: AtomicUsize,
-    /// While set, reviews of the control plane's watch-probe Leases are held [`PROBE_HOLD`]
-    /// before they queue.
-    hold_probes: AtomicBool,
-}
-
-impl SlowPolicy {
-    /// Serves the webhook over HTTPS on 127.0.0.1 (certificate made here); returns its URL, the
-    /// CA bundle the apiserver must trust (the certificate, PEM) and the server task.
-    async fn serve(self: &Arc<Self>, dir: &Path) -> (String, String, tokio::task::JoinHandle<()>) {
-        let ck = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
-        let cert = dir.join("webhook.crt");
-        let key = dir.join("webhook.key");
-        std::fs::write(&cert, ck.cert.pem()).unwrap();
-        std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
-        let tls = leasehold::http::tls::server_config(&leasehold::config::http::TlsSettings {
-            cert_file: cert,
-            key_file: key,
-        })
-        .unwrap();
-        let workers = Arc::new(tokio::sync::Semaphore::new(WEBHOOK_WORKERS));
-        let me = self.clone();
-        let app = axum::Router::new().route(
-            "/validate",
-            axum::routing::post(move |axum::Json(review): axum::Json<Value>| {
-                let me = me.clone();
-                let workers = workers.clone();
-                async move {
-                    let req = &review["request"];
-                    let lease = req["kind"]["kind"] == "Lease";
-                    let probe = req["object"]["metadata"]["labels"]["leasehold.io/lease-role"]
-                        == "watch-probe";
-                    if probe && me.hold_probes.load(Ordering::SeqCst) {
-                        tokio::time::sleep(PROBE_HOLD).await;
-                    }
-                    let queued = Instant::now();
-                    // Counted while it waits; the apiserver giving up on a review (its
-                    // caller went away) drops this future, and the count with it.
-                    let waiting = Waiting::new(&me.waiting);
-                    let given_up = lease.then(|| GivenUp(&me.lease_reviews_given_up));
-                    let queue = me.waiting.load(Ordering::SeqCst);
-                    me.max_waiting.fetch_max(queue, Ordering::SeqCst);
-                    if queue >= SLOW_QUEUE {
-                        me.slow_since
-                            .lock()
-                            .unwrap()
-                            .get_or_insert_with(Instant::now);
-                    }
-                    let permit = workers.acquire().await.unwrap();
-                    drop(waiting);
-                    std::mem::forget(given_up);
-                    if lease {
-                        let ms = queued.elapsed().as_millis() as u64;
-                        me.lease_waits_ms.lock().unwrap().push(ms);
-                    }
-                    tokio::time::sleep(WEBHOOK_SERVICE).await;
-                    drop(permit);
-                    me.reviews.fetch_add(1, Ordering::SeqCst);
-                    axum::Json(json!({
-                        "apiVersion": "admission.k8s.io/v1",
-                        "kind": "AdmissionReview",
-                        "response": {"uid": req["uid"], "allowed": true}
-                    }))
-                }
-            }),
-        );
-        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("https://{}/validate", tcp.local_addr().unwrap());
-        let listener = leasehold::http::tls::TlsListener::new(tcp, tls);
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        (url, ck.cert.pem(), task)
-    }
-}
-
-/// One review waiting for a worker, counted in `SlowPolicy::waiting` until dropped.
-struct Waiting<'a>(&'a AtomicUsize);
-
-impl<'a> Waiting<'a> {
-    fn new(count: &'a AtomicUsize) -> Waiting<'a> {
-        count.fetch_add(1, Ordering::SeqCst);
-        Waiting(count)
-    }
-}
-
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// A Lease review waiting for a worker: counted as given up if dropped before it gets one
-/// (a review that gets one is forgotten, not dropped).
-struct GivenUp<'a>(&'a AtomicU64);
-
-impl Drop for GivenUp<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-/// Deletes the (cluster-wide) webhook configuration when the test ends, even by a panic.
-struct WebhookConfig {
-    name: String,
-    kubeconfig: PathBuf,
-}
-
-impl Drop for WebhookConfig {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new(common::kubectl_path())
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .args(["delete", "validatingwebhookconfiguration", &self.name])
-            .args(["--ignore-not-found", "--wait=false"])
-            .output();
-    }
-}
-
-/// `kubectl apply -f -` of `yaml` as the admin user, panicking with kubectl's words if it fails.
-async fn apply(t: &common::TestSim, yaml: &str) {
-    let out = t.kubectl_stdin(&["apply", "-f", "-"], yaml).await;
-    assert!(
-        out.status.success(),
-        "kubectl apply: {}\n{yaml}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 async fn client_for(kubeconfig: &Path) -> kube::Client {
@@ -514,7 +369,6 @@ async fn slow_server(probes_first: bool) {
     apply(&t, &flow).await;
     // The other tenant: a namespace and a ServiceAccount that may write ConfigMaps there. The
     // webhook matches its namespace once labelled, when the load begins.
-    let label = "leasehold.test/slow-policy";
     apply(
         &t,
         &format!(
@@ -541,67 +395,11 @@ subjects: [{{kind: ServiceAccount, name: tenant, namespace: {load_ns}}}]
         ),
     )
     .await;
-    let out = t
-        .kubectl(&["label", "namespace", &ns, &format!("{label}={ns}")])
-        .await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cover(&t, &ns, &ns).await;
 
     // The shared policy webhook: ConfigMap and Lease writes in both namespaces.
-    let policy = Arc::new(SlowPolicy::default());
-    let (webhook_url, ca, _webhook) = policy.serve(dir.path()).await;
-    let webhook = WebhookConfig {
-        name: format!("leasehold-test-slow-policy-{ns}"),
-        kubeconfig: t.kubeconfig.clone(),
-    };
-    {
-        use base64::Engine as _;
-        let bundle = base64::engine::general_purpose::STANDARD.encode(ca);
-        apply(
-            &t,
-            &json!({
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingWebhookConfiguration",
-                "metadata": {"name": webhook.name},
-                "webhooks": [{
-                    "name": "slow-policy.leasehold.test",
-                    "clientConfig": {"url": webhook_url, "caBundle": bundle},
-                    "rules": [{
-                        "operations": ["CREATE", "UPDATE"],
-                        "apiGroups": ["", "coordination.k8s.io"],
-                        "apiVersions": ["v1"],
-                        "resources": ["configmaps", "leases"],
-                    }],
-                    "namespaceSelector": {"matchLabels": {label: ns}},
-                    "failurePolicy": "Ignore",
-                    "sideEffects": "None",
-                    "admissionReviewVersions": ["v1"],
-                    "timeoutSeconds": 10,
-                }]
-            })
-            .to_string(),
-        )
-        .await;
-    }
-    // The apiserver calls it from now on (its configuration is read from a watch).
-    let probe: Api<ConfigMap> = Api::namespaced(t.client.clone(), &ns);
-    let before = policy.reviews.load(Ordering::SeqCst);
-    eventually(Duration::from_secs(10), || async {
-        let _ = probe
-            .patch(
-                "webhook-probe",
-                &PatchParams::apply("pressure-test").force(),
-                &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"name": "webhook-probe"}, "data": {"at": unix_ms().to_string()}})),
-            )
-            .await;
-        (policy.reviews.load(Ordering::SeqCst) > before).then_some(())
-    })
-    .await
-    .expect("the apiserver calls the policy webhook");
+    let policy = SlowPolicy::new(WEBHOOK_WORKERS, WEBHOOK_SERVICE, d / 3, PROBE_HOLD);
+    let webhook = Webhook::install(&t, &policy, dir.path(), &ns, &ns).await;
 
     // Member pods (Ready through the fake kubelet), their agents and the control plane, all
     // with ServiceAccount tokens.
@@ -759,55 +557,14 @@ clusters:
     // gradual onset is in the module docs).
     let tenant_kc = service_account_kubeconfig(&t, &load_ns, "tenant", dir.path()).await;
     let tenant = client_for(&tenant_kc).await;
-    let load_created = Arc::new(AtomicU64::new(0));
-    let load_writes = Arc::new(AtomicU64::new(0));
-    let load_errors = Arc::new(AtomicU64::new(0));
-    let (go, go_rx) = tokio::sync::watch::channel(false);
-    let mut load = tokio::task::JoinSet::new();
-    for i in 0..LOAD_WRITERS {
-        let cms: Api<ConfigMap> = Api::namespaced(tenant.clone(), &load_ns);
-        let created = load_created.clone();
-        let writes = load_writes.clone();
-        let errors = load_errors.clone();
-        let mut go = go_rx.clone();
-        load.spawn(async move {
-            let name = format!("load-{i:03}");
-            let cm = |n: u64| {
-                json!({"apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"name": name}, "data": {"n": n.to_string()}})
-            };
-            cms.create(
-                &PostParams::default(),
-                &serde_json::from_value(cm(0)).unwrap(),
-            )
-            .await
-            .expect("the tenant creates its ConfigMap");
-            created.fetch_add(1, Ordering::SeqCst);
-            let _ = go.wait_for(|go| *go).await;
-            for n in 1u64.. {
-                match cms
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(cm(n)))
-                    .await
-                {
-                    Ok(_) => writes.fetch_add(1, Ordering::Relaxed),
-                    Err(_) => errors.fetch_add(1, Ordering::Relaxed),
-                };
-            }
-        });
-    }
+    let mut load = Tenant::new(&load_ns);
+    load.add(&tenant, LOAD_WRITERS);
     eventually(Duration::from_secs(30), || async {
-        (load_created.load(Ordering::SeqCst) == LOAD_WRITERS as u64).then_some(())
+        (load.created.load(Ordering::SeqCst) == LOAD_WRITERS as u64).then_some(())
     })
     .await
     .expect("the tenant's ConfigMaps created");
-    let out = t
-        .kubectl(&["label", "namespace", &load_ns, &format!("{label}={ns}")])
-        .await;
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cover(&t, &load_ns, &ns).await;
     if probes_first {
         // The probes first: the model turns stale while the members still renew on time.
         policy.hold_probes.store(true, Ordering::SeqCst);
@@ -822,7 +579,7 @@ clusters:
             stale["degraded"]
         );
     }
-    go.send_replace(true);
+    load.begin();
     let load_from = Instant::now();
     let load_from_ms = unix_ms();
 
@@ -907,8 +664,7 @@ clusters:
     );
 
     // The load stops; the server has recovered once the webhook's queue is empty.
-    load.abort_all();
-    while load.join_next().await.is_some() {}
+    load.stop().await;
     policy.hold_probes.store(false, Ordering::SeqCst);
     let load_to = Instant::now();
     let queue_at_stop = policy.waiting.load(Ordering::SeqCst);
@@ -1087,10 +843,10 @@ clusters:
         waits(waits_recovered, None),
         policy.lease_reviews_given_up.load(Ordering::SeqCst),
         policy.max_waiting.load(Ordering::SeqCst),
-        WEBHOOK_SERVICE * policy.max_waiting.load(Ordering::SeqCst) as u32 / WEBHOOK_WORKERS as u32,
+        policy.wait_behind(policy.max_waiting.load(Ordering::SeqCst)),
         queue_at_stop,
-        load_writes.load(Ordering::Relaxed),
-        load_errors.load(Ordering::Relaxed),
+        load.writes.load(Ordering::Relaxed),
+        load.errors.load(Ordering::Relaxed),
         degraded_samples,
         degraded_samples + clear_samples.len(),
     );
