@@ -400,15 +400,11 @@ impl Harness {
     /// The targets of `m` whose workers (as the hooks tell) are not exactly their owner:
     /// (target, owner, workers).
     pub fn unworked(&self, m: &ClusterModel) -> Vec<(String, Option<String>, Vec<String>)> {
-        m.targets
-            .iter()
-            .filter_map(|t| {
-                let owner = t.owner.as_deref().map(str::to_owned);
-                let workers = self.checker.workers(&t.key);
-                (workers != owner.iter().cloned().collect::<Vec<_>>())
-                    .then(|| (t.key.to_string(), owner, workers))
-            })
-            .collect()
+        self.checker.unworked(
+            m.targets
+                .iter()
+                .map(|t| (t.key.to_string(), t.owner.as_deref().map(str::to_owned))),
+        )
     }
 
     pub async fn history(&self, kind: HistoryKind) -> Vec<leasehold::store::HistoryEntry> {
