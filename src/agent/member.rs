@@ -52,7 +52,8 @@ use super::shared::{SharedLeases, WatchItem};
 use super::state::{Heart, Held, Overruns, Phase, Seen, is_newer};
 use super::writes::{self, WriteError};
 use crate::k8s::election::{self, Action};
-use crate::protocol::{self, LeaseRole, Observation};
+use crate::protocol::member::{self, Answer, Authority, Keep, Listing, Outcome, Take};
+use crate::protocol::{self, Holding, LeaseRole, Observation};
 
 /// Longest time between two decision passes when nothing happens.
 const TICK: Duration = Duration::from_secs(1);
@@ -63,9 +64,6 @@ const WRITE_BACKOFF: Duration = Duration::from_millis(250);
 const REPORTING_CONTROLLER: &str = "leasehold.io/agent";
 /// Most watch events and finished tasks taken in before one decision pass.
 const MAX_BATCH: usize = 1024;
-/// v2: how long a Lease handed to us that only one of our two watches lists yet is left for
-/// the other to list (then we adopt it without a write) before we take it with a write.
-const HANDED_WAIT_MS: i64 = 200;
 
 /// What a task reports back.
 enum Done {
@@ -185,12 +183,8 @@ impl Member {
             stopping: false,
             heart: (cfg_v2).then(|| Heart {
                 lease: None,
-                renewed: None,
-                duration: heart_duration,
+                auth: Authority::new(ms(heart_duration)),
                 writing: false,
-                retry_at: Instant::now(),
-                leaving: false,
-                leaving_written: false,
             }),
             drain_until: None,
             shared,
@@ -202,11 +196,17 @@ impl Member {
     }
 
     fn now_ms(&self) -> i64 {
-        i64::try_from(self.clock.elapsed().as_millis()).unwrap_or(i64::MAX)
+        ms(self.clock.elapsed())
     }
 
-    fn me(&self) -> &str {
-        &self.cfg.identity
+    /// `at` on this member's clock in ms (the time of `protocol::member`'s rules).
+    fn ms_of(&self, at: Instant) -> i64 {
+        ms(at.saturating_duration_since(self.clock))
+    }
+
+    /// The instant of `ms` on this member's clock.
+    fn instant(&self, ms: i64) -> Instant {
+        instant_at(self.clock, ms)
     }
 
     /// Runs until `shutdown`, then releases everything and returns.
@@ -252,10 +252,11 @@ impl Member {
             tokio::select! {
                 () = &mut shutdown, if !self.stopping && self.drain_until.is_none() => {
                     let now = Instant::now();
+                    let now_ms = self.now_ms();
                     match &mut self.heart {
-                        Some(h) if h.authority(now) && !self.held.is_empty() && !self.cfg.drain_timeout.is_zero() => {
+                        Some(h) if h.auth.holds(now_ms) && !self.held.is_empty() && !self.cfg.drain_timeout.is_zero() => {
                             tracing::info!(targets = self.held.len(), "shutting down: asking for this member's targets to be moved away first");
-                            h.leaving = true;
+                            h.auth.leaving = true;
                             self.drain_until = Some(now + self.cfg.drain_timeout);
                         }
                         _ => {
@@ -392,14 +393,16 @@ impl Member {
         {
             h.lease = lease.clone();
             // Someone else wrote the holder after our last write: it is not ours any more.
-            if view.holding.holder.as_deref() != Some(self.cfg.identity.as_str())
+            if member::keep(Some(&view), &self.cfg.identity, false) == Keep::Lost
                 && !matches!(h.phase, Phase::Acquiring | Phase::Releasing)
             {
                 tracing::warn!(target = %h.target, holder = ?view.holding.holder, "lease taken by another holder; stopping work");
-                let ended = self
-                    .heart
-                    .as_ref()
-                    .map(|hb| hb.renewed.map(|r| r + hb.duration));
+                let clock = self.clock;
+                let ended = self.heart.as_ref().map(|hb| {
+                    hb.auth
+                        .renewed
+                        .map(|r| instant_at(clock, r + hb.auth.duration_ms))
+                });
                 Self::lose(
                     &mut self.tasks,
                     &self.hooks,
@@ -517,11 +520,12 @@ impl Member {
                         h.renewed = sent;
                         h.lease = lease.clone();
                         tracing::info!(target = %h.target, "acquired");
-                        let authority = self
-                            .heart
-                            .as_ref()
-                            .is_none_or(|hb| hb.authority(Instant::now()) && !hb.leaving);
-                        if self.stopping || !authority {
+                        let now_ms = ms(self.clock.elapsed());
+                        let work = match &self.heart {
+                            Some(hb) => member::work_after_acquire(&hb.auth, self.stopping, now_ms),
+                            None => !self.stopping,
+                        };
+                        if !work {
                             // Never started: give it straight back.
                             h.phase = Phase::Releasing;
                         } else {
@@ -710,12 +714,14 @@ impl Member {
     /// no longer desired for us (or on shutdown), release it once the work stopped, renew it
     /// when due. Schedules its next look.
     fn step_held(&mut self, name: &str, now: Instant) {
-        let wanted = !self.stopping
-            && self
-                .seen
-                .get(name)
-                .is_some_and(|s| s.view.desired.as_deref() == Some(self.me()));
-        let exists = self.seen.contains_key(name);
+        // `Keep::Lost` is acted on as soon as the copy showing it arrives (`apply_from`).
+        let decision = member::keep(
+            self.seen.get(name).map(|s| &s.view),
+            &self.cfg.identity,
+            self.stopping,
+        );
+        let wanted = matches!(decision, Keep::Keep | Keep::Lost);
+        let exists = decision != Keep::Gone;
         let Some(h) = self.held.get_mut(name) else {
             return;
         };
@@ -805,10 +811,7 @@ impl Member {
         let mut strays = Vec::new();
         let now = Instant::now();
         // v2: acquire only under a live member Lease, and not while leaving.
-        let may_acquire = self
-            .heart
-            .as_ref()
-            .is_none_or(|h| h.authority(now) && !h.leaving);
+        let may_acquire = self.heart.as_ref().is_none_or(|h| h.auth.may_take(now_ms));
         let v2 = self.v2();
         // v2: the term we hold our member Lease in now, while we may take targets.
         let term = self
@@ -831,50 +834,42 @@ impl Member {
             let LeaseRole::Target(target) = &s.view.role else {
                 continue;
             };
-            if s.view.desired.as_deref() != Some(me) {
-                if s.view.holding.holder.as_deref() == Some(me) {
-                    strays.push((name.clone(), s.lease.clone()));
-                }
-                continue;
-            }
-            if !may_acquire {
-                continue;
-            }
-            // v2: a target Lease is taken only when free (or still naming us from an earlier
-            // term); another member's hold ends by its release or the control plane's revoke,
-            // never by our observation. One handed to us under our current term is ours as it
-            // is: no write (see `protocol::handed_over`).
             let action = if v2 {
-                match s.view.holding.holder.as_deref() {
-                    None => Action::Acquire,
-                    Some(h) if h == me => {
-                        // Listed by both watches: a copy one watch still shows after the other
-                        // dropped the Lease (its next move already seen, maybe by our own
-                        // handover, and forgotten) is never acted on without a write.
-                        if term.is_some() && s.view.handed_term == term {
-                            if s.sources == 0b11 {
-                                self.handed_wait.remove(name);
-                                adopt.push((name.clone(), target.clone(), s.lease.clone()));
-                                continue;
-                            }
-                            // Handed to us, but one watch does not list it yet: it will (the
-                            // Lease names us as holder and desired owner), a moment later. Taking
-                            // it with a write meanwhile would be a second write per handover
-                            // (and a second acquisition in history); wait a little first.
-                            let until = *self
-                                .handed_wait
-                                .entry(name.clone())
-                                .or_insert(now_ms + HANDED_WAIT_MS);
-                            if now_ms < until {
-                                wake_ms = wake_ms.min(until);
-                                continue;
-                            }
-                        }
-                        Action::Acquire
+                // v2: `protocol::member::take`. Only a copy both watches list is adopted as
+                // it is: one watch may still show a Lease the other dropped (its next move
+                // already seen, maybe by our own handover, and forgotten).
+                let listing = Listing {
+                    by_all: s.sources == 0b11,
+                    waiting_until: self.handed_wait.get(name).copied(),
+                };
+                match member::take(&s.view, me, may_acquire, term.as_deref(), listing, now_ms) {
+                    Take::Skip => continue,
+                    Take::GiveUp => {
+                        strays.push((name.clone(), s.lease.clone()));
+                        continue;
                     }
-                    Some(_) => continue,
+                    Take::Adopt => {
+                        self.handed_wait.remove(name);
+                        adopt.push((name.clone(), target.clone(), s.lease.clone()));
+                        continue;
+                    }
+                    Take::Wait { until } => {
+                        self.handed_wait.insert(name.clone(), until);
+                        wake_ms = wake_ms.min(until);
+                        continue;
+                    }
+                    Take::Acquire => Action::Acquire,
                 }
             } else {
+                if s.view.desired.as_deref() != Some(me) {
+                    if s.view.holding.holder.as_deref() == Some(me) {
+                        strays.push((name.clone(), s.lease.clone()));
+                    }
+                    continue;
+                }
+                if !may_acquire {
+                    continue;
+                }
                 election::decide(&s.observed, me, now_ms)
             };
             match action {
@@ -968,9 +963,10 @@ impl Member {
         });
     }
 
-    /// Protocol v2: keeps the member Lease. Past the renew deadline every hold is lost (the
-    /// work stops; nothing is written), and the next successful write starts a new term.
-    /// Writes when due; ends the drain on shutdown. Returns when it next needs a look.
+    /// Protocol v2: keeps the member Lease by `protocol::member::Authority`'s rules. Past the
+    /// renew deadline every hold is lost (the work stops; nothing is written), and the next
+    /// successful write starts a new term. Writes when due; ends the drain on shutdown.
+    /// Returns when it next needs a look.
     fn step_heart(&mut self, now: Instant) -> Option<Instant> {
         let drained = self.held.is_empty();
         if let Some(until) = self.drain_until
@@ -988,100 +984,101 @@ impl Member {
             self.stopping = true;
             self.dirty.extend(self.held.keys().cloned());
         }
+        let now_ms = self.now_ms();
         let heart = self.heart.as_mut()?;
-        if let Some(deadline) = heart.deadline()
-            && now >= deadline
-        {
+        if let Some(ended) = heart.auth.expire(now_ms) {
             tracing::warn!("member lease not renewed within its renew deadline; stopping all work");
-            self.lose_all(Some(deadline + self.cfg.default_lease_duration / 2));
-            let heart = self.heart.as_mut()?;
-            heart.renewed = None;
+            let ended = self.instant(ended);
+            self.lose_all(Some(ended));
         }
+        let clock = self.clock;
         let heart = self.heart.as_mut()?;
+        let deadline = heart.auth.deadline().map(|d| instant_at(clock, d));
         // Signing off: no more renewals once nothing is held (the exit releases the Lease).
         if heart.writing || (self.stopping && self.held.is_empty()) {
-            return heart.deadline();
+            return deadline;
         }
-        if now >= heart.due() {
-            heart.writing = true;
-            let api = self.member_api.clone();
-            let current = heart.lease.clone();
-            let (prefix, cluster, me) = (
-                self.cfg.lease_prefix.clone(),
-                self.cfg.cluster.clone(),
-                self.cfg.identity.clone(),
-            );
-            let (duration, leaving) = (heart.duration, heart.leaving);
-            let new_term = heart.renewed.is_none();
-            let overrun = self.overruns.last();
-            self.tasks.spawn(async move {
-                let sent = Instant::now();
-                let result = writes::heartbeat(
-                    &api,
-                    current.as_ref(),
-                    (&prefix, &cluster, &me),
-                    duration,
-                    (leaving, overrun.as_ref()),
-                    new_term,
-                )
-                .await;
-                Done::Heartbeat {
-                    sent,
-                    leaving,
-                    result,
-                }
-            });
-            return heart.deadline();
-        }
-        Some(heart.deadline().map_or(heart.due(), |d| d.min(heart.due())))
+        let Some(write) = heart.auth.write_due(now_ms) else {
+            let due = instant_at(clock, heart.auth.due());
+            return Some(deadline.map_or(due, |d| d.min(due)));
+        };
+        heart.writing = true;
+        let api = self.member_api.clone();
+        let current = heart.lease.clone();
+        let (prefix, cluster, me) = (
+            self.cfg.lease_prefix.clone(),
+            self.cfg.cluster.clone(),
+            self.cfg.identity.clone(),
+        );
+        let duration = self.cfg.default_lease_duration;
+        let leaving = heart.auth.leaving;
+        let overrun = self.overruns.last();
+        self.tasks.spawn(async move {
+            let sent = Instant::now();
+            let result = writes::heartbeat(
+                &api,
+                current.as_ref(),
+                (&prefix, &cluster, &me),
+                duration,
+                (leaving, overrun.as_ref()),
+                write,
+            )
+            .await;
+            Done::Heartbeat {
+                sent,
+                leaving,
+                result,
+            }
+        });
+        deadline
     }
 
-    /// Protocol v2: a member Lease write came back.
+    /// Protocol v2: a member Lease write came back (`protocol::member::Authority::answered`).
     fn on_heartbeat(&mut self, sent: Instant, leaving: bool, result: Result<Lease, WriteError>) {
+        let (sent, now) = (self.ms_of(sent), self.now_ms());
         let me = self.cfg.identity.clone();
         let Some(heart) = self.heart.as_mut() else {
             return;
         };
         heart.writing = false;
+        // A 409's fresh copy: who holds our member Lease now.
+        let holder = match &result {
+            Err(WriteError::Conflict(Some(fresh))) => Some(Holding::of(fresh.spec.as_ref()).holder),
+            _ => None,
+        };
+        let answer = match &result {
+            Ok(_) => Answer::Written,
+            Err(WriteError::Conflict(_)) => Answer::Conflict(holder.as_ref().map(Option::as_deref)),
+            Err(WriteError::NotFound) => Answer::NotFound,
+            Err(WriteError::Other(error)) => {
+                tracing::warn!(%error, "member lease write failed");
+                Answer::Failed
+            }
+        };
+        let outcome = heart
+            .auth
+            .answered(sent, leaving, answer, &me, now, ms(WRITE_BACKOFF));
         match result {
-            Ok(lease) => {
-                if heart.renewed.is_none() {
-                    tracing::info!("member lease held: this member may work");
-                }
-                heart.lease = Some(lease);
-                heart.renewed = Some(sent);
-                heart.leaving_written = leaving;
+            Ok(lease) => heart.lease = Some(lease),
+            Err(WriteError::Conflict(Some(fresh))) => heart.lease = Some(*fresh),
+            Err(WriteError::NotFound) => heart.lease = None,
+            Err(_) => {}
+        }
+        match outcome {
+            Outcome::Renewed { new_term: true } => {
+                tracing::info!("member lease held: this member may work");
             }
-            Err(WriteError::Conflict(Some(fresh))) => {
-                let holder = protocol::Holding::of(fresh.spec.as_ref()).holder;
-                heart.lease = Some(*fresh);
-                if holder.as_deref() != Some(me.as_str()) && heart.renewed.is_some() {
-                    // Fenced by the control plane (or released by an earlier run): whatever
-                    // it decided, this member's holds may be given away now.
-                    tracing::warn!(
-                        ?holder,
-                        "member lease fenced or taken: stopping all work and registering again"
-                    );
-                    let ended = heart.renewed.map(|r| r + heart.duration);
-                    heart.renewed = None;
-                    self.lose_all(ended);
-                }
+            Outcome::Lost { ended } => {
+                // Fenced by the control plane (or released by an earlier run), or deleted:
+                // whatever it decided, this member's holds may be given away now.
+                tracing::warn!(
+                    holder = ?holder.flatten(),
+                    "member lease fenced, taken or deleted: stopping all work and registering again"
+                );
+                let ended = self.instant(ended);
+                self.lose_all(Some(ended));
             }
-            Err(WriteError::NotFound) => {
-                heart.lease = None;
-                if heart.renewed.is_some() {
-                    tracing::warn!("member lease deleted: stopping all work and registering again");
-                    let ended = heart.renewed.map(|r| r + heart.duration);
-                    heart.renewed = None;
-                    self.lose_all(ended);
-                }
-            }
-            Err(WriteError::Conflict(None)) | Err(WriteError::Other(_)) => {
-                heart.retry_at = Instant::now() + WRITE_BACKOFF;
-                if let Err(WriteError::Other(error)) = &result {
-                    tracing::warn!(%error, "member lease write failed");
-                }
-            }
+            Outcome::Renewed { new_term: false } | Outcome::Retry | Outcome::Nothing => {}
         }
     }
 
@@ -1139,6 +1136,16 @@ impl Member {
             }
         });
     }
+}
+
+/// `d` in whole ms, as `protocol::member`'s rules count time.
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The instant `ms` after `clock` (the member's clock origin); before it, the origin.
+fn instant_at(clock: Instant, ms: i64) -> Instant {
+    clock + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
 /// Runs one hook as an owned task and reports back.
@@ -1255,7 +1262,7 @@ mod tests {
     /// have moved past), it is neither worked on nor written at first: once the other watch
     /// lists it too it is adopted without a write (a write there was a second acquisition per
     /// handover, recorded twice in history); if the other watch has not listed it after
-    /// `HANDED_WAIT_MS`, it is acquired by a write.
+    /// `protocol::member::HANDED_WAIT_MS`, it is acquired by a write.
     #[tokio::test]
     async fn a_target_handed_over_under_this_members_term_is_worked_on_without_a_write() {
         let mut heart =
@@ -1277,9 +1284,10 @@ mod tests {
         ] {
             let mut m = member_v2();
             m.cfg.identity = "c-2".into();
+            let now_ms = m.now_ms();
             if let Some(h) = m.heart.as_mut() {
                 h.lease = Some(heart.clone());
-                h.renewed = Some(Instant::now());
+                h.auth.renewed = Some(now_ms);
             }
             m.synced = true;
             let desire = Desire {
@@ -1305,7 +1313,7 @@ mod tests {
                         m.on_event(Event::Apply(out.clone()), 0, &mut Vec::new());
                     }
                     // The other watch stays silent past the wait (our clock moved on).
-                    _ => m.clock -= Duration::from_millis(HANDED_WAIT_MS as u64 + 50),
+                    _ => m.clock -= Duration::from_millis(member::HANDED_WAIT_MS as u64 + 50),
                 }
             }
             m.step();

@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
+use crate::protocol::member::Authority;
 use crate::protocol::{LeaseView, Observation, Overrun};
 
 /// A Lease of the cluster as last seen.
@@ -76,41 +77,14 @@ impl Overruns {
     }
 }
 
-/// Protocol v2: this member's own member Lease, its authority to work on anything.
+/// Protocol v2: this member's own member Lease, its authority to work on anything. The rules
+/// — when to write it, when the authority ends — are `protocol::member`'s [`Authority`], on
+/// the member's clock in ms.
 pub(super) struct Heart {
     /// The freshest copy known (`None`: create it).
     pub(super) lease: Option<Lease>,
-    /// When the last successful write of the current term was sent; `None` when the member
-    /// has no authority (not registered yet, fenced, or past its renew deadline).
-    pub(super) renewed: Option<Instant>,
-    pub(super) duration: Duration,
+    pub(super) auth: Authority,
     pub(super) writing: bool,
-    /// No write before this (after a failed one).
-    pub(super) retry_at: Instant,
-    /// The member is stopping and wants its targets moved away first.
-    pub(super) leaving: bool,
-    /// `leaving` as last written.
-    pub(super) leaving_written: bool,
-}
-
-impl Heart {
-    /// The renew deadline of the current term: past it, all work stops.
-    pub(super) fn deadline(&self) -> Option<Instant> {
-        self.renewed.map(|r| r + self.duration * 2 / 3)
-    }
-    /// Whether the member may work at `now`.
-    pub(super) fn authority(&self, now: Instant) -> bool {
-        self.deadline().is_some_and(|d| now < d)
-    }
-    /// When the next write is due.
-    pub(super) fn due(&self) -> Instant {
-        match self.renewed {
-            Some(r) if self.leaving == self.leaving_written => {
-                (r + self.duration / 3).max(self.retry_at)
-            }
-            _ => self.retry_at,
-        }
-    }
 }
 
 /// Where a held target is in its life on this member.

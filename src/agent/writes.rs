@@ -12,7 +12,7 @@ use kube::api::{Api, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 
 use crate::k8s::election::is_conflict;
-use crate::protocol::{self, Holding, Overrun};
+use crate::protocol::{self, Holding, Overrun, member};
 
 /// Bound on a release write (acquisitions and renewals are bounded by a third of the duration),
 /// and on publishing an Event.
@@ -53,56 +53,45 @@ pub(super) async fn hold(
     put(api, name, &next, duration / 3).await
 }
 
-/// Protocol v2: registers (creates, or takes again after a release or a fence — or, with
-/// `new_term`, after losing its authority: `protocol::member_taken_again`) or renews the
-/// member Lease `name` of `me`, carrying `leaving` and the member's last overrun, if any. `current` is the freshest copy known
-/// (`None`: create it). A create that finds the Lease already there answers like a 409, with
-/// the copy read after it.
+/// Protocol v2: the member Lease write `write` of `me` (`protocol::member::member_lease_write`:
+/// register — create —, take again in a new term, or renew), carrying `leaving` and the
+/// member's last overrun, if any. `current` is the freshest copy known (`None`: create it). A
+/// create that finds the Lease already there answers like a 409, with the copy read after it.
 pub(super) async fn heartbeat(
     api: &Api<Lease>,
     current: Option<&Lease>,
     (prefix, cluster, me): (&str, &str, &str),
     duration: Duration,
     (leaving, overrun): (bool, Option<&Overrun>),
-    new_term: bool,
+    write: member::Write,
 ) -> Result<Lease, WriteError> {
     let secs = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
-    let now = jiff::Timestamp::now();
-    let name = protocol::names::member_lease(prefix, cluster, me);
     let timeout = (duration / 3).max(MIN_WRITE_TIMEOUT);
-    let report = |mut l: Lease| {
-        if let Some(o) = overrun {
-            protocol::report_overrun(&mut l, o);
-        }
-        l
-    };
-    match current {
-        Some(l) => {
-            let write = if new_term {
-                protocol::member_taken_again
-            } else {
-                protocol::member_renewed
-            };
-            let next = report(write(l, me, now, secs, leaving));
-            put(api, &name, &next, timeout).await
-        }
-        None => {
-            let new = report(protocol::new_member_lease(
-                prefix, cluster, me, now, secs, leaving,
-            ));
-            let res = tokio::time::timeout(timeout, api.create(&PostParams::default(), &new)).await;
-            match res {
-                Ok(Ok(l)) => Ok(l),
-                Ok(Err(e)) if is_conflict(&e) => {
-                    match tokio::time::timeout(timeout, api.get_opt(&name)).await {
-                        Ok(Ok(Some(l))) => Err(WriteError::Conflict(Some(Box::new(l)))),
-                        _ => Err(WriteError::Conflict(None)),
-                    }
-                }
-                Ok(Err(e)) => Err(WriteError::Other(e.to_string())),
-                Err(_) => Err(WriteError::Other(format!("no answer within {timeout:?}"))),
+    let (mut next, create) = member::member_lease_write(
+        current,
+        write,
+        (prefix, cluster, me),
+        jiff::Timestamp::now(),
+        secs,
+        leaving,
+    );
+    if let Some(o) = overrun {
+        protocol::report_overrun(&mut next, o);
+    }
+    let name = protocol::names::member_lease(prefix, cluster, me);
+    if !create {
+        return put(api, &name, &next, timeout).await;
+    }
+    match tokio::time::timeout(timeout, api.create(&PostParams::default(), &next)).await {
+        Ok(Ok(l)) => Ok(l),
+        Ok(Err(e)) if is_conflict(&e) => {
+            match tokio::time::timeout(timeout, api.get_opt(&name)).await {
+                Ok(Ok(Some(l))) => Err(WriteError::Conflict(Some(Box::new(l)))),
+                _ => Err(WriteError::Conflict(None)),
             }
         }
+        Ok(Err(e)) => Err(WriteError::Other(e.to_string())),
+        Err(_) => Err(WriteError::Other(format!("no answer within {timeout:?}"))),
     }
 }
 

@@ -7,6 +7,7 @@
 //! label) and their own member Lease. Every write built here is sent as a compare-and-swap on
 //! `resourceVersion` by the caller. Pure: no I/O, no clock (`now` is passed in).
 
+pub mod member;
 pub mod names;
 
 use std::collections::BTreeMap;
