@@ -19,9 +19,11 @@
 //!
 //! Protocol v2 (`AgentConfig::protocol_version`): holds are not renewed; the member Lease
 //! (`Heart`) is renewed instead, and past its renew deadline — or when it is found fenced or
-//! deleted — every hold is lost at once. Two label-selected watches (or their equivalent from
-//! the process's `SharedLeases`) feed `seen`, each Lease remembering which of them list it. A
-//! Lease handed to us is adopted only once both list it. On shutdown the member first drains:
+//! deleted — every hold is lost at once. The v2 decisions are `protocol::member`'s pure rules
+//! (`Authority`, `take`, `keep`), the ones the seeded simulation checks; this loop runs them.
+//! Two label-selected watches (or their equivalent from the process's `SharedLeases`) feed
+//! `seen`, each Lease remembering which of them list it. A Lease handed to us is adopted only
+//! once both list it. On shutdown the member first drains:
 //! it writes `leaving` and waits (at most the drain timeout) until the control plane has moved
 //! everything away.
 //!
@@ -1012,6 +1014,7 @@ impl Member {
         );
         let duration = self.cfg.default_lease_duration;
         let leaving = heart.auth.leaving;
+        let timeout = Duration::from_millis(u64::try_from(heart.auth.write_timeout()).unwrap_or(0));
         let overrun = self.overruns.last();
         self.tasks.spawn(async move {
             let sent = Instant::now();
@@ -1021,7 +1024,7 @@ impl Member {
                 (&prefix, &cluster, &me),
                 duration,
                 (leaving, overrun.as_ref()),
-                write,
+                (write, timeout),
             )
             .await;
             Done::Heartbeat {

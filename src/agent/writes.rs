@@ -55,7 +55,8 @@ pub(super) async fn hold(
 
 /// Protocol v2: the member Lease write `write` of `me` (`protocol::member::member_lease_write`:
 /// register — create —, take again in a new term, or renew), carrying `leaving` and the
-/// member's last overrun, if any. `current` is the freshest copy known (`None`: create it). A
+/// member's last overrun, if any, waiting `timeout` for the answer
+/// (`protocol::member::Authority::write_timeout`). `current` is the freshest copy known (`None`: create it). A
 /// create that finds the Lease already there answers like a 409, with the copy read after it.
 pub(super) async fn heartbeat(
     api: &Api<Lease>,
@@ -63,10 +64,10 @@ pub(super) async fn heartbeat(
     (prefix, cluster, me): (&str, &str, &str),
     duration: Duration,
     (leaving, overrun): (bool, Option<&Overrun>),
-    write: member::Write,
+    (write, timeout): (member::Write, Duration),
 ) -> Result<Lease, WriteError> {
     let secs = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
-    let timeout = (duration / 3).max(MIN_WRITE_TIMEOUT);
+    let timeout = timeout.max(MIN_WRITE_TIMEOUT);
     let (mut next, create) = member::member_lease_write(
         current,
         write,

@@ -130,6 +130,16 @@ impl Authority {
         })
     }
 
+    /// How long to wait for the answer to a member Lease write (ms): `2D/3`. A write sent at `s`
+    /// gives authority until `s + 2D/3` whenever its answer comes, so until then the answer is
+    /// worth waiting for; giving up sooner (as at `D/3`, the write's due interval) throws away
+    /// every renewal of a server slower than that — the write lands anyway, the next one meets
+    /// a 409 and a re-read, and the member loses its authority for nothing. While it waits the
+    /// member sends no other write of its member Lease (one compare-and-swap at a time).
+    pub fn write_timeout(&self) -> i64 {
+        self.duration_ms * 2 / 3
+    }
+
     /// At `now`, past the renew deadline: the authority ends — every piece of work stops, and
     /// nothing is written. Returns when the hold ended by the member's clock (`renewed + D`,
     /// for the overrun report), or `None` when nothing changed.
