@@ -76,7 +76,8 @@ pub struct AgentArgs {
     /// Bound on one hook call (seconds).
     #[arg(long, default_value_t = 5)]
     pub hook_timeout: u64,
-    /// Bound on concurrent Lease writes.
+    /// Most target Lease writes in flight at once (the limit adapts to the API server's latency
+    /// below it; member Lease renewals never wait for it).
     #[arg(long, default_value_t = crate::agent::DEFAULT_MAX_PARALLEL)]
     pub max_parallel: usize,
     /// Version of the member protocol: 1, or 2 (one member Lease for liveness; the cluster's

@@ -28,7 +28,7 @@
 //! | `leasehold_members_ready` | gauge | `cluster` | ready, not terminating member pods, at scrape time |
 //! | `leasehold_cluster_stale` | gauge | `cluster` | 1 while a watch the cluster depends on is down, not yet synced, or not proven current by a watch probe within a lease duration |
 //! | `leasehold_control_plane_acting` | gauge | | 1 if this replica holds the control-plane Lease |
-//! | `leasehold_lease_write_concurrency` | gauge | | control-loop Lease writes allowed in flight at once, adapted to the API server's latency (`engine::pacing`) |
+//! | `leasehold_lease_write_concurrency` | gauge | | control-loop Lease writes allowed in flight at once, adapted to the API server's latency (`k8s::pacing`) |
 //!
 //! **Handoff gap.** Measured by the index on the watch events it is fed, with the control
 //! plane's wall clock (see `LeaseEntry::handoff_gap_ms`): when a target's Lease shows a new

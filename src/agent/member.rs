@@ -44,16 +44,17 @@ use kube::api::Api;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher::{self, Event};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 
 use super::AgentConfig;
 use super::hooks::{Assignment, HookEvent, Hooks, call_bounded};
 use super::shared::{SharedLeases, WatchItem};
-use super::state::{Heart, Held, Overruns, Phase, Seen, is_newer};
+use super::state::{Gate, Heart, Held, Overruns, Phase, Seen, is_newer};
 use super::writes::{self, WriteError};
 use crate::k8s::election::{self, Action};
+use crate::k8s::pacing::Sample;
 use crate::protocol::member::{self, Answer, Authority, Keep, Listing, Outcome, Take};
 use crate::protocol::{self, Holding, LeaseRole, Observation};
 
@@ -81,6 +82,7 @@ enum Done {
     },
     Released {
         name: String,
+        sent: Instant,
         /// The Lease as written (absent when it was already gone or taken).
         result: Result<Option<Lease>, String>,
     },
@@ -122,7 +124,10 @@ pub(super) struct Member {
     /// yet, and until when (our clock, ms) we wait for it before taking them with a write.
     handed_wait: BTreeMap<String, i64>,
     tasks: JoinSet<Done>,
-    writes: Arc<Semaphore>,
+    /// The target Lease writes' adaptive limit (the member Lease's writes are not under it).
+    gate: Gate,
+    /// Target Lease writes that failed in a row (not 409s), for the backoff.
+    failures: BTreeMap<String, u32>,
     /// Leases touched since the last pass (seen, written, hooked, deleted).
     dirty: BTreeSet<String>,
     /// When held Leases next need a look (renewal or renew deadline). Entries are not removed
@@ -165,7 +170,8 @@ impl Member {
             events: Recorder::new(client.clone(), reporter),
             api: Api::namespaced(client.clone(), &cfg.namespace),
             member_api: Api::namespaced(client, &cfg.member_namespace),
-            writes: Arc::new(Semaphore::new(cfg.max_parallel.max(1))),
+            gate: Gate::new(cfg.max_parallel),
+            failures: BTreeMap::new(),
             cfg,
             hooks,
             published,
@@ -187,6 +193,7 @@ impl Member {
                 lease: None,
                 auth: Authority::new(ms(heart_duration)),
                 writing: false,
+                failures: 0,
             }),
             drain_until: None,
             shared,
@@ -511,6 +518,21 @@ impl Member {
         };
         self.publish_due |= !matches!(done, Done::Renewed { .. });
         self.dirty.insert(name);
+        let now = Instant::now();
+        match &done {
+            Done::Acquired { sent, result, .. } | Done::Renewed { sent, result, .. } => {
+                self.gate
+                    .observe(*sent, WriteError::sample(result, now - *sent));
+            }
+            Done::Released { sent, result, .. } => {
+                let sample = match result {
+                    Ok(_) => Sample::Answered(now - *sent),
+                    Err(_) => Sample::Overloaded,
+                };
+                self.gate.observe(*sent, sample);
+            }
+            _ => {}
+        }
         match done {
             Done::Acquired { name, sent, result } => {
                 let Some(h) = self.held.get_mut(&name) else {
@@ -521,6 +543,7 @@ impl Member {
                     Ok(lease) => {
                         h.renewed = sent;
                         h.lease = lease.clone();
+                        self.failures.remove(&name);
                         tracing::info!(target = %h.target, "acquired");
                         let now_ms = ms(self.clock.elapsed());
                         let work = match &self.heart {
@@ -546,9 +569,8 @@ impl Member {
                     Err(e) => {
                         let target = h.target.clone();
                         self.held.remove(&name);
-                        if !matches!(e, WriteError::Conflict(_)) {
-                            self.not_before
-                                .insert(name.clone(), Instant::now() + WRITE_BACKOFF);
+                        if let Some(pause) = self.backoff(&name, &e) {
+                            self.not_before.insert(name.clone(), Instant::now() + pause);
                         }
                         self.write_failed(&name, &target, "acquire", e);
                     }
@@ -563,18 +585,21 @@ impl Member {
                     Ok(lease) => {
                         h.renewed = sent;
                         h.lease = lease.clone();
+                        self.failures.remove(&name);
                         self.apply(lease);
                     }
                     Err(e) => {
-                        if !matches!(e, WriteError::Conflict(_)) {
-                            h.retry_at = Instant::now() + WRITE_BACKOFF;
-                        }
                         let target = h.target.clone();
+                        if let Some(pause) = self.backoff(&name, &e)
+                            && let Some(h) = self.held.get_mut(&name)
+                        {
+                            h.retry_at = Instant::now() + pause;
+                        }
                         self.write_failed(&name, &target, "renew", e);
                     }
                 }
             }
-            Done::Released { name, result } => {
+            Done::Released { name, result, .. } => {
                 let stray = self.orphans.remove(&name);
                 let held = self.held.remove(&name);
                 match (result, held) {
@@ -593,7 +618,9 @@ impl Member {
                         if stray {
                             tracing::warn!(lease = %name, %error, "releasing a stray lease failed");
                         }
-                        self.not_before.insert(name, Instant::now() + WRITE_BACKOFF);
+                        let pause = self.backoff(&name, &WriteError::Other(String::new()));
+                        self.not_before
+                            .insert(name, Instant::now() + pause.unwrap_or(WRITE_BACKOFF));
                     }
                 }
             }
@@ -641,8 +668,29 @@ impl Member {
                 tracing::info!(%target, what, "lease deleted");
                 self.seen.remove(name);
             }
-            WriteError::Other(error) => tracing::warn!(%target, what, %error, "lease write failed"),
+            WriteError::Busy { error, .. } | WriteError::Other(error) => {
+                tracing::warn!(%target, what, %error, "lease write failed")
+            }
         }
+    }
+
+    /// After target Lease write `name` failed with `e`: how long to wait before the next try
+    /// (`writes::retry_delay`: jittered, growing with the failures in a row, at least what a
+    /// 429 asked, at most `D/3`), or `None` for a 409 or a 404, which are re-decided at once.
+    fn backoff(&mut self, name: &str, e: &WriteError) -> Option<Duration> {
+        let retry_after = match e {
+            WriteError::Conflict(_) | WriteError::NotFound => return None,
+            WriteError::Busy { retry_after, .. } => *retry_after,
+            WriteError::Other(_) => None,
+        };
+        let failures = self.failures.entry(name.to_owned()).or_default();
+        *failures = failures.saturating_add(1);
+        Some(writes::retry_delay(
+            *failures,
+            retry_after,
+            self.cfg.default_lease_duration / 3,
+            rand::random(),
+        ))
     }
 
     /// One decision pass over what changed and what is due; returns when the next one is due
@@ -939,9 +987,9 @@ impl Member {
         let v2 = self.v2();
         let api = self.api.clone();
         let me = self.cfg.identity.clone();
-        let writes = self.writes.clone();
+        let permits = self.gate.permits.clone();
         self.tasks.spawn(async move {
-            let _permit = writes.acquire_owned().await;
+            let _permit = permits.acquire_owned().await;
             let sent = Instant::now();
             let result = writes::hold(&api, &name, &lease, &me, duration, v2).await;
             if acquiring {
@@ -956,12 +1004,13 @@ impl Member {
     fn spawn_release(&mut self, name: String, lease: Lease) {
         let api = self.api.clone();
         let me = self.cfg.identity.clone();
-        let writes = self.writes.clone();
+        let permits = self.gate.permits.clone();
         let v2 = self.v2();
         self.tasks.spawn(async move {
-            let _permit = writes.acquire_owned().await;
+            let _permit = permits.acquire_owned().await;
+            let sent = Instant::now();
             let result = writes::release(&api, &name, lease, &me, v2).await;
-            Done::Released { name, result }
+            Done::Released { name, sent, result }
         });
     }
 
@@ -1053,14 +1102,37 @@ impl Member {
             Ok(_) => Answer::Written,
             Err(WriteError::Conflict(_)) => Answer::Conflict(holder.as_ref().map(Option::as_deref)),
             Err(WriteError::NotFound) => Answer::NotFound,
-            Err(WriteError::Other(error)) => {
+            Err(WriteError::Busy { error, .. } | WriteError::Other(error)) => {
                 tracing::warn!(%error, "member lease write failed");
                 Answer::Failed
             }
         };
+        // A failed write is retried after a jittered backoff, at least what a 429 asked —
+        // within `D/6`, so that a retry still lands within the renew deadline.
+        let backoff = match (&answer, &result) {
+            (Answer::Failed, Err(e)) => {
+                heart.failures = heart.failures.saturating_add(1);
+                let retry_after = match e {
+                    WriteError::Busy { retry_after, .. } => *retry_after,
+                    _ => None,
+                };
+                let cap =
+                    Duration::from_millis(u64::try_from(heart.auth.duration_ms / 6).unwrap_or(0));
+                ms(writes::retry_delay(
+                    heart.failures,
+                    retry_after,
+                    cap,
+                    rand::random(),
+                ))
+            }
+            _ => {
+                heart.failures = 0;
+                ms(WRITE_BACKOFF)
+            }
+        };
         let outcome = heart
             .auth
-            .answered(sent, leaving, answer, &me, now, ms(WRITE_BACKOFF));
+            .answered(sent, leaving, answer, &me, now, backoff);
         match result {
             Ok(lease) => heart.lease = Some(lease),
             Err(WriteError::Conflict(Some(fresh))) => heart.lease = Some(*fresh),

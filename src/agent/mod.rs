@@ -65,7 +65,8 @@ pub struct AgentConfig {
     pub default_lease_duration: Duration,
     /// Bound on each hook call.
     pub hook_timeout: Duration,
-    /// Bound on concurrent Lease writes.
+    /// Most target Lease writes in flight at once: the member's limit adapts to the API
+    /// server's latency below it (`k8s::pacing`); its member Lease's writes are not counted.
     pub max_parallel: usize,
     /// Member protocol version: 1 (renew every held target Lease) or 2 (renew one member Lease,
     /// of duration [`Self::default_lease_duration`]; target Leases are written only on

@@ -1,15 +1,18 @@
 //! What the member loop keeps per Lease: the copy last seen with its [`Observation`], and for
 //! the Leases it holds, the phase of the handoff and the renewal clock; in protocol v2 also
-//! the member Lease ([`Heart`]), whose renew deadline bounds all the member's work; and the
-//! member's [`Overruns`]. Plain data and pure helpers; the loop in `member` drives them.
+//! the member Lease ([`Heart`]), whose renew deadline bounds all the member's work; the
+//! member's [`Overruns`]; and the adaptive limit of its target Lease writes ([`Gate`]). Plain
+//! data and pure helpers; the loop in `member` drives them.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
+use crate::k8s::pacing::{INITIAL_LIMIT, Limiter, Sample};
 use crate::protocol::member::Authority;
 use crate::protocol::{LeaseView, Observation, Overrun};
 
@@ -85,6 +88,52 @@ pub(super) struct Heart {
     pub(super) lease: Option<Lease>,
     pub(super) auth: Authority,
     pub(super) writing: bool,
+    /// Writes failed in a row (for the backoff).
+    pub(super) failures: u32,
+}
+
+/// How many target Lease writes the member may have in flight: the [`Limiter`]'s adaptive
+/// limit (at most `cap`, the configured `max_parallel`), applied to the permits of the
+/// semaphore every write task takes one of. The member Lease's writes take none.
+pub(super) struct Gate {
+    pub(super) permits: Arc<Semaphore>,
+    limiter: Limiter,
+    /// Permits the semaphore has in all (held or free).
+    total: usize,
+    cap: usize,
+}
+
+impl Gate {
+    pub(super) fn new(cap: usize) -> Self {
+        let cap = cap.max(1);
+        let total = INITIAL_LIMIT.min(cap);
+        Gate {
+            permits: Arc::new(Semaphore::new(total)),
+            limiter: Limiter::default(),
+            total,
+            cap,
+        }
+    }
+
+    /// A write sent at `sent` went as `sample`: the limit follows. A decrease takes free
+    /// permits away at once and the rest as they are returned (at a later observation).
+    pub(super) fn observe(&mut self, sent: Instant, sample: Sample) {
+        self.limiter
+            .observe(sent.into_std(), sample, Instant::now().into_std());
+        let want = self.limiter.limit().clamp(1, self.cap);
+        if want > self.total {
+            self.permits.add_permits(want - self.total);
+            self.total = want;
+        } else if want < self.total {
+            self.total -= self.permits.forget_permits(self.total - want);
+        }
+    }
+
+    /// Writes allowed in flight now.
+    #[cfg(test)]
+    pub(super) fn limit(&self) -> usize {
+        self.total
+    }
 }
 
 /// Where a held target is in its life on this member.
@@ -178,6 +227,31 @@ mod tests {
         let mut l = Lease::default();
         l.metadata.resource_version = Some(rv.into());
         l
+    }
+
+    #[tokio::test]
+    async fn the_write_gate_follows_the_servers_latency() {
+        let mut g = Gate::new(16);
+        assert_eq!(g.limit(), INITIAL_LIMIT);
+        let held = g.permits.clone().acquire_many_owned(3).await.unwrap();
+        for _ in 0..4 {
+            g.observe(Instant::now(), Sample::Overloaded);
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        assert!(g.limit() < INITIAL_LIMIT, "backs off: {}", g.limit());
+        assert!(
+            g.limit() >= 3,
+            "permits in use are not taken back until returned"
+        );
+        drop(held);
+        g.observe(Instant::now(), Sample::Overloaded);
+        let after = g.limit();
+        assert_eq!(g.permits.available_permits(), after);
+        for _ in 0..200 {
+            g.observe(Instant::now(), Sample::Answered(Duration::from_millis(5)));
+        }
+        assert_eq!(g.limit(), 16, "grows back, to the configured cap at most");
+        assert_eq!(g.permits.available_permits(), 16);
     }
 
     #[test]

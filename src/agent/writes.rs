@@ -12,6 +12,7 @@ use kube::api::{Api, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 
 use crate::k8s::election::is_conflict;
+use crate::k8s::pacing::Sample;
 use crate::protocol::{self, Holding, Overrun, member};
 
 /// Bound on a release write (acquisitions and renewals are bounded by a third of the duration),
@@ -21,6 +22,8 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 const RELEASE_TRIES: usize = 3;
 /// Shortest bound on one write, whatever the duration.
 const MIN_WRITE_TIMEOUT: Duration = Duration::from_millis(200);
+/// The first pause before retrying a failed write ([`retry_delay`]).
+const BACKOFF_BASE: Duration = Duration::from_millis(250);
 
 /// Why a write did not go through.
 pub(super) enum WriteError {
@@ -28,8 +31,43 @@ pub(super) enum WriteError {
     Conflict(Option<Box<Lease>>),
     /// The Lease is gone.
     NotFound,
-    /// Anything else (timeouts, connection errors, other statuses).
+    /// Refused for load (429, 5xx) or not answered in time: back off, at least `retry_after`
+    /// when the server said (a 429's `retryAfterSeconds`, as API Priority and Fairness sends).
+    Busy {
+        error: String,
+        retry_after: Option<Duration>,
+    },
+    /// Anything else (connection errors, other statuses).
     Other(String),
+}
+
+impl WriteError {
+    /// How a write went, for the [write limit](crate::k8s::pacing), answered `took` after it
+    /// was sent.
+    pub(super) fn sample<T>(result: &Result<T, WriteError>, took: Duration) -> Sample {
+        match result {
+            Err(WriteError::Busy { .. } | WriteError::Other(_)) => Sample::Overloaded,
+            Ok(_) | Err(WriteError::Conflict(_) | WriteError::NotFound) => Sample::Answered(took),
+        }
+    }
+}
+
+/// The pause before retrying a write that failed (not a 409: that is re-decided at once on the
+/// fresh copy) for the `failures`-th time in a row: 250 ms doubling up to `cap`, drawn at random
+/// from its upper half so that members that failed together do not retry together — and never
+/// shorter than the server's `retry_after` (itself at most `cap`). `unit` is a random draw in
+/// `[0, 1)`.
+pub(super) fn retry_delay(
+    failures: u32,
+    retry_after: Option<Duration>,
+    cap: Duration,
+    unit: f64,
+) -> Duration {
+    let base = BACKOFF_BASE
+        .saturating_mul(1 << failures.saturating_sub(1).min(8))
+        .min(cap);
+    let jittered = base.mul_f64(0.5 + 0.5 * unit.clamp(0.0, 1.0));
+    jittered.max(retry_after.unwrap_or_default().min(cap))
 }
 
 /// Acquire or renew, bounded by a third of the duration (a later answer could not keep the
@@ -91,8 +129,8 @@ pub(super) async fn heartbeat(
                 _ => Err(WriteError::Conflict(None)),
             }
         }
-        Ok(Err(e)) => Err(WriteError::Other(e.to_string())),
-        Err(_) => Err(WriteError::Other(format!("no answer within {timeout:?}"))),
+        Ok(Err(e)) => Err(classify(e)),
+        Err(_) => Err(busy_timeout(timeout)),
     }
 }
 
@@ -147,7 +185,7 @@ pub(super) async fn release(
             Err(WriteError::Conflict(None)) => {
                 return Err("conflict, and the re-read failed".to_owned());
             }
-            Err(WriteError::Other(e)) => return Err(e),
+            Err(WriteError::Busy { error: e, .. } | WriteError::Other(e)) => return Err(e),
         }
     }
     Err("the lease kept changing".to_owned())
@@ -173,7 +211,97 @@ async fn put(
                 _ => Err(WriteError::Conflict(None)),
             }
         }
-        Ok(Err(e)) => Err(WriteError::Other(e.to_string())),
-        Err(_) => Err(WriteError::Other(format!("no answer within {timeout:?}"))),
+        Ok(Err(e)) => Err(classify(e)),
+        Err(_) => Err(busy_timeout(timeout)),
+    }
+}
+
+/// A failed request that is not a 409 or a 404: busy (429, 5xx) or other.
+fn classify(e: kube::Error) -> WriteError {
+    match e {
+        kube::Error::Api(s) if s.code == 429 || s.code >= 500 => WriteError::Busy {
+            retry_after: s
+                .details
+                .as_ref()
+                .map(|d| d.retry_after_seconds)
+                .filter(|secs| *secs > 0)
+                .map(|secs| Duration::from_secs(secs.into())),
+            error: format!("{} ({})", s.message, s.code),
+        },
+        e => WriteError::Other(e.to_string()),
+    }
+}
+
+/// No answer within `timeout`: the server is slow (or the connection is gone).
+fn busy_timeout(timeout: Duration) -> WriteError {
+    WriteError::Busy {
+        error: format!("no answer within {timeout:?}"),
+        retry_after: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_with_jitter_and_honour_retry_after() {
+        let cap = Duration::from_secs(3);
+        let ms = Duration::from_millis;
+        assert_eq!(retry_delay(1, None, cap, 0.0), ms(125));
+        assert_eq!(retry_delay(1, None, cap, 1.0), ms(250));
+        assert_eq!(retry_delay(3, None, cap, 1.0), ms(1_000));
+        assert_eq!(
+            retry_delay(30, None, cap, 1.0),
+            cap,
+            "doubling stops at the cap"
+        );
+        assert_eq!(retry_delay(30, None, cap, 0.0), cap / 2);
+        assert_eq!(
+            retry_delay(1, Some(Duration::from_secs(1)), cap, 0.0),
+            Duration::from_secs(1),
+            "never sooner than the server asked"
+        );
+        assert_eq!(
+            retry_delay(1, Some(Duration::from_secs(60)), cap, 0.0),
+            cap,
+            "but not past the cap"
+        );
+    }
+
+    #[test]
+    fn refusals_for_load_are_busy_and_carry_retry_after() {
+        let status = |code: u16, retry: u32| {
+            let s: kube::core::Status = serde_json::from_value(serde_json::json!({
+                "code": code,
+                "message": "too many requests",
+                "details": { "retryAfterSeconds": retry },
+            }))
+            .unwrap();
+            kube::Error::Api(s.boxed())
+        };
+        match classify(status(429, 2)) {
+            WriteError::Busy { retry_after, .. } => {
+                assert_eq!(retry_after, Some(Duration::from_secs(2)))
+            }
+            _ => panic!("a 429 is busy"),
+        }
+        assert!(matches!(
+            classify(status(503, 0)),
+            WriteError::Busy {
+                retry_after: None,
+                ..
+            }
+        ));
+        assert!(matches!(classify(status(422, 0)), WriteError::Other(_)));
+        let took = Duration::from_millis(7);
+        assert_eq!(
+            WriteError::sample::<()>(&Err(classify(status(429, 1))), took),
+            Sample::Overloaded
+        );
+        assert_eq!(
+            WriteError::sample::<()>(&Err(WriteError::Conflict(None)), took),
+            Sample::Answered(took)
+        );
     }
 }

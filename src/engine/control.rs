@@ -19,12 +19,12 @@ use kube::Api;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::pacing::Sample;
 use super::placement::{self, Action};
 use super::{Engine, EngineError, Inner, PlanRequest, View, views};
 use crate::config::{Cluster, OnJoin};
 use crate::k8s::leases;
 use crate::k8s::model::ClusterModel;
+use crate::k8s::pacing::Sample;
 use crate::model::OperationState;
 use crate::protocol::{self, Protocol};
 use crate::store::now_ms;
@@ -335,7 +335,7 @@ struct LeaseApis {
     members: Api<Lease>,
 }
 
-/// Makes one batch of writes, as many at once as the [pacing](super::pacing) limit allows
+/// Makes one batch of writes, as many at once as the [pacing](crate::k8s::pacing) limit allows
 /// (read again after each write, so that it follows the API server's latency within a batch).
 async fn write_batch(
     inner: &Inner,

@@ -5,7 +5,6 @@
 
 mod control;
 mod operations;
-pub mod pacing;
 pub mod placement;
 pub mod planner;
 mod proposals;
@@ -30,6 +29,7 @@ use crate::config::{Cluster, Config};
 use crate::k8s::election::{ElectionConfig, LeaderElector};
 use crate::k8s::index::Index;
 use crate::k8s::model::ClusterModel;
+use crate::k8s::pacing;
 use crate::k8s::probe::{Probed, Probes};
 use crate::k8s::watch::{self as watchers, SharedIndex};
 use crate::metrics::Metrics;

@@ -5,5 +5,6 @@ pub mod election;
 pub mod index;
 pub mod leases;
 pub mod model;
+pub mod pacing;
 pub mod probe;
 pub mod watch;

@@ -1,9 +1,11 @@
-//! How many of the control plane's Lease writes may be in flight at once: a limit that adapts
-//! to the API server's observed latency (additive increase, multiplicative decrease, as TCP
-//! and Netflix's concurrency-limits do), instead of a fixed number. A first placement or a
-//! rebalance of thousands of targets then goes as fast as the server answers promptly, and
-//! backs off as soon as its answers slow down or it refuses (429, 5xx, a timeout) — the
-//! members' renewals share that server. Pure: the caller measures, this decides.
+//! How many Lease writes may be in flight at once — the control plane's (`engine::control`)
+//! and each member's target Lease writes (`agent::member`): a limit that adapts to the API
+//! server's observed latency (additive increase, multiplicative decrease, as TCP and Netflix's
+//! concurrency-limits do), instead of a fixed number. A first placement or a rebalance of
+//! thousands of targets then goes as fast as the server answers promptly, and backs off as
+//! soon as its answers slow down or it refuses (429, 5xx, a timeout) — the members' renewals
+//! share that server (a member's own renewal never waits for this limit). Pure: the caller
+//! measures, this decides.
 
 use std::time::{Duration, Instant};
 
