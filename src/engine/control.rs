@@ -5,9 +5,12 @@
 //! `join_settle`, a rebalance is proposed (superseding the cluster's older proposals) or
 //! started. Each pass's duration and every Lease write's outcome go to the engine's metrics.
 //! A mass lapse ([`placement::MassLapse`]) is lived through here: at most one lapsed member
-//! failed over per lease duration (the first a lease duration after it began), its start and end logged and published as Kubernetes Events
-//! about the control-plane Lease (`MassLapse`, `MassLapseOver`), and the members it still held
-//! back when it ended given a lease duration's grace.
+//! failed over per lease duration (the first a lease duration after it began), its start and
+//! end logged and published as Kubernetes Events about the control-plane Lease (`MassLapse`,
+//! `MassLapseOver`), and the members it still held back when it ended given a lease duration's
+//! grace. A model that turns stale holds every decision; that too is logged and published
+//! (`WatchStale`, with the mass lapse the model shows if any, and `WatchCurrent` when it is
+//! proven current again).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -16,6 +19,7 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
+use kube::runtime::events::{Event, EventType};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
@@ -194,9 +198,53 @@ async fn reconcile(
         }
     };
     if decision.decided {
+        if let Some(lasted_ms) = lapse.stale_spell_ending(now_ms) {
+            let lasted = Duration::from_millis(u64::try_from(lasted_ms).unwrap_or(0));
+            info!(cluster = %spec.name, ?lasted, "the model is current again: deciding again");
+            publish(inner, spec, Event {
+                type_: EventType::Normal,
+                reason: "WatchCurrent".into(),
+                note: Some(format!(
+                    "cluster {}: the control plane's watch is proven current again after {:.1} s; \
+                     failovers, placement and plans resume",
+                    spec.name,
+                    lasted.as_secs_f64()
+                )),
+                action: "ResumeDecisions".into(),
+                secondary: None,
+            })
+            .await;
+        }
         live_through(inner, spec, lapse, &decision, (now_ms, duration_ms)).await;
-    } else {
-        lapse.stale(now_ms);
+    } else if lapse.stale(now_ms) {
+        // Decisions are held while the model is stale; say so, and what it shows meanwhile —
+        // a slow API server holds back the watch probes' writes as it holds back the members'
+        // renewals, so the model may turn stale before a mass lapse was ever decided on.
+        let lapse_now = placement::mass_lapse(
+            &view.model,
+            spec.policy.mass_lapse_share,
+            &Default::default(),
+        );
+        let shown = lapse_now
+            .map(|m| format!(" It shows: {}.", m.reason()))
+            .unwrap_or_default();
+        warn!(cluster = %spec.name, %shown, "the model is stale: holding every decision until the watch is proven current");
+        publish(
+            inner,
+            spec,
+            Event {
+                type_: EventType::Warning,
+                reason: "WatchStale".into(),
+                note: Some(format!(
+                    "cluster {}: the control plane's watch is not proven current (its probes are \
+                 late): no failover, placement or plan until it is.{shown}",
+                    spec.name
+                )),
+                action: "HoldDecisions".into(),
+                secondary: None,
+            },
+        )
+        .await;
     }
     // Held back now, or in their grace: the next pass may fail one over.
     let held_back = decision.mass_lapse.is_some() || !decision.recovering.is_empty();
@@ -229,7 +277,6 @@ async fn live_through(
     decision: &placement::Decision,
     (now_ms, duration_ms): (i64, i64),
 ) {
-    use kube::runtime::events::{Event, EventType};
     let turn = lapse.lived(decision, now_ms, duration_ms);
     inner.set_mass_lapse(&spec.name, decision.mass_lapse.clone());
     if let Some(member) = &decision.failed_over_in_lapse {
@@ -270,21 +317,27 @@ async fn live_through(
         None => None,
     };
     if let Some(event) = event {
-        let cp = &inner.config.control_plane;
-        let regarding = k8s_openapi::api::core::v1::ObjectReference {
-            api_version: Some("coordination.k8s.io/v1".into()),
-            kind: Some("Lease".into()),
-            name: Some(cp.lease_name.clone()),
-            namespace: Some(cp.namespace.clone()),
-            ..Default::default()
-        };
-        match tokio::time::timeout(EVENT_TIMEOUT, inner.events.publish(&event, &regarding)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => {
-                warn!(cluster = %spec.name, %error, "could not publish the mass-lapse Event")
-            }
-            Err(_) => warn!(cluster = %spec.name, "publishing the mass-lapse Event took too long"),
+        publish(inner, spec, event).await;
+    }
+}
+
+/// Publishes `event` about the control-plane Lease (bounded in time; a failure is logged).
+async fn publish(inner: &Inner, spec: &Cluster, event: Event) {
+    let cp = &inner.config.control_plane;
+    let regarding = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("coordination.k8s.io/v1".into()),
+        kind: Some("Lease".into()),
+        name: Some(cp.lease_name.clone()),
+        namespace: Some(cp.namespace.clone()),
+        ..Default::default()
+    };
+    let reason = event.reason.clone();
+    match tokio::time::timeout(EVENT_TIMEOUT, inner.events.publish(&event, &regarding)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => {
+            warn!(cluster = %spec.name, %reason, %error, "could not publish an Event")
         }
+        Err(_) => warn!(cluster = %spec.name, %reason, "publishing an Event took too long"),
     }
 }
 

@@ -453,11 +453,19 @@ impl LapseWatch {
     }
 
     /// A pass at `now_ms` decided nothing: the model was stale (or not synced yet, which does
-    /// not count before it was ever current).
-    pub fn stale(&mut self, now_ms: i64) {
-        if self.current_once {
-            self.stale_since_ms.get_or_insert(now_ms);
+    /// not count before it was ever current). Whether this begins a stale spell.
+    pub fn stale(&mut self, now_ms: i64) -> bool {
+        if !self.current_once || self.stale_since_ms.is_some() {
+            return false;
         }
+        self.stale_since_ms = Some(now_ms);
+        true
+    }
+
+    /// The decided pass at `now_ms` ends a stale spell: how long it lasted (ask before
+    /// [`LapseWatch::lived`], which takes the spell in).
+    pub fn stale_spell_ending(&self, now_ms: i64) -> Option<i64> {
+        self.stale_since_ms.map(|since| now_ms - since)
     }
 
     /// Takes in what the pass at `now_ms` decided (only a decided one: a stale model says

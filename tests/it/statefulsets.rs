@@ -188,6 +188,9 @@ struct Scenario {
     control_plane: tokio::process::Child,
     _hooks: tokio::task::JoinHandle<()>,
     http: Http,
+    /// Every planned stop's handoff gaps so far (`handed_over_before_exit`), summed up by
+    /// `finish`.
+    planned_gaps: std::sync::Mutex<Vec<Duration>>,
 }
 
 impl Drop for Scenario {
@@ -385,6 +388,7 @@ clusters:
             control_plane,
             _hooks: hooks,
             http,
+            planned_gaps: Default::default(),
         };
         let ready = eventually(Duration::from_secs(30), || async {
             let (status, _) = s.http.try_call("GET", "/readyz", Value::Null).await.ok()?;
@@ -503,6 +507,10 @@ clusters:
                 "{target}: {gap:?} without a worker after {leaver}"
             );
             longest = longest.max(gap);
+            self.planned_gaps
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(gap);
         }
         eprintln!(
             "{leaver}: {} targets handed over before its process exited ({:?} after SIGTERM); longest gap {longest:?}",
@@ -534,6 +542,23 @@ clusters:
 
     async fn finish(self) {
         self.checker.assert_ok();
+        let mut gaps = std::mem::take(
+            &mut *self
+                .planned_gaps
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        if !gaps.is_empty() {
+            gaps.sort_unstable();
+            let at = |p: usize| gaps[(gaps.len() * p / 100).min(gaps.len() - 1)];
+            eprintln!(
+                "planned stops: {} targets handed over, gap p50 {:?} / p99 {:?} / max {:?}",
+                gaps.len(),
+                at(50),
+                at(99),
+                gaps[gaps.len() - 1]
+            );
+        }
         // FlowSchemas are cluster-wide: the namespace's deletion does not take this one.
         let name = format!("flowschema/leasehold-members-{}", self.ns);
         kubectl_ok(&self.t, &["delete", &name, "--ignore-not-found"]).await;
