@@ -1116,13 +1116,23 @@ mod tests {
         assert_eq!(fenced(&d.actions), ["c"], "its grace is over");
 
         // The cold start is no stale spell; one after the model was current is.
+        // A spell is said to begin once (the WatchStale Event) and how long it lasted when a
+        // decided pass ends it (WatchCurrent).
         let mut w = LapseWatch::default();
-        w.stale(0);
+        assert!(!w.stale(0), "the cold start is no spell");
         assert!(!w.guard(DEFAULT_MASS_LAPSE_SHARE, 1, D).after_stale);
+        assert_eq!(w.stale_spell_ending(5), None);
         pass(&mut w, &over, 10);
-        w.stale(20);
+        assert!(w.stale(20), "a spell begins");
+        assert!(!w.stale(25), "and goes on");
         assert!(w.guard(DEFAULT_MASS_LAPSE_SHARE, 30, D).after_stale);
+        assert_eq!(w.stale_spell_ending(40), Some(20));
         pass(&mut w, &over, 40);
+        assert_eq!(
+            w.stale_spell_ending(41),
+            None,
+            "taken in by the decided pass"
+        );
         assert!(w.guard(DEFAULT_MASS_LAPSE_SHARE, 40 + D - 1, D).after_stale);
         assert!(!w.guard(DEFAULT_MASS_LAPSE_SHARE, 40 + D, D).after_stale);
     }
