@@ -12,7 +12,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::k8s::pacing::{INITIAL_LIMIT, Limiter, Sample};
+use crate::k8s::pacing::{Limiter, Sample};
 use crate::protocol::member::Authority;
 use crate::protocol::{LeaseView, Observation, Overrun};
 
@@ -104,13 +104,14 @@ pub(super) struct Gate {
 }
 
 impl Gate {
+    /// Starts at `cap`: a member writes little in protocol v2 (a planned stop's handoffs, a
+    /// few acquisitions), and holding those back on a prompt server would only widen the gaps.
     pub(super) fn new(cap: usize) -> Self {
         let cap = cap.max(1);
-        let total = INITIAL_LIMIT.min(cap);
         Gate {
-            permits: Arc::new(Semaphore::new(total)),
-            limiter: Limiter::default(),
-            total,
+            permits: Arc::new(Semaphore::new(cap)),
+            limiter: Limiter::starting_at(cap),
+            total: cap,
             cap,
         }
     }
@@ -120,6 +121,7 @@ impl Gate {
     pub(super) fn observe(&mut self, sent: Instant, sample: Sample) {
         self.limiter
             .observe(sent.into_std(), sample, Instant::now().into_std());
+        self.limiter.cap(self.cap);
         let want = self.limiter.limit().clamp(1, self.cap);
         if want > self.total {
             self.permits.add_permits(want - self.total);
@@ -232,15 +234,16 @@ mod tests {
     #[tokio::test]
     async fn the_write_gate_follows_the_servers_latency() {
         let mut g = Gate::new(16);
-        assert_eq!(g.limit(), INITIAL_LIMIT);
-        let held = g.permits.clone().acquire_many_owned(3).await.unwrap();
+        assert_eq!(g.limit(), 16, "starts at the configured cap");
+        let held = g.permits.clone().acquire_many_owned(8).await.unwrap();
         for _ in 0..4 {
             g.observe(Instant::now(), Sample::Overloaded);
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        assert!(g.limit() < INITIAL_LIMIT, "backs off: {}", g.limit());
-        assert!(
-            g.limit() >= 3,
+        assert!(g.limit() < 16, "backs off: {}", g.limit());
+        assert_eq!(
+            g.limit(),
+            8,
             "permits in use are not taken back until returned"
         );
         drop(held);

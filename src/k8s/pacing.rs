@@ -55,6 +55,20 @@ impl Default for Limiter {
 }
 
 impl Limiter {
+    /// A limiter starting at `limit` (within the bounds) instead of [`INITIAL_LIMIT`].
+    pub fn starting_at(limit: usize) -> Self {
+        Limiter {
+            limit: limit.clamp(MIN_LIMIT, MAX_LIMIT) as f64,
+            ..Limiter::default()
+        }
+    }
+
+    /// Keeps the limit at most `ceiling` (a configured bound below [`MAX_LIMIT`]), so that it
+    /// does not grow where it cannot be used and then take rounds to come down.
+    pub fn cap(&mut self, ceiling: usize) {
+        self.limit = self.limit.min(ceiling.max(MIN_LIMIT) as f64);
+    }
+
     /// Writes that may be in flight now.
     pub fn limit(&self) -> usize {
         (self.limit as usize).clamp(MIN_LIMIT, MAX_LIMIT)
