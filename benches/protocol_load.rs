@@ -13,13 +13,18 @@
 //! Leases, `agent::SharedLeases`, as agents sharing K processes would; member `i` uses watch
 //! `i mod K`, each with its own connection), `--serve` (the control plane runs as its own
 //! `leasehold serve` process, so its memory is its own: its RSS is sampled over the window;
-//! "owned" is then its `leasehold_targets{state="owned"}` metric). Under `cargo test --all-targets` it does a small smoke run on the
-//! simulator, with member Leases apart.
+//! "owned" is then its `leasehold_targets{state="owned"}` metric), `--overload` (after the
+//! window, another client's load until Lease PUTs are slow, held, then taken away: real tier
+//! only, [`overload`]; `--overload-p99 S`, `--overload-hold S`, `--overload-recovery S`,
+//! `--overload-webhook WORKERS:MS`, `--overload-writers N`). Under `cargo test --all-targets`
+//! it does a small smoke run on the simulator, with member Leases apart.
 //!
 //! Each run gets a fresh backend namespace (real tier) or simulator, member pods made Ready by
 //! the test kit's kubelet loop, one real `Agent` per pod and the control plane (`Engine`,
 //! SQLite in a tempdir) in this process; their hooks record who works on what, so a moment when
-//! two members work on one target is counted. Once every target is owned it waits one D, then
+//! two members work on one target is counted. In v2 the control plane starts once every
+//! member's pod is Ready and its member Lease written, so placement spreads over all of them.
+//! Once every target is owned it waits one D, then
 //! for the window: counts every Lease change a watch of the cluster's Leases delivers (by kind:
 //! target, member, leader), the target Leases whose holder changed, the events one member's own
 //! watches receive (v1: every Lease of the cluster; v2: those whose desired-owner or holder
@@ -29,6 +34,8 @@
 //! watchers closed for lagging (`apiserver_terminated_watchers_total`).
 
 mod common;
+#[path = "protocol_load/overload.rs"]
+mod overload;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -71,6 +78,8 @@ struct Args {
     shared_watches: usize,
     /// The control plane as a `leasehold serve` process instead of in this one.
     serve: bool,
+    /// After the window, another client's load until Lease PUTs are slow.
+    overload: Option<overload::Settings>,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -86,6 +95,7 @@ fn args() -> anyhow::Result<Args> {
             members_apart: false,
             shared_watches: 0,
             serve: false,
+            overload: None,
         }
     } else {
         Args {
@@ -98,6 +108,7 @@ fn args() -> anyhow::Result<Args> {
             members_apart: true,
             shared_watches: 0,
             serve: false,
+            overload: None,
         }
     };
     let argv: Vec<String> = std::env::args().collect();
@@ -140,6 +151,34 @@ fn args() -> anyhow::Result<Args> {
                 i += 1;
                 continue;
             }
+            "--overload" => {
+                a.overload.get_or_insert_with(Default::default);
+                i += 1;
+                continue;
+            }
+            "--overload-p99" => {
+                a.overload.get_or_insert_with(Default::default).p99 =
+                    Duration::from_secs_f64(value()?.parse()?)
+            }
+            "--overload-hold" => {
+                a.overload.get_or_insert_with(Default::default).hold =
+                    Duration::from_secs(value()?.parse()?)
+            }
+            "--overload-recovery" => {
+                a.overload.get_or_insert_with(Default::default).recovery =
+                    Some(Duration::from_secs(value()?.parse()?))
+            }
+            "--overload-webhook" => {
+                let v = value()?;
+                let (w, ms) = v.split_once(':').ok_or_else(|| {
+                    anyhow::anyhow!("--overload-webhook: {v:?} is not WORKERS:MS")
+                })?;
+                a.overload.get_or_insert_with(Default::default).webhook =
+                    Some((w.parse()?, Duration::from_millis(ms.parse()?)))
+            }
+            "--overload-writers" => {
+                a.overload.get_or_insert_with(Default::default).writers = Some(value()?.parse()?)
+            }
             _ => {
                 i += 1;
                 continue;
@@ -158,8 +197,9 @@ fn member(i: usize) -> String {
     format!("{CLUSTER}-{i}")
 }
 
+/// `cp_ns`: the control plane's own Lease's namespace.
 fn config_yaml(
-    (ns, member_ns): (&str, &str),
+    (ns, member_ns, cp_ns): (&str, &str, &str),
     db: &str,
     version: u8,
     targets: usize,
@@ -173,7 +213,7 @@ fn config_yaml(
     };
     format!(
         "database: {db}
-control_plane: {{namespace: {ns}}}
+control_plane: {{namespace: {cp_ns}}}
 clusters:
 - name: {CLUSTER}
   namespace: {ns}
@@ -223,22 +263,29 @@ impl Hooks for WorkHooks {
 }
 
 /// Lease changes seen by a watch of the cluster's Leases once it has listed them.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Counts {
     target: u64,
     member: u64,
     leader: u64,
     holder_changes: u64,
+    /// Target Leases that came to name a member other than the last one they named (a
+    /// member releasing a target and taking it again is none).
+    owner_changes: u64,
     /// Events member 0's own watches would receive.
     member0: u64,
 }
 
-/// Counts Lease changes in `ns` into `counts` until aborted; `listed` fires once it has listed.
+/// Target → the holder its Lease names, as a watch of the cluster's Leases sees them.
+type Holders = Arc<Mutex<HashMap<String, Option<String>>>>;
+
+/// Counts Lease changes in `ns` into `counts`, and keeps `holders`, until aborted; `listed`
+/// fires once it has listed.
 fn count_changes(
     client: kube::Client,
     ns: String,
     version: u8,
-    counts: Arc<Mutex<Counts>>,
+    (counts, holders): (Arc<Mutex<Counts>>, Holders),
     listed: oneshot::Sender<()>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
@@ -257,12 +304,31 @@ fn count_changes(
         let mut last: HashMap<String, (Option<String>, bool)> = HashMap::new();
         let mut listed = Some(listed);
         let mut stream = watcher::watcher(api, cfg).boxed();
+        // target → the last member its Lease named
+        let mut named: HashMap<String, String> = HashMap::new();
+        // Keeps `holders`; whether the Lease now names another member than it last named.
+        let mut hold = |view: &protocol::LeaseView| {
+            let LeaseRole::Target(key) = &view.role else {
+                return false;
+            };
+            let holder = view.holding.holder.clone();
+            let mut h = holders.lock().unwrap_or_else(|e| e.into_inner());
+            h.insert(key.clone(), holder.clone());
+            holder.is_some_and(|now| {
+                named
+                    .insert(key.clone(), now.clone())
+                    .is_some_and(|was| was != now)
+            })
+        };
         while let Some(ev) = stream.next().await {
             let lease = match ev {
                 Ok(Event::InitApply(l)) => {
                     let holder = l.spec.as_ref().and_then(|s| s.holder_identity.clone());
                     let mine = concerns_me(&l);
                     last.insert(l.metadata.name.clone().unwrap_or_default(), (holder, mine));
+                    if let Some(view) = protocol::parse_native(&l, CLUSTER) {
+                        hold(&view);
+                    }
                     continue;
                 }
                 Ok(Event::InitDone) => {
@@ -277,6 +343,7 @@ fn count_changes(
             let Some(view) = protocol::parse_native(&lease, CLUSTER) else {
                 continue;
             };
+            let moved = hold(&view);
             let name = view.name.to_string();
             let mine = concerns_me(&lease);
             let before = last.insert(name, (view.holding.holder.clone(), mine));
@@ -290,6 +357,7 @@ fn count_changes(
                     {
                         c.holder_changes += 1;
                     }
+                    c.owner_changes += u64::from(moved);
                 }
                 LeaseRole::Member(_) => c.member += 1,
                 LeaseRole::Leader => c.leader += 1,
@@ -371,9 +439,14 @@ struct ApiserverCounts {
     terminated_watchers: f64,
 }
 
-async fn apiserver_counts(client: &kube::Client) -> Option<ApiserverCounts> {
+/// The API server's `/metrics` (`None` on the simulator, which has none).
+async fn apiserver_metrics(client: &kube::Client) -> Option<String> {
     let req = http::Request::get("/metrics").body(Vec::new()).ok()?;
-    let text = client.request_text(req).await.ok()?;
+    client.request_text(req).await.ok()
+}
+
+async fn apiserver_counts(client: &kube::Client) -> Option<ApiserverCounts> {
+    let text = apiserver_metrics(client).await?;
     let mut c = ApiserverCounts::default();
     let mut seen = false;
     for line in text.lines() {
@@ -455,6 +528,27 @@ impl ControlPlane {
     async fn owned(&mut self) -> anyhow::Result<Option<usize>> {
         match self {
             Self::InProcess(engine, _) => Ok(engine.model(CLUSTER).ok().map(|m| m.counts.owned)),
+            Self::Process { .. } => Ok(self.status().await?.map(|s| s.owned)),
+        }
+    }
+
+    /// What the control plane shows (`None`: not known yet): in this process, its engine's
+    /// latest view; `serve`, its metrics.
+    async fn status(&mut self) -> anyhow::Result<Option<Status>> {
+        match self {
+            Self::InProcess(engine, _) => {
+                let Ok(view) = engine.view(CLUSTER).await else {
+                    return Ok(None);
+                };
+                Ok(Some(Status {
+                    owned: view.model.counts.owned,
+                    mass_lapse: engine
+                        .mass_lapse(&view)
+                        .map_or(0, |l| l.lapsed.len() + l.late.len()),
+                    stale: view.model.stale,
+                    acting: *engine.acting().borrow(),
+                }))
+            }
             Self::Process {
                 child,
                 addr,
@@ -474,11 +568,25 @@ impl ControlPlane {
                 let Ok(text) = http.request_text(req).await else {
                     return Ok(None);
                 };
-                let prefix = format!("leasehold_targets{{cluster=\"{CLUSTER}\",state=\"owned\"}} ");
-                Ok(text
-                    .lines()
-                    .find_map(|l| l.strip_prefix(&prefix))
-                    .and_then(|v| v.trim().parse().ok()))
+                let value = |name: &str, label: &str| {
+                    text.lines()
+                        .filter(|l| l.starts_with(&format!("{name}{{")))
+                        .filter(|l| l.contains(&format!("cluster=\"{CLUSTER}\"")))
+                        .find(|l| l.contains(label))
+                        .and_then(|l| l.rsplit(' ').next()?.trim().parse::<f64>().ok())
+                };
+                let Some(owned) = value("leasehold_targets", "state=\"owned\"") else {
+                    return Ok(None);
+                };
+                Ok(Some(Status {
+                    owned: owned as usize,
+                    mass_lapse: value("leasehold_mass_lapse_members", "").unwrap_or(0.0) as usize,
+                    stale: value("leasehold_cluster_stale", "").unwrap_or(0.0) > 0.0,
+                    acting: text
+                        .lines()
+                        .find_map(|l| l.strip_prefix("leasehold_control_plane_acting "))
+                        .is_some_and(|v| v.trim() == "1"),
+                }))
             }
         }
     }
@@ -502,6 +610,18 @@ impl ControlPlane {
             }
         }
     }
+}
+
+/// What the control plane shows of the cluster.
+struct Status {
+    /// Targets it counts as owned.
+    owned: usize,
+    /// Members in a mass lapse (`leasehold_mass_lapse_members`): the cluster is degraded.
+    mass_lapse: usize,
+    /// Its model is stale.
+    stale: bool,
+    /// It holds the control-plane Lease (acts).
+    acting: bool,
 }
 
 /// The control-plane process's memory over the window: RSS median and max, VmHWM, in MiB.
@@ -533,6 +653,58 @@ struct Row {
     machine_cpu: f64,
     /// With `--serve`: the control plane's memory over the window.
     memory: Option<Memory>,
+    /// With `--overload`: what it measured after the window.
+    overload: Option<overload::Report>,
+}
+
+/// Waits until every member's pod in `ns` is Ready and its member Lease is in `member_ns`
+/// (registered), so that the first placement spreads over all of them (`on_join` is off here:
+/// a member eligible only after it would get nothing).
+async fn registered(
+    client: &kube::Client,
+    (ns, member_ns): (&str, &str),
+    members: usize,
+) -> anyhow::Result<()> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let ready = |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    };
+    let leases: Api<Lease> = Api::namespaced(client.clone(), member_ns);
+    let lp = kube::api::ListParams::default().labels(&format!(
+        "{}={CLUSTER},{}={}",
+        protocol::LABEL_CLUSTER,
+        protocol::LABEL_ROLE,
+        protocol::ROLE_MEMBER
+    ));
+    let limit = Duration::from_secs(60 + members as u64 / 5);
+    let started = Instant::now();
+    loop {
+        let n = leases.list_metadata(&lp).await.map_or(0, |l| l.items.len());
+        let r = pods
+            .list(&kube::api::ListParams::default().labels(&format!("app={CLUSTER}")))
+            .await
+            .map_or(0, |l| l.items.iter().filter(|p| ready(p)).count());
+        if n >= members && r >= members {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            started.elapsed() < limit,
+            "{r} of {members} member pods Ready and {n} registered after {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A client of its own (its own connection) for the API server of `kubeconfig`.
+async fn connect(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await?;
+    Ok(kube::Client::try_from(config)?)
 }
 
 async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
@@ -550,18 +722,11 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     let d = Duration::from_secs(a.lease_s);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let work = Work::default();
-    let own_client = async || -> anyhow::Result<kube::Client> {
-        let kc = kube::config::Kubeconfig::read_from(&t.kubeconfig)?;
-        let config =
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await?;
-        Ok(kube::Client::try_from(config)?)
-    };
     let mut feeds = Vec::new();
     let mut feed_tasks = Vec::new();
     if version == 2 {
         for _ in 0..a.shared_watches {
-            let feed = SharedLeases::new(own_client().await?, &ns, CLUSTER);
+            let feed = SharedLeases::new(connect(&t.kubeconfig).await?, &ns, CLUSTER);
             let f = feed.clone();
             feed_tasks.push(tokio::spawn(async move {
                 f.run(std::future::pending()).await;
@@ -593,7 +758,7 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
         let client = if a.shared_client {
             client.clone()
         } else {
-            own_client().await?
+            connect(&t.kubeconfig).await?
         };
         let mut agent = Agent::new(cfg, hooks);
         if !feeds.is_empty() {
@@ -605,7 +770,17 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     }
     let dir = tempfile::tempdir()?;
     let db = format!("sqlite:{}", dir.path().join("history.db").display());
-    let yaml = config_yaml((&ns, &member_ns), &db, version, targets, a.lease_s);
+    // With --overload the control plane's Lease is in a namespace of its own, which the slow
+    // policy does not match (as `leasehold` in deploy/ and the pressure tests): that it keeps
+    // acting is not what is measured.
+    let cp_ns = if a.overload.is_some() {
+        let cp_ns = format!("{ns}-cp");
+        t.create_namespace(&cp_ns).await;
+        cp_ns
+    } else {
+        ns.clone()
+    };
+    let yaml = config_yaml((&ns, &member_ns, &cp_ns), &db, version, targets, a.lease_s);
     // v2: how late member renewals come while the control plane places every target.
     let intervals = Arc::new(Mutex::new(Vec::new()));
     let renewals_task = if version == 2 {
@@ -616,6 +791,9 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     } else {
         None
     };
+    if version == 2 {
+        registered(&client, (&ns, &member_ns), a.members).await?;
+    }
     let mut cp = ControlPlane::start(a.serve, &yaml, dir.path(), &client, &t.kubeconfig).await?;
     let t0 = Instant::now();
     let limit = Duration::from_secs(60 + targets as u64 / 20);
@@ -656,6 +834,7 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     tokio::time::sleep(d).await;
 
     let counts = Arc::new(Mutex::new(Counts::default()));
+    let holders = Holders::default();
     let mut counters = Vec::new();
     let mut namespaces = vec![ns.clone()];
     if member_ns != ns {
@@ -667,7 +846,7 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
             client.clone(),
             n,
             version,
-            counts.clone(),
+            (counts.clone(), holders.clone()),
             tx,
         ));
         rx.await?;
@@ -701,6 +880,26 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     let process_cpu = 100.0 * (cpu_s(std::process::id()) - cpu0) / secs;
     let (machine_cpu, _) = MachineCpu::now().since(&machine0);
     let overlaps = work.overlaps.load(Ordering::Relaxed) - overlaps0;
+    let counts_window = counts.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let overload = match &a.overload {
+        Some(settings) => {
+            let scene = overload::Scene {
+                t: &t,
+                ns: &ns,
+                member_ns: &member_ns,
+                d,
+                members: a.members,
+                targets,
+                work: &work,
+                holders: &holders,
+                counts: &counts,
+                db: &db,
+                dir: dir.path(),
+            };
+            Some(overload::run(settings, &scene, &mut cp).await?)
+        }
+        None => None,
+    };
     for c in &counters {
         c.abort();
     }
@@ -716,7 +915,6 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
         f.abort();
         let _ = f.await;
     }
-    let counts = std::mem::take(&mut *counts.lock().unwrap_or_else(|e| e.into_inner()));
     drop(t);
     Ok(Row {
         version,
@@ -724,7 +922,7 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
         placed,
         renewals,
         secs,
-        counts,
+        counts: counts_window,
         apiserver: api0.zip(api1).map(|(a, b)| ApiserverCounts {
             writes: (b.writes - a.writes) / secs,
             watch_events: (b.watch_events - a.watch_events) / secs,
@@ -735,6 +933,7 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
         process_cpu,
         machine_cpu,
         memory,
+        overload,
     })
 }
 
@@ -828,6 +1027,17 @@ async fn main() -> anyhow::Result<()> {
                     m.median, m.max, m.hwm, m.cpu
                 )),
         );
+    }
+    for r in &rows {
+        if let Some(o) = &r.overload {
+            o.print();
+        }
+    }
+    // The overload's acceptance (issue 19): failing it is a finding, not a harness error.
+    for r in &rows {
+        if let Some(o) = &r.overload {
+            o.check()?;
+        }
     }
     // The smoke run checks the harness and the protocols' basic shape, not figures.
     if !a.full {

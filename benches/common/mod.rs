@@ -3,10 +3,15 @@
 //! process, logging to stderr, percentiles and how they are printed, the machine, and a
 //! process's and the machine's CPU time and a process's memory from `/proc`; `procs` starts, seeds and writes to the
 //! simulator and `leasehold serve` for the harnesses that test the server over HTTP, `sse` is
-//! a client of its event feed.
+//! a client of its event feed, `slow_policy` (shared with the pressure tests) slows a real
+//! API server.
 #![allow(dead_code)] // each harness uses a different subset
 
 pub mod procs;
+/// An API server made slow by another tenant's load through a shared admission webhook: the
+/// pressure tests' own (`protocol_load --overload`).
+#[path = "../../tests/it/common/slow_policy.rs"]
+pub mod slow_policy;
 pub mod sse;
 
 use std::path::Path;
