@@ -95,6 +95,7 @@ enum Done {
     Reported { result: Result<(), String> },
     /// Protocol v2: a member Lease write.
     Heartbeat {
+        write: member::Write,
         sent: Instant,
         leaving: bool,
         result: Result<Lease, WriteError>,
@@ -494,11 +495,12 @@ impl Member {
     fn on_done(&mut self, done: Done) {
         let done = match done {
             Done::Heartbeat {
+                write,
                 sent,
                 leaving,
                 result,
             } => {
-                self.on_heartbeat(sent, leaving, result);
+                self.on_heartbeat((write, sent, leaving), result);
                 return;
             }
             other => other,
@@ -1077,6 +1079,7 @@ impl Member {
             )
             .await;
             Done::Heartbeat {
+                write,
                 sent,
                 leaving,
                 result,
@@ -1086,7 +1089,11 @@ impl Member {
     }
 
     /// Protocol v2: a member Lease write came back (`protocol::member::Authority::answered`).
-    fn on_heartbeat(&mut self, sent: Instant, leaving: bool, result: Result<Lease, WriteError>) {
+    fn on_heartbeat(
+        &mut self,
+        (write, sent, leaving): (member::Write, Instant, bool),
+        result: Result<Lease, WriteError>,
+    ) {
         let (sent, now) = (self.ms_of(sent), self.now_ms());
         let me = self.cfg.identity.clone();
         let Some(heart) = self.heart.as_mut() else {
@@ -1132,7 +1139,7 @@ impl Member {
         };
         let outcome = heart
             .auth
-            .answered(sent, leaving, answer, &me, now, backoff);
+            .answered((write, sent, leaving), answer, &me, now, backoff);
         match result {
             Ok(lease) => heart.lease = Some(lease),
             Err(WriteError::Conflict(Some(fresh))) => heart.lease = Some(*fresh),

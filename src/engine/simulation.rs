@@ -113,6 +113,7 @@ enum WatchItem {
 #[derive(Debug, Clone)]
 enum MemberReq {
     Heartbeat {
+        write: member::Write,
         sent_local: i64,
         leaving: bool,
         lease: Lease,
@@ -341,6 +342,8 @@ struct Sim {
     /// Who works on what, from when (true time).
     /// Who works on each target: since when, at which fencing generation.
     work: BTreeMap<String, BTreeMap<String, (i64, i32)>>,
+    /// The largest fencing generation each target was worked on at so far.
+    generations: BTreeMap<String, i32>,
     config: Config,
     targets: Vec<String>,
     report: Report,
@@ -422,6 +425,7 @@ impl Sim {
             held: vec![Vec::new(); n],
             next_id: 0,
             work: BTreeMap::new(),
+            generations: BTreeMap::new(),
             config,
             targets,
             report: Report::default(),
@@ -558,6 +562,21 @@ impl Sim {
                 ));
             }
         }
+        // Every start of work is at a larger generation than any before it (so an app can
+        // fence whoever worked before), the same member's earlier work included.
+        if let Some(&before) = self.generations.get(target)
+            && generation <= before
+        {
+            self.report.overlaps.push(format!(
+                "t={} {target}: {name} starts at generation {generation}, not above {before}",
+                self.t
+            ));
+        }
+        let top = self
+            .generations
+            .entry(target.to_owned())
+            .or_insert(generation);
+        *top = (*top).max(generation);
         self.work
             .entry(target.to_owned())
             .or_default()
@@ -707,6 +726,7 @@ impl Sim {
             let id = self.send(
                 m,
                 MemberReq::Heartbeat {
+                    write,
                     sent_local: now_local,
                     leaving,
                     lease,
@@ -879,6 +899,7 @@ impl Sim {
         let me = self.members[m].name.clone();
         match req {
             MemberReq::Heartbeat {
+                write,
                 sent_local,
                 leaving,
                 ..
@@ -897,9 +918,13 @@ impl Sim {
                     Err(None) => Answer::NotFound,
                 };
                 let now_local = self.members[m].local(self.t);
-                let outcome = self.members[m]
-                    .auth
-                    .answered(sent_local, leaving, answer, &me, now_local, BACKOFF);
+                let outcome = self.members[m].auth.answered(
+                    (write, sent_local, leaving),
+                    answer,
+                    &me,
+                    now_local,
+                    BACKOFF,
+                );
                 self.members[m].heart = match result {
                     Ok(l) | Err(Some(l)) => Some(l),
                     Err(None) => None,
@@ -950,8 +975,13 @@ impl Sim {
             mm.heart_in_flight = None;
             let now_local = mm.local(self.t);
             let me = mm.name.clone();
-            mm.auth
-                .answered(now_local, false, Answer::Failed, &me, now_local, BACKOFF);
+            mm.auth.answered(
+                (member::Write::Renew, now_local, false),
+                Answer::Failed,
+                &me,
+                now_local,
+                BACKOFF,
+            );
             self.wake_member_at(m, self.t);
         } else if mm.in_flight.remove(&id).is_some() {
             self.wake_member_at(m, self.t);

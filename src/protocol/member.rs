@@ -153,18 +153,25 @@ impl Authority {
         ended
     }
 
-    /// A write sent at `sent` (carrying `leaving`) came back with `answer` at `now`; `me` is
-    /// the member's identity. `backoff_ms` is the pause before retrying a failed write.
+    /// A write `write` sent at `sent` (carrying `leaving`) came back with `answer` at `now`;
+    /// `me` is the member's identity. `backoff_ms` is the pause before retrying a failed write.
+    ///
+    /// A renewal that was sent under authority but answered after the authority ended (the
+    /// deadline passed while it was in flight) gives none back: the member stopped all its
+    /// work then, and works again only in a new term (`Write::NewTerm`, which raises
+    /// `leaseTransitions`), so that every hold it takes after has a generation of its own —
+    /// taken back as it was, a target would be worked on again at the generation of the work
+    /// that stopped.
     pub fn answered(
         &mut self,
-        sent: i64,
-        leaving: bool,
+        (write, sent, leaving): (Write, i64, bool),
         answer: Answer<'_>,
         me: &str,
         now: i64,
         backoff_ms: i64,
     ) -> Outcome {
         match answer {
+            Answer::Written if write == Write::Renew && self.renewed.is_none() => Outcome::Nothing,
             Answer::Written => {
                 let new_term = self.renewed.is_none();
                 self.renewed = Some(sent);
@@ -379,7 +386,7 @@ mod tests {
         assert_eq!(a.write_due(0), Some(Write::NewTerm));
         assert!(!a.holds(0));
         assert_eq!(
-            a.answered(100, false, Answer::Written, "m", 150, 250),
+            a.answered((Write::NewTerm, 100, false), Answer::Written, "m", 150, 250),
             Outcome::Renewed { new_term: true }
         );
         assert!(a.holds(100 + 5_999) && !a.holds(100 + 6_000));
@@ -391,7 +398,7 @@ mod tests {
         assert!(!a.may_take(200) && a.holds(200));
         // A failed write waits for the backoff; the deadline does not move.
         assert_eq!(
-            a.answered(300, true, Answer::Failed, "m", 400, 250),
+            a.answered((Write::Renew, 300, true), Answer::Failed, "m", 400, 250),
             Outcome::Retry
         );
         assert_eq!(a.due(), 650);
@@ -402,27 +409,74 @@ mod tests {
     }
 
     #[test]
+    fn a_renewal_answered_after_the_deadline_gives_no_authority_back() {
+        let mut a = Authority::new(D);
+        a.answered((Write::NewTerm, 0, false), Answer::Written, "m", 10, 250);
+        assert_eq!(a.write_due(3_000), Some(Write::Renew));
+        // Sent at 3,000 under authority; the deadline (6,000) passes while it is in flight.
+        assert_eq!(a.expire(6_000), Some(D));
+        assert_eq!(
+            a.answered(
+                (Write::Renew, 3_000, false),
+                Answer::Written,
+                "m",
+                6_500,
+                250
+            ),
+            Outcome::Nothing
+        );
+        assert!(
+            !a.holds(6_500),
+            "no authority from a renewal of the term that ended"
+        );
+        assert_eq!(a.write_due(6_500), Some(Write::NewTerm), "a new term first");
+        assert_eq!(
+            a.answered(
+                (Write::NewTerm, 6_500, false),
+                Answer::Written,
+                "m",
+                6_600,
+                250
+            ),
+            Outcome::Renewed { new_term: true }
+        );
+        assert!(a.holds(6_600));
+    }
+
+    #[test]
     fn fenced_or_deleted_ends_the_authority_once() {
         let mut a = Authority::new(D);
-        a.answered(0, false, Answer::Written, "m", 0, 250);
+        a.answered((Write::NewTerm, 0, false), Answer::Written, "m", 0, 250);
         assert_eq!(
-            a.answered(10, false, Answer::Conflict(Some(Some("m"))), "m", 10, 250),
+            a.answered(
+                (Write::Renew, 10, false),
+                Answer::Conflict(Some(Some("m"))),
+                "m",
+                10,
+                250
+            ),
             Outcome::Nothing,
             "a 409 on our own Lease is re-decided on the fresh copy"
         );
         assert_eq!(
-            a.answered(20, false, Answer::Conflict(Some(None)), "m", 20, 250),
+            a.answered(
+                (Write::Renew, 20, false),
+                Answer::Conflict(Some(None)),
+                "m",
+                20,
+                250
+            ),
             Outcome::Lost { ended: D },
             "fenced (released by the control plane)"
         );
         assert_eq!(
-            a.answered(30, false, Answer::NotFound, "m", 30, 250),
+            a.answered((Write::Renew, 30, false), Answer::NotFound, "m", 30, 250),
             Outcome::Nothing,
             "already without authority"
         );
-        a.answered(40, false, Answer::Written, "m", 40, 250);
+        a.answered((Write::NewTerm, 40, false), Answer::Written, "m", 40, 250);
         assert_eq!(
-            a.answered(50, false, Answer::NotFound, "m", 50, 250),
+            a.answered((Write::Renew, 50, false), Answer::NotFound, "m", 50, 250),
             Outcome::Lost { ended: 40 + D }
         );
     }
