@@ -55,6 +55,9 @@ use super::{
 const STEP: Duration = Duration::from_secs(10);
 /// The webhook's time per review (it sleeps: its pace does not depend on the machine).
 const SERVICE: Duration = Duration::from_millis(50);
+/// A step's p99 this many times the target is too far above it: the tenant's load is shed a
+/// little.
+const OVERSHOOT: f64 = 2.0;
 /// The tenant's writers per connection (HTTP/2 streams on one connection are capped).
 const WRITERS_PER_CLIENT: usize = 100;
 /// How long the load may ramp and retry before the run gives up on holding the target.
@@ -408,7 +411,6 @@ pub async fn run(s: &Settings, scene: &Scene<'_>, cp: &mut ControlPlane) -> anyh
     let mut spell: Option<Instant> = None;
     let mut held = Duration::ZERO;
     let mut held_from = None;
-    let mut ever_above = false;
     loop {
         let before = put_buckets(&apiserver_metrics(&t.client).await.unwrap_or_default());
         let step_from = Instant::now();
@@ -433,7 +435,6 @@ pub async fn run(s: &Settings, scene: &Scene<'_>, cp: &mut ControlPlane) -> anyh
         );
         steps.push(step);
         if above {
-            ever_above = true;
             let from = *spell.get_or_insert(step_from);
             if from.elapsed() > held {
                 held = from.elapsed();
@@ -442,13 +443,21 @@ pub async fn run(s: &Settings, scene: &Scene<'_>, cp: &mut ControlPlane) -> anyh
             if held >= s.hold {
                 break;
             }
+            // Far above (a server saturated by the load answers much later than its queue at
+            // the webhook alone would make it): a fifth fewer, still above the target, it
+            // is hoped; the spell goes on while it is.
+            if p99.is_some_and(|p| p > OVERSHOOT * s.p99.as_secs_f64()) {
+                let fewer = writers / 5;
+                tenant.shed(fewer);
+                writers -= fewer;
+            }
         } else {
             spell = None;
-            // Until first above: half as many again; after, a quarter (the queue grows about
-            // linearly with the writers, so the p99 overshoots little).
-            let more = if ever_above { writers / 4 } else { writers / 2 };
-            add_writers(&mut tenant, &t.kubeconfig, more.max(1)).await?;
-            writers += more.max(1);
+            // A quarter more: at the largest size the p99 went from under 1 s to 4.6 s with
+            // half as many again.
+            let more = (writers / 4).max(1);
+            add_writers(&mut tenant, &t.kubeconfig, more).await?;
+            writers += more;
         }
         if load_from.elapsed() > s.hold + GIVE_UP_AFTER {
             eprintln!("overload: gave up: the p99 stayed above the target {held:?} at most");
@@ -731,12 +740,13 @@ impl Report {
             if *more { "+" } else { "" }
         );
         println!(
-            "| targets without a working owner (nobody works on it, or not its Lease's holder: hooks), most at once / samples with any | **{}** / {} of {} (while loaded {} of {}) |",
+            "| targets without a working owner (nobody works on it, or not its Lease's holder: hooks), most at once / samples with any | **{}** / {} of {} (while loaded {} of {}; in the last sample {}) |",
             self.unworked_max(),
             all.iter().filter(|x| x.unworked > 0).count(),
             all.len(),
             loaded.iter().filter(|x| x.unworked > 0).count(),
-            loaded.len()
+            loaded.len(),
+            all.last().map_or(0, |x| x.unworked)
         );
         println!("| work-level overlaps | **{}** |", self.overlaps);
         println!(

@@ -297,6 +297,8 @@ pub struct Tenant {
     pub errors: Arc<AtomicU64>,
     go: tokio::sync::watch::Sender<bool>,
     writers: tokio::task::JoinSet<()>,
+    /// Every running writer, the latest last.
+    running: Vec<tokio::task::AbortHandle>,
     added: usize,
 }
 
@@ -310,6 +312,7 @@ impl Tenant {
             errors: Arc::default(),
             go: tokio::sync::watch::channel(false).0,
             writers: tokio::task::JoinSet::new(),
+            running: Vec::new(),
             added: 0,
         }
     }
@@ -325,7 +328,7 @@ impl Tenant {
                 self.errors.clone(),
             );
             let mut go = self.go.subscribe();
-            self.writers.spawn(async move {
+            let writer = self.writers.spawn(async move {
                 let name = format!("load-{i:05}");
                 let cm = |n: u64| {
                     json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -348,8 +351,16 @@ impl Tenant {
                     };
                 }
             });
+            self.running.push(writer);
         }
         self.added += n;
+    }
+
+    /// Stops the `n` latest writers (their writes in flight abandoned).
+    pub fn shed(&mut self, n: usize) {
+        for writer in self.running.split_off(self.running.len().saturating_sub(n)) {
+            writer.abort();
+        }
     }
 
     /// The load begins: every writer, and every one added later, writes.
@@ -359,7 +370,7 @@ impl Tenant {
 
     /// The load stops: every writer is stopped, its write in flight abandoned.
     pub async fn stop(&mut self) {
-        self.writers.abort_all();
+        self.shed(usize::MAX);
         while self.writers.join_next().await.is_some() {}
     }
 }
