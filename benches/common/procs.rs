@@ -73,25 +73,33 @@ pub(crate) fn spawn_measured_serve(
     port: u16,
     log: &Path,
 ) -> anyhow::Result<tokio::process::Child> {
-    let out = std::fs::File::create(log)?;
-    Ok(tokio::process::Command::new(bin())
-        .args(["serve", "--identity", "cp-bench", "--config"])
-        .arg(config)
+    Ok(serve_command(config, port, log)?
         .arg("--kubeconfig")
         .arg(kubeconfig)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
         .env(
             "MIMALLOC_PURGE_DELAY",
             std::env::var("MIMALLOC_PURGE_DELAY").unwrap_or_else(|_| "0".into()),
         )
+        .spawn()?)
+}
+
+/// `leasehold serve --config CONFIG --listen 127.0.0.1:PORT` as the benches run it: identity
+/// `cp-bench`, its output to `log` (`SERVE_LOG` is its `RUST_LOG`, `warn` unless set), killed
+/// when dropped.
+fn serve_command(config: &Path, port: u16, log: &Path) -> anyhow::Result<tokio::process::Command> {
+    let out = std::fs::File::create(log)?;
+    let mut cmd = tokio::process::Command::new(bin());
+    cmd.args(["serve", "--identity", "cp-bench", "--config"])
+        .arg(config)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
         .env(
             "RUST_LOG",
             std::env::var("SERVE_LOG").unwrap_or_else(|_| "warn".into()),
         )
         .stdout(out.try_clone()?)
         .stderr(out)
-        .kill_on_drop(true)
-        .spawn()?)
+        .kill_on_drop(true);
+    Ok(cmd)
 }
 
 pub(crate) struct Sim {
@@ -328,22 +336,10 @@ clusters:
     )?;
     let port = free_port()?;
     let log = dir.join("serve.log");
-    let out = std::fs::File::create(&log)?;
-    let child = tokio::process::Command::new(bin())
-        .args(["serve", "--identity", "cp-bench", "--listen"])
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--config")
-        .arg(&config)
+    // SERVE_LOG=leasehold=debug shows what the server does (its last lines are printed;
+    // SERVE_LOG_DIR=DIR keeps the whole log).
+    let child = serve_command(&config, port, &log)?
         .env("KUBECONFIG", &sim.kubeconfig)
-        // SERVE_LOG=leasehold=debug shows what the server does (its last lines are printed;
-        // SERVE_LOG_DIR=DIR keeps the whole log).
-        .env(
-            "RUST_LOG",
-            std::env::var("SERVE_LOG").unwrap_or_else(|_| "warn".into()),
-        )
-        .stdout(out.try_clone()?)
-        .stderr(out)
-        .kill_on_drop(true)
         .spawn()?;
     let mut serve = Serve {
         pid: child.id().expect("serve pid"),

@@ -23,7 +23,7 @@
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 
-use super::{Holding, LeaseRole, LeaseView};
+use super::{LeaseRole, LeaseView};
 
 /// How long a target Lease handed to the member, listed by one of its watches but not yet by
 /// every one, is left for the others to list before it is taken with a write (ms). Adopting on
@@ -343,11 +343,6 @@ pub fn keep(view: Option<&LeaseView>, me: &str, stopping: bool) -> Keep {
 /// leaving or stopping); if not it is given straight back.
 pub fn work_after_acquire(authority: &Authority, stopping: bool, now: i64) -> bool {
     !stopping && authority.may_take(now)
-}
-
-/// The holder named by a fresh copy read after a 409, for [`Answer::Conflict`].
-pub fn holder_of(lease: &Lease) -> Option<String> {
-    Holding::of(lease.spec.as_ref()).holder
 }
 
 #[cfg(test)]
