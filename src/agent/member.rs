@@ -55,7 +55,7 @@ use super::state::{Gate, Heart, Held, Overruns, Phase, Seen, is_newer};
 use super::writes::{self, WriteError};
 use crate::k8s::election::{self, Action};
 use crate::k8s::pacing::Sample;
-use crate::protocol::member::{self, Answer, Authority, Keep, Listing, Outcome, Take};
+use crate::protocol::member::{self, Acquired, Answer, Authority, Keep, Listing, Outcome, Take};
 use crate::protocol::{self, Holding, LeaseRole, Observation};
 
 /// Longest time between two decision passes when nothing happens.
@@ -548,23 +548,32 @@ impl Member {
                         self.failures.remove(&name);
                         tracing::info!(target = %h.target, "acquired");
                         let now_ms = ms(self.clock.elapsed());
-                        let work = match &self.heart {
-                            Some(hb) => member::work_after_acquire(&hb.auth, self.stopping, now_ms),
-                            None => !self.stopping,
+                        let next = match &self.heart {
+                            Some(hb) => member::after_acquire(&hb.auth, self.stopping, now_ms),
+                            None if self.stopping => Acquired::GiveBack,
+                            None => Acquired::Work,
                         };
-                        if !work {
+                        match next {
+                            Acquired::Work => {
+                                h.phase = Phase::Starting;
+                                h.starting = Some(spawn_hook(
+                                    &mut self.tasks,
+                                    &self.hooks,
+                                    &name,
+                                    h,
+                                    HookEvent::Acquire,
+                                    self.cfg.hook_timeout,
+                                ));
+                            }
                             // Never started: give it straight back.
-                            h.phase = Phase::Releasing;
-                        } else {
-                            h.phase = Phase::Starting;
-                            h.starting = Some(spawn_hook(
-                                &mut self.tasks,
-                                &self.hooks,
-                                &name,
-                                h,
-                                HookEvent::Acquire,
-                                self.cfg.hook_timeout,
-                            ));
+                            Acquired::GiveBack => h.phase = Phase::Releasing,
+                            // Never started: left naming this member, taken again under the
+                            // next term.
+                            Acquired::Leave => {
+                                tracing::info!(target = %h.target, "acquired after this member's authority lapsed: not started, left for its next term");
+                                self.held.remove(&name);
+                                self.publish_due = true;
+                            }
                         }
                         self.apply(lease);
                     }

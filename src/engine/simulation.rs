@@ -46,7 +46,7 @@ use serde_json::json;
 use super::placement::{self, Action, LapseWatch};
 use crate::config::Config;
 use crate::k8s::index::{Index, Kind};
-use crate::protocol::member::{self, Answer, Authority, Keep, Listing, Outcome, Take};
+use crate::protocol::member::{self, Acquired, Answer, Authority, Keep, Listing, Outcome, Take};
 use crate::protocol::{self, Fence, Holding};
 
 const PREFIX: &str = "leasehold";
@@ -942,12 +942,15 @@ impl Sim {
                         let name = l.metadata.name.clone().unwrap();
                         self.members[m].view.insert(name, l.clone());
                         let now_local = self.members[m].local(self.t);
-                        if member::work_after_acquire(&self.members[m].auth, false, now_local) {
-                            let generation = Holding::of(l.spec.as_ref()).transitions;
-                            self.start_work(m, &target, generation);
-                        } else {
+                        match member::after_acquire(&self.members[m].auth, false, now_local) {
+                            Acquired::Work => {
+                                let generation = Holding::of(l.spec.as_ref()).transitions;
+                                self.start_work(m, &target, generation);
+                            }
                             // Never started: given straight back.
-                            self.give_up(m, &l, target);
+                            Acquired::GiveBack => self.give_up(m, &l, target),
+                            // Never started: left naming the member until its next term.
+                            Acquired::Leave => {}
                         }
                     }
                     Err(Some(fresh)) => {

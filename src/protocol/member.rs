@@ -17,6 +17,10 @@
 //! - [`keep`]: a held target is kept while desired for the member; handed over (work stopped
 //!   first, then [`given_up`](super::given_up)) when not; and lost — work stopped, no write —
 //!   when someone else's write took it.
+//! - [`after_acquire`]: a hold whose acquisition is answered after the member's authority
+//!   lapsed is never worked on and not written either: the Lease keeps naming the member, which
+//!   takes it again under its next term (a release and a new acquisition would be two writes
+//!   and two ownership changes in history, for work that never moved).
 //!
 //! Times are milliseconds on the member's own monotonic clock.
 
@@ -339,10 +343,30 @@ pub fn keep(view: Option<&LeaseView>, me: &str, stopping: bool) -> Keep {
     }
 }
 
-/// Whether a hold just acquired may be worked on (the member still holds authority and is not
-/// leaving or stopping); if not it is given straight back.
-pub fn work_after_acquire(authority: &Authority, stopping: bool, now: i64) -> bool {
-    !stopping && authority.may_take(now)
+/// What to do with a target Lease the member has just acquired (its write answered).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acquired {
+    /// Start the work (the acquire hook).
+    Work,
+    /// The member is leaving or stopping: never started; give it straight back (to the next
+    /// owner, [`given_up`](super::given_up)).
+    GiveBack,
+    /// Its authority lapsed while the write was in flight: never started, and nothing to write.
+    /// The Lease goes on naming the member; under its next term [`take`] acquires it again with
+    /// one write and a new generation. The holder never changes meanwhile, so no ownership change
+    /// is seen or recorded, and a member that does not come back is revoked as usual.
+    Leave,
+}
+
+/// The decision about a hold just acquired, at `now` on the member's clock.
+pub fn after_acquire(authority: &Authority, stopping: bool, now: i64) -> Acquired {
+    if stopping || authority.leaving {
+        Acquired::GiveBack
+    } else if authority.holds(now) {
+        Acquired::Work
+    } else {
+        Acquired::Leave
+    }
 }
 
 #[cfg(test)]
@@ -539,5 +563,25 @@ mod tests {
         let revoked = target(Some("other"), None, None);
         assert_eq!(keep(Some(&revoked), "me", false), Keep::Lost);
         assert_eq!(keep(None, "me", false), Keep::Gone);
+    }
+
+    #[test]
+    fn an_acquisition_answered_after_the_authority_lapsed_is_left_naming_the_member() {
+        let mut a = Authority::new(D);
+        let renewed = a.answered((Write::NewTerm, 0, false), Answer::Written, "m", 50, 100);
+        assert_eq!(renewed, Outcome::Renewed { new_term: true });
+        assert_eq!(after_acquire(&a, false, 5_999), Acquired::Work);
+        assert_eq!(after_acquire(&a, true, 5_999), Acquired::GiveBack);
+        // Past the renew deadline: not worked on, and no release either.
+        assert_eq!(after_acquire(&a, false, 6_000), Acquired::Leave);
+        assert_eq!(after_acquire(&a, true, 6_000), Acquired::GiveBack);
+        // Still naming the member from that term: the next term takes it again with a write.
+        let left = target(Some("me"), Some("me"), None);
+        assert_eq!(
+            take(&left, "me", true, Some("2"), Listing::FULL, 7_000),
+            Take::Acquire
+        );
+        a.leaving = true;
+        assert_eq!(after_acquire(&a, false, 100), Acquired::GiveBack);
     }
 }

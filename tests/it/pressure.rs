@@ -737,7 +737,12 @@ clusters:
         .filter(|r| r.3 >= load_from_ms)
         .filter(|r| !(r.0 == VICTIM && r.2 == Some(Cause::Failover)))
         .collect();
-    assert_eq!(others, [], "{}", logs("targets moved for another reason"));
+    assert_eq!(
+        others,
+        [],
+        "{}",
+        logs(&format!("targets moved for another reason: {others:?}"))
+    );
     let after_recovery = |at_ms: i64| Duration::from_millis((at_ms - recovered_ms).max(0) as u64);
     let first_failover = after_recovery(all_failovers.iter().map(|(_, at)| *at).min().unwrap());
     let failed_over_after = after_recovery(all_failovers.iter().map(|(_, at)| *at).max().unwrap());
