@@ -70,9 +70,12 @@ pub(super) fn retry_delay(
     jittered.max(retry_after.unwrap_or_default().min(cap))
 }
 
-/// Acquire or renew, bounded by a third of the duration (a later answer could not keep the
-/// Lease anyway): v1 `protocol::held_by`; v2 `protocol::acquired_v2` (always a new hold, the
-/// generation moves; v2 never renews a target Lease).
+/// Acquire or renew: v1 `protocol::held_by`, bounded by a third of the duration (a later answer
+/// could not keep the Lease anyway); v2 `protocol::acquired_v2` (always a new hold, the
+/// generation moves; v2 never renews a target Lease), bounded by two thirds, the member Lease's
+/// renew deadline: the hold lasts as long as the member's authority, so a slow answer is still
+/// one (`protocol::member::after_acquire` decides what it is worth), and a write given up while
+/// the server works on it would only be sent again, into a 409 and a re-read.
 pub(super) async fn hold(
     api: &Api<Lease>,
     name: &str,
@@ -88,7 +91,8 @@ pub(super) async fn hold(
         protocol::held_by
     };
     let next = write(lease, me, jiff::Timestamp::now(), secs);
-    put(api, name, &next, duration / 3).await
+    let timeout = if v2 { duration * 2 / 3 } else { duration / 3 };
+    put(api, name, &next, timeout).await
 }
 
 /// Protocol v2: the member Lease write `write` of `me` (`protocol::member::member_lease_write`:
