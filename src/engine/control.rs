@@ -5,7 +5,8 @@
 //! `join_settle`, a rebalance is proposed (superseding the cluster's older proposals) or
 //! started. Each pass's duration and every Lease write's outcome go to the engine's metrics.
 //! A mass lapse ([`placement::MassLapse`]) is lived through here: at most one lapsed member
-//! failed over per lease duration (the first a lease duration after it began), its start and
+//! failed over per lease duration (the first a lease duration after it began; none once a pass
+//! showed the server slow, [`placement::Decision::server_slow`]), its start and
 //! end logged and published as Kubernetes Events about the control-plane Lease (`MassLapse`,
 //! `MassLapseOver`), and the members it still held back when it ended given a lease duration's
 //! grace. A model that turns stale holds every decision; that too is logged and published

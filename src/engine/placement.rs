@@ -5,7 +5,8 @@
 //! configured. Targets inside a running operation are left to it. Protocol v2: fence silent
 //! members, revoke the holds of fenced and stopped ones, delete the member Leases of departed
 //! pods — except when many members lapse at once ([`MassLapse`]: more likely a slow API server
-//! than dead members), when at most one lapsed member is failed over per lease duration and
+//! than dead members), when at most one lapsed member is failed over per lease duration — none
+//! once the lapse has shown the server slow ([`Decision::server_slow`]) — and
 //! the others keep their targets. No I/O: the control loop carries out the returned actions as
 //! compare-and-swap writes.
 
@@ -238,6 +239,10 @@ pub struct MassLapse {
     /// The 99th percentile of the counted members' renewal ages (ms since their member Lease
     /// last changed).
     pub renewal_age_p99_ms: i64,
+    /// It has shown the API server, not the members, is slow ([`Decision::server_slow`]):
+    /// nobody is failed over while it lasts. Only the control loop, which lives it pass after
+    /// pass, can tell; [`mass_lapse`] says `false`.
+    pub server_slow: bool,
 }
 
 impl MassLapse {
@@ -245,12 +250,17 @@ impl MassLapse {
     pub fn reason(&self) -> String {
         format!(
             "API server slow? member renewals late (p99 {:.1} s): {} of {} members lapsed together \
-             ({} failed over, {} late); failing over at most one member per lease duration",
+             ({} failed over, {} late); {}",
             self.renewal_age_p99_ms as f64 / 1000.0,
             self.lapsed.len() + self.failed_over + self.late.len(),
             self.members,
             self.failed_over,
-            self.late.len()
+            self.late.len(),
+            if self.server_slow {
+                "failing over nobody until renewals are back"
+            } else {
+                "failing over at most one member per lease duration"
+            }
         )
     }
 }
@@ -331,6 +341,7 @@ pub fn mass_lapse(
     Some(MassLapse {
         lapsed: held_back.into_iter().map(|(n, _)| n.to_owned()).collect(),
         failed_over: done,
+        server_slow: false,
         late: late_live.into_iter().map(str::to_owned).collect(),
         members: ages.len(),
         renewal_age_p99_ms: p99,
@@ -353,7 +364,9 @@ pub struct Guard {
     /// See [`mass_lapse`].
     pub share: f64,
     /// One lapsed member may be failed over now (the longest silent): the mass lapse has
-    /// lasted a lease duration, and none was failed over for a lease duration.
+    /// lasted a lease duration, none was failed over for a lease duration, and none of its
+    /// passes showed the server slow ([`Decision::server_slow`]: then its lapsed members are
+    /// most likely alive, and wait for its end and their grace).
     pub may_fail_over_one: bool,
     /// Members failed over during this mass lapse (see [`mass_lapse`]).
     pub failed_over: BTreeSet<String>,
@@ -370,6 +383,10 @@ pub struct Guard {
     /// now and then; failing one member over to another just as late only moves work between
     /// late members. A member renewing on time for a lease duration is no longer one.
     pub suspects: BTreeSet<String>,
+    /// Of [`Guard::held_back`], those the mass lapse found late (not lapsed) at its last pass.
+    pub were_late: BTreeSet<String>,
+    /// A pass of the current mass lapse has shown the server slow ([`Decision::server_slow`]).
+    pub server_slow: bool,
     /// Protocol v2: the model was stale (its watches not proven current) after having been
     /// current, less than a lease duration ago. Members seen expired then get the grace of
     /// [`Guard::held_back`]: the same slow API server that kept the control plane's probes
@@ -385,6 +402,8 @@ impl Default for Guard {
             failed_over: BTreeSet::new(),
             held_back: BTreeSet::new(),
             suspects: BTreeSet::new(),
+            were_late: BTreeSet::new(),
+            server_slow: false,
             after_stale: false,
         }
     }
@@ -399,11 +418,16 @@ pub struct LapseWatch {
     since_ms: Option<i64>,
     /// A lease duration after the lapse began and after the last failover during it.
     next_failover_ms: Option<i64>,
+    /// A pass of it showed the server slow ([`Decision::server_slow`]): nobody more is failed
+    /// over until it is over.
+    server_slow: bool,
     /// Members failed over during it: still counted as lapsed, so that failing some over does
     /// not end the lapse by itself.
     failed_over: BTreeSet<String>,
     /// The members it held back or found late at its last pass ([`Guard::held_back`]).
     held_back: BTreeSet<String>,
+    /// Those of them it found late ([`Guard::were_late`]).
+    were_late: BTreeSet<String>,
     /// When each member was last held back or found late during it ([`Guard::suspects`]).
     suspects: BTreeMap<String, i64>,
     /// Once it is over: when their grace ends.
@@ -435,10 +459,14 @@ impl LapseWatch {
         if self.grace_until_ms.is_some_and(|t| now_ms >= t) {
             self.grace_until_ms = None;
             self.held_back.clear();
+            self.were_late.clear();
         }
         Guard {
             share,
-            may_fail_over_one: self.next_failover_ms.is_some_and(|t| now_ms >= t),
+            may_fail_over_one: !self.server_slow
+                && self.next_failover_ms.is_some_and(|t| now_ms >= t),
+            were_late: self.were_late.clone(),
+            server_slow: self.server_slow,
             failed_over: self.failed_over.clone(),
             held_back: self.held_back.clone(),
             suspects: self
@@ -491,6 +519,7 @@ impl LapseWatch {
             (None, Some(since)) => {
                 self.since_ms = None;
                 self.next_failover_ms = None;
+                self.server_slow = false;
                 self.grace_until_ms = Some(now_ms + duration_ms);
                 self.suspects.clear();
                 Some(LapseTurn::Ended {
@@ -502,6 +531,7 @@ impl LapseWatch {
         };
         if let Some(m) = &decision.mass_lapse {
             self.held_back = m.lapsed.iter().chain(&m.late).cloned().collect();
+            self.were_late = m.late.iter().cloned().collect();
             for member in m.lapsed.iter().chain(&m.late) {
                 self.suspects.insert(member.clone(), now_ms);
             }
@@ -513,6 +543,9 @@ impl LapseWatch {
         if let Some(member) = &decision.failed_over_in_lapse {
             self.next_failover_ms = Some(now_ms + duration_ms);
             self.failed_over.insert(member.clone());
+        }
+        if decision.mass_lapse.is_some() && decision.server_slow {
+            self.server_slow = true;
         }
         turn
     }
@@ -533,6 +566,12 @@ pub struct Decision {
     /// Members spared in a grace (after a mass lapse, [`Guard::held_back`]; after a stale
     /// model, [`Guard::after_stale`]) that have not renewed yet.
     pub recovering: Vec<String>,
+    /// The mass lapse has shown the API server, not the members, is slow: a member it held back
+    /// or found late at a pass renewed on time again at a later one — a renewal that landed
+    /// late. Dead members, and members cut off from the server, never get one through; every
+    /// member whose renewals stop is late for a while before its Lease expires, so lateness
+    /// alone says nothing.
+    pub server_slow: bool,
 }
 
 /// Protocol v2: `member`'s current term as the model shows it (live or leaving), written with a
@@ -563,6 +602,7 @@ pub fn decide_guarded(
         mass_lapse: None,
         failed_over_in_lapse: None,
         recovering: Vec::new(),
+        server_slow: false,
     };
     if model.protocol == Protocol::Gnmic || !model.synced || model.stale {
         return decision;
@@ -571,6 +611,19 @@ pub fn decide_guarded(
     decision.mass_lapse = mass_lapse(model, guard.share, &guard.failed_over);
     let mut spared: HashSet<&str> = HashSet::new();
     let mut closed: HashSet<&str> = HashSet::new();
+    if let Some(lapse) = &mut decision.mass_lapse {
+        // A renewal landed: held back at the last pass and live now (late or not), or late then
+        // and on time now.
+        let back = |m: &String| {
+            !(lapse.late.contains(m) && guard.were_late.contains(m))
+                && model
+                    .instance(m)
+                    .and_then(|i| i.member_lease.as_ref())
+                    .is_some_and(|l| l.liveness == Liveness::Live)
+        };
+        lapse.server_slow |= guard.server_slow || guard.held_back.iter().any(back);
+        decision.server_slow = lapse.server_slow;
+    }
     if let Some(lapse) = &decision.mass_lapse {
         spared.extend(lapse.lapsed.iter().map(String::as_str));
         closed.extend(guard.suspects.iter().chain(&lapse.late).map(String::as_str));
@@ -580,6 +633,7 @@ pub fn decide_guarded(
         // Not while a stale spell is less than a duration behind: members may have lapsed
         // unseen, suspects not been counted.
         if guard.may_fail_over_one
+            && !decision.server_slow
             && !guard.after_stale
             && model
                 .instances
@@ -1024,6 +1078,45 @@ mod tests {
     /// then no longer. A stale spell after the model was current starts a grace too; the cold
     /// start does not.
     #[test]
+    fn late_members_show_a_slow_server_only_once_a_renewal_lands() {
+        const D: i64 = 10_000;
+        // Two late (renewals overdue), one lapsed, one on time: a lapse forming.
+        let mut m = v2_cluster(&[("a", None), ("b", None), ("c", Some(10_500)), ("d", None)]);
+        for i in &mut m.instances[..2] {
+            i.member_lease.as_mut().unwrap().unchanged_ms = Some(5_000);
+        }
+        let mut w = LapseWatch::default();
+        let mut pass = |model: &ClusterModel, at: i64| {
+            let guard = w.guard(DEFAULT_MASS_LAPSE_SHARE, at, D);
+            let d = decide_guarded(model, 10, &HashSet::new(), &guard);
+            w.lived(&d, at, D);
+            d
+        };
+        let d = pass(&m, 0);
+        assert_eq!(d.mass_lapse.as_ref().unwrap().late, ["a", "b"]);
+        // Still late a moment later (their renewals stopped: dying or cut off, or slow): no sign.
+        for i in &mut m.instances[..2] {
+            i.member_lease.as_mut().unwrap().unchanged_ms = Some(5_400);
+        }
+        let d = pass(&m, 400);
+        assert!(!d.server_slow && !d.mass_lapse.unwrap().server_slow);
+        // a's renewal lands: on time again. The server is slow, not the members.
+        m.instances[0].member_lease.as_mut().unwrap().unchanged_ms = Some(100);
+        let d = pass(&m, 500);
+        let lapse = d.mass_lapse.clone().expect("b late, c lapsed: 2 of 4");
+        assert!(d.server_slow && lapse.server_slow, "{lapse:?}");
+        assert!(
+            lapse
+                .reason()
+                .ends_with("failing over nobody until renewals are back")
+        );
+        // And so it stays, a duration on and more: c is not failed over while it lasts.
+        let d = pass(&m, 3 * D);
+        assert!(d.server_slow && d.failed_over_in_lapse.is_none());
+        assert!(fenced(&d.actions).is_empty());
+    }
+
+    #[test]
     fn a_lapse_watch_paces_failovers_and_graces_the_held_back() {
         const D: i64 = 10_000;
         let m = v2_cluster(&[
@@ -1046,11 +1139,20 @@ mod tests {
         assert!(d.failed_over_in_lapse.is_none());
         let (d, turn) = pass(&mut w, &m, D);
         assert_eq!((d.failed_over_in_lapse.as_deref(), turn), (Some("a"), None));
-        // b comes back, late at 1.9 D (its renewal got through, its next is overdue), on time
-        // at 2 D: a suspect until a duration after it was last late, so c's failover at 2 D
-        // goes to d alone; from 2.9 D on b is no suspect.
-        let mut back = m.clone();
-        back.instances[0].member_lease.as_mut().unwrap().liveness = Liveness::Fenced;
+        // A zone of dead members beside a prompt server: nobody comes back, nobody is late;
+        // the next one (b, the longest silent left) a duration later.
+        let mut gone_a = m.clone();
+        gone_a.instances[0].member_lease.as_mut().unwrap().liveness = Liveness::Fenced;
+        let mut dead = w.clone();
+        let (d, _) = pass(&mut dead, &gone_a, 2 * D - 1);
+        assert!(d.failed_over_in_lapse.is_none() && !d.server_slow);
+        let (d, _) = pass(&mut dead, &gone_a, 2 * D);
+        assert_eq!(d.failed_over_in_lapse.as_deref(), Some("b"));
+        // A slow server instead: b comes back, late at 1.9 D (its renewal got through, its next
+        // is overdue), on time at 2 D. The lapsed are most likely alive: nobody more is failed
+        // over while the lapse lasts. b is a suspect until a duration after it was last late
+        // (it gets nothing new); from 2.9 D on it is none.
+        let mut back = gone_a.clone();
         let l = back.instances[1].member_lease.as_mut().unwrap();
         (l.liveness, l.unchanged_ms) = (Liveness::Live, Some(4_500));
         for t in back
@@ -1066,22 +1168,28 @@ mod tests {
             .clone()
             .expect("a (failed over), c lapsed, b late: 3 of 4");
         assert_eq!(lapse.late, ["b"]);
-        assert!(
-            d.failed_over_in_lapse.is_none(),
-            "the next failover only at 2 D"
-        );
+        assert!(d.server_slow && d.failed_over_in_lapse.is_none());
         back.instances[1]
             .member_lease
             .as_mut()
             .unwrap()
             .unchanged_ms = Some(500);
-        let (d, _) = pass(&mut w, &back, 2 * D);
-        assert_eq!(d.failed_over_in_lapse.as_deref(), Some("c"));
-        assert!(
-            desires(&d.actions).iter().all(|(_, to, _)| to == "d"),
-            "b was late within the last duration: a suspect, it gets nothing: {:?}",
-            desires(&d.actions)
-        );
+        for at in [2 * D, 3 * D, 10 * D] {
+            let (d, _) = pass(&mut w, &back, at);
+            assert!(d.mass_lapse.is_some(), "a failed over, c lapsed: 2 of 4");
+            assert_eq!(d.failed_over_in_lapse, None, "at {at}");
+            let moves = desires(&d.actions);
+            assert!(
+                moves.iter().all(|(key, _, _)| !key.starts_with("c-")),
+                "c keeps its targets: {moves:?}"
+            );
+            if at == 2 * D {
+                assert!(
+                    moves.iter().all(|(_, to, _)| to == "d"),
+                    "b, a suspect, gets nothing: {moves:?}"
+                );
+            }
+        }
         let g = w
             .clone()
             .guard(DEFAULT_MASS_LAPSE_SHARE, 2 * D + 9 * D / 10, D);

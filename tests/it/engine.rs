@@ -774,6 +774,67 @@ async fn protocol_v2_a_mass_lapse_fails_over_one_member_per_duration_and_the_dea
     h.finish().await;
 }
 
+/// A slow server lets a renewal through now and then: three of four members lapse together,
+/// then one of them gets a renewal through and lapses again. Dead members never do that, so
+/// the control plane takes the lapse for the server's doing and fails nobody over while it
+/// lasts — not even one member per lease duration, which over a lapse of minutes would move
+/// work off healthy members one after another. When the links are back, nothing has moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn protocol_v2_a_mass_lapse_with_a_renewal_landing_late_fails_nobody_over() {
+    let (h, links) = v2_members_some_linked(&["c-0"], &["c-1", "c-2", "c-3"]).await;
+    let owners = |h: &Harness| -> BTreeMap<String, Option<String>> {
+        h.model()
+            .targets
+            .iter()
+            .map(|t| (t.key.to_string(), t.owner.as_deref().map(str::to_owned)))
+            .collect()
+    };
+    let before = owners(&h);
+    links.set(&[], common::Link::Blackhole);
+    let engine = h.engine().clone();
+    mass_lapse_seen(&engine, 2).await;
+    // c-1's link opens long enough for one renewal, then hangs again.
+    links.set(&["c-1"], common::Link::Up);
+    let slow = eventually(Duration::from_secs(2 * LEASE_S), || async {
+        engine
+            .mass_lapse(&*engine.view(CLUSTER).await.ok()?)
+            .filter(|l| l.server_slow)
+    })
+    .await
+    .expect("a lapsed member renewing again shows the server slow");
+    links.set(&["c-1"], common::Link::Blackhole);
+    eprintln!("mass lapse: {}", slow.reason());
+    assert!(
+        slow.reason().ends_with("failing over nobody until renewals are back"),
+        "{}",
+        slow.reason()
+    );
+    // Three more lease durations of it (the paced rule would have failed two over by then).
+    tokio::time::sleep(Duration::from_secs(3 * LEASE_S)).await;
+    assert_eq!(failed_over_at(&h).await, BTreeMap::new(), "nobody failed over");
+    assert!(
+        engine
+            .mass_lapse(&*engine.view(CLUSTER).await.unwrap())
+            .is_some(),
+        "still lapsed"
+    );
+    links.set(&[], common::Link::Up);
+    eventually(Duration::from_secs(4 * LEASE_S), || async {
+        engine
+            .mass_lapse(&*engine.view(CLUSTER).await.ok()?)
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("the lapse ends once the links are back");
+    // Their grace and a pass more: still nobody failed over, every target where it was.
+    tokio::time::sleep(Duration::from_secs(LEASE_S + 1)).await;
+    assert_eq!(failed_over_at(&h).await, BTreeMap::new(), "nobody failed over");
+    assert_eq!(owners(&h), before, "every target where it was");
+    settled_at_work(&h).await;
+    h.finish().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn protocol_v2_a_hung_member_is_fenced_and_its_targets_fail_over() {
     a_hung_member_is_fenced_and_its_targets_fail_over(false).await;
