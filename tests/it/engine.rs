@@ -805,16 +805,21 @@ async fn protocol_v2_a_mass_lapse_with_a_renewal_landing_late_fails_nobody_over(
     links.set(&["c-1"], common::Link::Blackhole);
     eprintln!("mass lapse: {}", slow.reason());
     assert!(
-        slow.reason().ends_with("failing over nobody until renewals are back"),
+        slow.reason()
+            .ends_with("failing over nobody until renewals are back"),
         "{}",
         slow.reason()
     );
     // Three more lease durations of it (the paced rule would have failed two over by then).
     tokio::time::sleep(Duration::from_secs(3 * LEASE_S)).await;
-    assert_eq!(failed_over_at(&h).await, BTreeMap::new(), "nobody failed over");
+    assert_eq!(
+        failed_over_at(&h).await,
+        BTreeMap::new(),
+        "nobody failed over"
+    );
     assert!(
         engine
-            .mass_lapse(&*engine.view(CLUSTER).await.unwrap())
+            .mass_lapse(&engine.view(CLUSTER).await.unwrap())
             .is_some(),
         "still lapsed"
     );
@@ -829,7 +834,11 @@ async fn protocol_v2_a_mass_lapse_with_a_renewal_landing_late_fails_nobody_over(
     .expect("the lapse ends once the links are back");
     // Their grace and a pass more: still nobody failed over, every target where it was.
     tokio::time::sleep(Duration::from_secs(LEASE_S + 1)).await;
-    assert_eq!(failed_over_at(&h).await, BTreeMap::new(), "nobody failed over");
+    assert_eq!(
+        failed_over_at(&h).await,
+        BTreeMap::new(),
+        "nobody failed over"
+    );
     assert_eq!(owners(&h), before, "every target where it was");
     settled_at_work(&h).await;
     h.finish().await;
