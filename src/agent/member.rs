@@ -998,9 +998,9 @@ impl Member {
         let v2 = self.v2();
         let api = self.api.clone();
         let me = self.cfg.identity.clone();
-        let permits = self.gate.permits.clone();
+        let permits = self.gate.permits();
         self.tasks.spawn(async move {
-            let _permit = permits.acquire_owned().await;
+            let _permit = permits.acquire().await;
             let sent = Instant::now();
             let result = writes::hold(&api, &name, &lease, &me, duration, v2).await;
             if acquiring {
@@ -1015,10 +1015,10 @@ impl Member {
     fn spawn_release(&mut self, name: String, lease: Lease) {
         let api = self.api.clone();
         let me = self.cfg.identity.clone();
-        let permits = self.gate.permits.clone();
+        let permits = self.gate.permits();
         let v2 = self.v2();
         self.tasks.spawn(async move {
-            let _permit = permits.acquire_owned().await;
+            let _permit = permits.acquire().await;
             let sent = Instant::now();
             let result = writes::release(&api, &name, lease, &me, v2).await;
             Done::Released { name, sent, result }

@@ -5,10 +5,11 @@
 //! data and pure helpers; the loop in `member` drives them.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
@@ -94,13 +95,42 @@ pub(super) struct Heart {
 
 /// How many target Lease writes the member may have in flight: the [`Limiter`]'s adaptive
 /// limit (at most `cap`, the configured `max_parallel`), applied to the permits of the
-/// semaphore every write task takes one of. The member Lease's writes take none.
+/// semaphore every write task takes one of ([`Permits::acquire`]). The member Lease's writes
+/// take none.
 pub(super) struct Gate {
-    pub(super) permits: Arc<Semaphore>,
+    permits: Permits,
     limiter: Limiter,
-    /// Permits the semaphore has in all (held or free).
+    /// The limit in effect: permits in the semaphore (held or free) less those owed.
     total: usize,
     cap: usize,
+}
+
+/// The write tasks' side of the [`Gate`].
+#[derive(Clone)]
+pub(super) struct Permits {
+    semaphore: Arc<Semaphore>,
+    /// Permits a decrease took back while writes held them: the next ones returned are
+    /// forgotten instead of going to a waiting write. (Forgetting only free ones would not do:
+    /// under a backlog a returned permit goes straight to a waiting write, none is ever free,
+    /// and the limit would never come down — the overload in which it matters most.)
+    owed: Arc<AtomicUsize>,
+}
+
+impl Permits {
+    /// A permit to write, once the limit allows one more (`None`: the gate is gone).
+    pub(super) async fn acquire(&self) -> Option<OwnedSemaphorePermit> {
+        loop {
+            let permit = self.semaphore.clone().acquire_owned().await.ok()?;
+            let owed = self
+                .owed
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| o.checked_sub(1));
+            if owed.is_ok() {
+                permit.forget();
+                continue;
+            }
+            return Some(permit);
+        }
+    }
 }
 
 impl Gate {
@@ -109,26 +139,44 @@ impl Gate {
     pub(super) fn new(cap: usize) -> Self {
         let cap = cap.max(1);
         Gate {
-            permits: Arc::new(Semaphore::new(cap)),
+            permits: Permits {
+                semaphore: Arc::new(Semaphore::new(cap)),
+                owed: Arc::new(AtomicUsize::new(0)),
+            },
             limiter: Limiter::starting_at(cap),
             total: cap,
             cap,
         }
     }
 
+    /// For a write task.
+    pub(super) fn permits(&self) -> Permits {
+        self.permits.clone()
+    }
+
     /// A write sent at `sent` went as `sample`: the limit follows. A decrease takes free
-    /// permits away at once and the rest as they are returned (at a later observation).
+    /// permits away at once and owes the rest: the next ones returned are forgotten.
     pub(super) fn observe(&mut self, sent: Instant, sample: Sample) {
         self.limiter
             .observe(sent.into_std(), sample, Instant::now().into_std());
         self.limiter.cap(self.cap);
         let want = self.limiter.limit().clamp(1, self.cap);
+        let owed = &self.permits.owed;
         if want > self.total {
-            self.permits.add_permits(want - self.total);
-            self.total = want;
+            // Cancel what is owed first, then add.
+            let more = want - self.total;
+            let cancelled = owed
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |o| {
+                    Some(o.saturating_sub(more))
+                })
+                .map_or(0, |o| o.min(more));
+            self.permits.semaphore.add_permits(more - cancelled);
         } else if want < self.total {
-            self.total -= self.permits.forget_permits(self.total - want);
+            let fewer = self.total - want;
+            let forgotten = self.permits.semaphore.forget_permits(fewer);
+            owed.fetch_add(fewer - forgotten, Ordering::SeqCst);
         }
+        self.total = want;
     }
 
     /// Writes allowed in flight now.
@@ -235,26 +283,63 @@ mod tests {
     async fn the_write_gate_follows_the_servers_latency() {
         let mut g = Gate::new(16);
         assert_eq!(g.limit(), 16, "starts at the configured cap");
-        let held = g.permits.clone().acquire_many_owned(8).await.unwrap();
         for _ in 0..4 {
             g.observe(Instant::now(), Sample::Overloaded);
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        assert!(g.limit() < 16, "backs off: {}", g.limit());
-        assert_eq!(
-            g.limit(),
-            8,
-            "permits in use are not taken back until returned"
-        );
-        drop(held);
-        g.observe(Instant::now(), Sample::Overloaded);
-        let after = g.limit();
-        assert_eq!(g.permits.available_permits(), after);
+        let low = g.limit();
+        assert!(low < 16, "backs off: {low}");
+        assert_eq!(g.permits.semaphore.available_permits(), low);
         for _ in 0..200 {
             g.observe(Instant::now(), Sample::Answered(Duration::from_millis(5)));
         }
         assert_eq!(g.limit(), 16, "grows back, to the configured cap at most");
-        assert_eq!(g.permits.available_permits(), 16);
+        assert_eq!(g.permits.semaphore.available_permits(), 16);
+    }
+
+    /// Every permit held and writes waiting (a backlog): a decrease still takes effect — the
+    /// permits returned first are forgotten, not handed to the waiting writes.
+    #[tokio::test]
+    async fn a_decrease_under_a_backlog_is_paid_back_by_the_permits_returned() {
+        let mut g = Gate::new(4);
+        let p = g.permits();
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            held.push(p.acquire().await.unwrap());
+        }
+        let waiting = tokio::spawn({
+            let p = p.clone();
+            async move { p.acquire().await.map(|_| ()) }
+        });
+        g.observe(Instant::now(), Sample::Overloaded);
+        let low = g.limit();
+        assert!(low < 4, "backs off: {low}");
+        for _ in 0..4 - low {
+            drop(held.pop());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            assert!(
+                !waiting.is_finished(),
+                "a returned permit went to a waiting write"
+            );
+        }
+        drop(held.pop());
+        tokio::time::timeout(Duration::from_secs(1), waiting)
+            .await
+            .expect("the next permit returned goes to the waiting write")
+            .unwrap();
+        // An increase cancels what is still owed before it adds.
+        let mut g = Gate::new(4);
+        let p = g.permits();
+        let held: Vec<_> = futures::future::join_all((0..4).map(|_| p.acquire())).await;
+        g.observe(Instant::now(), Sample::Overloaded);
+        let owed = 4 - g.limit();
+        for _ in 0..200 {
+            g.observe(Instant::now(), Sample::Answered(Duration::from_millis(5)));
+        }
+        assert_eq!(g.limit(), 4);
+        assert_eq!(p.owed.load(Ordering::SeqCst), 0, "{owed} owed, cancelled");
+        drop(held);
+        assert_eq!(p.semaphore.available_permits(), 4);
     }
 
     #[test]
