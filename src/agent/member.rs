@@ -129,6 +129,9 @@ pub(super) struct Member {
     gate: Gate,
     /// Target Lease writes that failed in a row (not 409s), for the backoff.
     failures: BTreeMap<String, u32>,
+    /// Target Lease writes the server turned away in a row (429, 5xx, no answer in time), any
+    /// target: how long the gate pauses ([`Gate::pause_until`]).
+    busy_in_a_row: u32,
     /// Leases touched since the last pass (seen, written, hooked, deleted).
     dirty: BTreeSet<String>,
     /// When held Leases next need a look (renewal or renew deadline). Entries are not removed
@@ -171,8 +174,9 @@ impl Member {
             events: Recorder::new(client.clone(), reporter),
             api: Api::namespaced(client.clone(), &cfg.namespace),
             member_api: Api::namespaced(client, &cfg.member_namespace),
-            gate: Gate::new(cfg.max_parallel),
+            gate: Gate::new(cfg.max_parallel, cfg.default_lease_duration / 3),
             failures: BTreeMap::new(),
+            busy_in_a_row: 0,
             cfg,
             hooks,
             published,
@@ -525,6 +529,11 @@ impl Member {
             Done::Acquired { sent, result, .. } | Done::Renewed { sent, result, .. } => {
                 self.gate
                     .observe(*sent, WriteError::sample(result, now - *sent));
+                match result {
+                    Err(WriteError::Busy { retry_after, .. }) => self.busy(*retry_after),
+                    Err(_) => {}
+                    Ok(_) => self.busy_in_a_row = 0,
+                }
             }
             Done::Released { sent, result, .. } => {
                 let sample = match result {
@@ -532,6 +541,10 @@ impl Member {
                     Err(_) => Sample::Overloaded,
                 };
                 self.gate.observe(*sent, sample);
+                match result {
+                    Err(_) => self.busy(None),
+                    Ok(_) => self.busy_in_a_row = 0,
+                }
             }
             _ => {}
         }
@@ -688,6 +701,30 @@ impl Member {
     /// After target Lease write `name` failed with `e`: how long to wait before the next try
     /// (`writes::retry_delay`: jittered, growing with the failures in a row, at least what a
     /// 429 asked, at most `D/3`), or `None` for a 409 or a 404, which are re-decided at once.
+    /// The server turned a target Lease write away (429, 5xx, no answer in time): every
+    /// target Lease write waits, for a pause that grows with such answers in a row (as one
+    /// target's retries do, [`writes::retry_delay`]) and is never shorter than `retry_after`.
+    /// Backing off per target alone would go on sending the member's other targets' writes at
+    /// the gate's limit — and a server too slow to answer in time still works through the
+    /// writes it was sent and their callers gave up, so a member that keeps its limit's worth
+    /// in flight keeps its queue full (docs/benchmarks.md, the overload benchmark past its
+    /// acceptance). The member Lease's writes never wait for this.
+    /// v1 only backs off per target: its holders renew every target Lease through the gate,
+    /// and a pause would hold their renewals back.
+    fn busy(&mut self, retry_after: Option<Duration>) {
+        if !self.v2() {
+            return;
+        }
+        self.busy_in_a_row = self.busy_in_a_row.saturating_add(1);
+        let pause = writes::retry_delay(
+            self.busy_in_a_row,
+            retry_after,
+            self.cfg.default_lease_duration / 3,
+            rand::random(),
+        );
+        self.gate.pause_until(Instant::now() + pause);
+    }
+
     fn backoff(&mut self, name: &str, e: &WriteError) -> Option<Duration> {
         let retry_after = match e {
             WriteError::Conflict(_) | WriteError::NotFound => return None,

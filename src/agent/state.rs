@@ -103,6 +103,9 @@ pub(super) struct Gate {
     /// The limit in effect: permits in the semaphore (held or free) less those owed.
     total: usize,
     cap: usize,
+    /// An answer later than this counts as the server's refusal, whatever the limiter's
+    /// baseline ([`Gate::new`]).
+    too_slow: Duration,
 }
 
 /// The write tasks' side of the [`Gate`].
@@ -114,6 +117,8 @@ pub(super) struct Permits {
     /// under a backlog a returned permit goes straight to a waiting write, none is ever free,
     /// and the limit would never come down — the overload in which it matters most.)
     owed: Arc<AtomicUsize>,
+    /// No write starts before this ([`Gate::pause_until`]).
+    paused_until: Arc<std::sync::Mutex<Option<Instant>>>,
 }
 
 impl Permits {
@@ -128,6 +133,14 @@ impl Permits {
                 permit.forget();
                 continue;
             }
+            // Paused: wait holding the permit (the others wait for it, or for the pause too).
+            loop {
+                let until = *self.paused_until.lock().unwrap_or_else(|e| e.into_inner());
+                match until {
+                    Some(t) if t > Instant::now() => tokio::time::sleep_until(t).await,
+                    _ => break,
+                }
+            }
             return Some(permit);
         }
     }
@@ -136,16 +149,22 @@ impl Permits {
 impl Gate {
     /// Starts at `cap`: a member writes little in protocol v2 (a planned stop's handoffs, a
     /// few acquisitions), and holding those back on a prompt server would only widen the gaps.
-    pub(super) fn new(cap: usize) -> Self {
+    /// A write answered later than `too_slow` counts as overload: the limiter judges lateness
+    /// against the lowest recent latency, which drifts up to a server that stays slow — and a
+    /// server slower than the member's renewal period (the agent's `too_slow`, `D/3`) cannot
+    /// keep the member's authority, so its pace is never the one to grow back to.
+    pub(super) fn new(cap: usize, too_slow: Duration) -> Self {
         let cap = cap.max(1);
         Gate {
             permits: Permits {
                 semaphore: Arc::new(Semaphore::new(cap)),
                 owed: Arc::new(AtomicUsize::new(0)),
+                paused_until: Arc::default(),
             },
             limiter: Limiter::starting_at(cap),
             total: cap,
             cap,
+            too_slow,
         }
     }
 
@@ -154,9 +173,23 @@ impl Gate {
         self.permits.clone()
     }
 
+    /// No write starts before `until` (a later pause already set stays).
+    pub(super) fn pause_until(&self, until: Instant) {
+        let mut paused = self
+            .permits
+            .paused_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *paused = Some(paused.map_or(until, |p| p.max(until)));
+    }
+
     /// A write sent at `sent` went as `sample`: the limit follows. A decrease takes free
     /// permits away at once and owes the rest: the next ones returned are forgotten.
     pub(super) fn observe(&mut self, sent: Instant, sample: Sample) {
+        let sample = match sample {
+            Sample::Answered(took) if took > self.too_slow => Sample::Overloaded,
+            other => other,
+        };
         self.limiter
             .observe(sent.into_std(), sample, Instant::now().into_std());
         self.limiter.cap(self.cap);
@@ -273,6 +306,20 @@ pub(super) fn is_newer(candidate: &Lease, current: &Lease) -> bool {
 mod tests {
     use super::*;
 
+    const SLOW: Duration = Duration::from_secs(3);
+
+    /// Answers slower than the gate's bound count as overload however long they have been
+    /// slow: the limit stays at its floor.
+    #[tokio::test]
+    async fn answers_slower_than_the_bound_never_grow_the_limit_back() {
+        let mut g = Gate::new(16, SLOW);
+        for _ in 0..300 {
+            g.observe(Instant::now(), Sample::Answered(Duration::from_secs(6)));
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(g.limit(), crate::k8s::pacing::MIN_LIMIT, "at the floor");
+    }
+
     fn lease(rv: &str) -> Lease {
         let mut l = Lease::default();
         l.metadata.resource_version = Some(rv.into());
@@ -281,7 +328,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_write_gate_follows_the_servers_latency() {
-        let mut g = Gate::new(16);
+        let mut g = Gate::new(16, SLOW);
         assert_eq!(g.limit(), 16, "starts at the configured cap");
         for _ in 0..4 {
             g.observe(Instant::now(), Sample::Overloaded);
@@ -301,7 +348,7 @@ mod tests {
     /// permits returned first are forgotten, not handed to the waiting writes.
     #[tokio::test]
     async fn a_decrease_under_a_backlog_is_paid_back_by_the_permits_returned() {
-        let mut g = Gate::new(4);
+        let mut g = Gate::new(4, SLOW);
         let p = g.permits();
         let mut held = Vec::new();
         for _ in 0..4 {
@@ -328,7 +375,7 @@ mod tests {
             .expect("the next permit returned goes to the waiting write")
             .unwrap();
         // An increase cancels what is still owed before it adds.
-        let mut g = Gate::new(4);
+        let mut g = Gate::new(4, SLOW);
         let p = g.permits();
         let held: Vec<_> = futures::future::join_all((0..4).map(|_| p.acquire())).await;
         g.observe(Instant::now(), Sample::Overloaded);
@@ -340,6 +387,28 @@ mod tests {
         assert_eq!(p.owed.load(Ordering::SeqCst), 0, "{owed} owed, cancelled");
         drop(held);
         assert_eq!(p.semaphore.available_permits(), 4);
+    }
+
+    #[tokio::test]
+    async fn a_paused_gate_starts_no_write_until_the_pause_is_over() {
+        let g = Gate::new(4, SLOW);
+        let p = g.permits();
+        let start = Instant::now();
+        g.pause_until(start + Duration::from_millis(300));
+        g.pause_until(start + Duration::from_millis(100));
+        let permit = p.acquire().await.unwrap();
+        let waited = start.elapsed();
+        assert!(
+            waited >= Duration::from_millis(300),
+            "the later pause stays: {waited:?}"
+        );
+        drop(permit);
+        let again = Instant::now();
+        let _ = p.acquire().await.unwrap();
+        assert!(
+            again.elapsed() < Duration::from_millis(250),
+            "over: at once"
+        );
     }
 
     #[test]
