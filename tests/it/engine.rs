@@ -549,6 +549,17 @@ async fn mass_lapse_seen(engine: &Engine, n: usize) -> leasehold::engine::placem
     .expect("the control plane sees the members lapse together")
 }
 
+/// `Some` once the control plane shows no mass lapse, within `within`.
+async fn mass_lapse_over(engine: &Engine, within: Duration) -> Option<()> {
+    eventually(within, || async {
+        engine
+            .mass_lapse(&*engine.view(CLUSTER).await.ok()?)
+            .is_none()
+            .then_some(())
+    })
+    .await
+}
+
 /// Ownership rows of history with cause `failover`, as (from, target).
 async fn failovers(h: &Harness) -> Vec<(String, String)> {
     h.history(HistoryKind::Ownership)
@@ -614,14 +625,9 @@ async fn protocol_v2_members_lapsing_together_are_not_failed_over() {
             .collect::<Vec<_>>()
     );
     links.set(&["c-0", "c-1"], common::Link::Up);
-    eventually(Duration::from_secs(2 * LEASE_S), || async {
-        engine
-            .mass_lapse(&*engine.view(CLUSTER).await.ok()?)
-            .is_none()
-            .then_some(())
-    })
-    .await
-    .expect("the lapse ends once c-0 and c-1 renew");
+    mass_lapse_over(&engine, Duration::from_secs(2 * LEASE_S))
+        .await
+        .expect("the lapse ends once c-0 and c-1 renew");
     let straggler = h
         .model()
         .instances
@@ -824,14 +830,9 @@ async fn protocol_v2_a_mass_lapse_with_a_renewal_landing_late_fails_nobody_over(
         "still lapsed"
     );
     links.set(&[], common::Link::Up);
-    eventually(Duration::from_secs(4 * LEASE_S), || async {
-        engine
-            .mass_lapse(&*engine.view(CLUSTER).await.ok()?)
-            .is_none()
-            .then_some(())
-    })
-    .await
-    .expect("the lapse ends once the links are back");
+    mass_lapse_over(&engine, Duration::from_secs(4 * LEASE_S))
+        .await
+        .expect("the lapse ends once the links are back");
     // Their grace and a pass more: still nobody failed over, every target where it was.
     tokio::time::sleep(Duration::from_secs(LEASE_S + 1)).await;
     assert_eq!(
