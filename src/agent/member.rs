@@ -93,11 +93,10 @@ enum Done {
     },
     /// An overrun report published as a Kubernetes Event.
     Reported { result: Result<(), String> },
-    /// Protocol v2: a member Lease write.
+    /// Protocol v2: a member Lease write (`write.at` is set from `sent` on its return).
     Heartbeat {
-        write: member::Write,
+        write: member::Sent,
         sent: Instant,
-        leaving: bool,
         result: Result<Lease, WriteError>,
     },
 }
@@ -124,6 +123,10 @@ pub(super) struct Member {
     /// v2: Leases handed to us under our current term that one watch lists and the other not
     /// yet, and until when (our clock, ms) we wait for it before taking them with a write.
     handed_wait: BTreeMap<String, i64>,
+    /// v2: Leases we held when a term lapsed (or whose acquisition was answered after it), not
+    /// written since, with the tenure and the generation they were held in: a new term of the
+    /// same tenure works on them again without a write (`protocol::member::Take::Resume`).
+    dormant: BTreeMap<String, (u64, i32)>,
     tasks: JoinSet<Done>,
     /// The target Lease writes' adaptive limit (the member Lease's writes are not under it).
     gate: Gate,
@@ -186,6 +189,7 @@ impl Member {
             orphans: BTreeSet::new(),
             not_before: BTreeMap::new(),
             handed_wait: BTreeMap::new(),
+            dormant: BTreeMap::new(),
             tasks: JoinSet::new(),
             dirty: BTreeSet::new(),
             timers: BinaryHeap::new(),
@@ -501,10 +505,9 @@ impl Member {
             Done::Heartbeat {
                 write,
                 sent,
-                leaving,
                 result,
             } => {
-                self.on_heartbeat((write, sent, leaving), result);
+                self.on_heartbeat(write, sent, result);
                 return;
             }
             other => other,
@@ -562,7 +565,9 @@ impl Member {
                         tracing::info!(target = %h.target, "acquired");
                         let now_ms = ms(self.clock.elapsed());
                         let next = match &self.heart {
-                            Some(hb) => member::after_acquire(&hb.auth, self.stopping, now_ms),
+                            Some(hb) => {
+                                member::after_acquire(&hb.auth, h.tenure, self.stopping, now_ms)
+                            }
                             None if self.stopping => Acquired::GiveBack,
                             None => Acquired::Work,
                         };
@@ -581,9 +586,13 @@ impl Member {
                             // Never started: give it straight back.
                             Acquired::GiveBack => h.phase = Phase::Releasing,
                             // Never started: left naming this member, taken again under the
-                            // next term.
-                            Acquired::Leave => {
-                                tracing::info!(target = %h.target, "acquired after this member's authority lapsed: not started, left for its next term");
+                            // next term — without a write when that one keeps the tenure.
+                            Acquired::Leave { resumable } => {
+                                tracing::info!(target = %h.target, resumable, "acquired after this member's authority lapsed: not started, left for its next term");
+                                if resumable {
+                                    let generation = Holding::of(lease.spec.as_ref()).transitions;
+                                    self.dormant.insert(name.clone(), (h.tenure, generation));
+                                }
                                 self.held.remove(&name);
                                 self.publish_due = true;
                             }
@@ -918,6 +927,8 @@ impl Member {
             .filter(|_| may_acquire)
             .and_then(|h| h.lease.as_ref())
             .map(protocol::member_term);
+        let tenure = self.heart.as_ref().map_or(0, |h| h.auth.tenure);
+        self.dormant.retain(|_, (t, _)| *t == tenure);
         let mut adopt = Vec::new();
         self.not_before.retain(|_, t| *t > now);
         let candidates = &self.candidates;
@@ -940,7 +951,10 @@ impl Member {
                     by_all: s.sources == 0b11,
                     waiting_until: self.handed_wait.get(name).copied(),
                 };
-                match member::take(&s.view, me, may_acquire, term.as_deref(), listing, now_ms) {
+                let resumable =
+                    self.dormant.get(name) == Some(&(tenure, s.view.holding.transitions));
+                let held = (term.as_deref(), resumable);
+                match member::take(&s.view, me, may_acquire, held, listing, now_ms) {
                     Take::Skip => continue,
                     Take::GiveUp => {
                         strays.push((name.clone(), s.lease.clone()));
@@ -948,7 +962,11 @@ impl Member {
                     }
                     Take::Adopt => {
                         self.handed_wait.remove(name);
-                        adopt.push((name.clone(), target.clone(), s.lease.clone()));
+                        adopt.push((name.clone(), target.clone(), s.lease.clone(), false));
+                        continue;
+                    }
+                    Take::Resume => {
+                        adopt.push((name.clone(), target.clone(), s.lease.clone(), true));
                         continue;
                     }
                     Take::Wait { until } => {
@@ -996,15 +1014,20 @@ impl Member {
             tracing::debug!(%target, "acquiring");
             self.handed_wait.remove(&name);
             self.candidates.remove(&name);
-            self.held.insert(
-                name.clone(),
-                Held::new(target, duration, lease.clone(), Phase::Acquiring, v2),
-            );
+            self.dormant.remove(&name);
+            let mut h = Held::new(target, duration, lease.clone(), Phase::Acquiring, v2);
+            h.tenure = tenure;
+            self.held.insert(name.clone(), h);
             self.spawn_write(name, lease, duration, true);
         }
-        for (name, target, lease) in adopt {
-            tracing::info!(%target, "handed over to this member: starting work");
+        for (name, target, lease, resumed) in adopt {
+            if resumed {
+                tracing::info!(%target, "held when this member's last term lapsed: working on it again");
+            } else {
+                tracing::info!(%target, "handed over to this member: starting work");
+            }
             self.candidates.remove(&name);
+            self.dormant.remove(&name);
             let duration = self.cfg.default_lease_duration;
             let mut h = Held::new(target, duration, lease, Phase::Starting, v2);
             h.starting = Some(spawn_hook(
@@ -1022,6 +1045,7 @@ impl Member {
         for (name, lease) in strays {
             tracing::info!(lease = %name, "releasing a lease held by this identity but not desired for it");
             self.candidates.remove(&name);
+            self.dormant.remove(&name);
             self.orphans.insert(name.clone());
             self.spawn_release(name, lease);
         }
@@ -1088,7 +1112,7 @@ impl Member {
         if let Some(ended) = heart.auth.expire(now_ms) {
             tracing::warn!("member lease not renewed within its renew deadline; stopping all work");
             let ended = self.instant(ended);
-            self.lose_all(Some(ended));
+            self.lose_all(Some(ended), true);
         }
         let clock = self.clock;
         let heart = self.heart.as_mut()?;
@@ -1110,7 +1134,8 @@ impl Member {
             self.cfg.identity.clone(),
         );
         let duration = self.cfg.default_lease_duration;
-        let leaving = heart.auth.leaving;
+        let sending = heart.auth.sending(write, now_ms, current.as_ref(), &me);
+        let leaving = sending.leaving;
         let timeout = Duration::from_millis(u64::try_from(heart.auth.write_timeout()).unwrap_or(0));
         let overrun = self.overruns.last();
         self.tasks.spawn(async move {
@@ -1125,9 +1150,8 @@ impl Member {
             )
             .await;
             Done::Heartbeat {
-                write,
+                write: sending,
                 sent,
-                leaving,
                 result,
             }
         });
@@ -1137,10 +1161,12 @@ impl Member {
     /// Protocol v2: a member Lease write came back (`protocol::member::Authority::answered`).
     fn on_heartbeat(
         &mut self,
-        (write, sent, leaving): (member::Write, Instant, bool),
+        mut write: member::Sent,
+        sent: Instant,
         result: Result<Lease, WriteError>,
     ) {
-        let (sent, now) = (self.ms_of(sent), self.now_ms());
+        let now = self.now_ms();
+        write.at = self.ms_of(sent);
         let me = self.cfg.identity.clone();
         let Some(heart) = self.heart.as_mut() else {
             return;
@@ -1152,7 +1178,7 @@ impl Member {
             _ => None,
         };
         let answer = match &result {
-            Ok(_) => Answer::Written,
+            Ok(lease) => Answer::Written(lease),
             Err(WriteError::Conflict(_)) => Answer::Conflict(holder.as_ref().map(Option::as_deref)),
             Err(WriteError::NotFound) => Answer::NotFound,
             Err(WriteError::Busy { error, .. } | WriteError::Other(error)) => {
@@ -1183,9 +1209,7 @@ impl Member {
                 ms(WRITE_BACKOFF)
             }
         };
-        let outcome = heart
-            .auth
-            .answered((write, sent, leaving), answer, &me, now, backoff);
+        let outcome = heart.auth.answered(write, answer, &me, now, backoff);
         match result {
             Ok(lease) => heart.lease = Some(lease),
             Err(WriteError::Conflict(Some(fresh))) => heart.lease = Some(*fresh),
@@ -1193,8 +1217,22 @@ impl Member {
             Err(_) => {}
         }
         match outcome {
-            Outcome::Renewed { new_term: true } => {
-                tracing::info!("member lease held: this member may work");
+            Outcome::Renewed {
+                new_term: true,
+                resumes,
+            } => {
+                tracing::info!(
+                    resumes,
+                    "member lease held: this member may work{}",
+                    if resumes {
+                        " (and on what it held when its last term lapsed, without a write)"
+                    } else {
+                        ""
+                    }
+                );
+                if !resumes {
+                    self.dormant.clear();
+                }
             }
             Outcome::Lost { ended } => {
                 // Fenced by the control plane (or released by an earlier run), or deleted:
@@ -1204,16 +1242,28 @@ impl Member {
                     "member lease fenced, taken or deleted: stopping all work and registering again"
                 );
                 let ended = self.instant(ended);
-                self.lose_all(Some(ended));
+                self.lose_all(Some(ended), false);
+                self.dormant.clear();
             }
-            Outcome::Renewed { new_term: false } | Outcome::Retry | Outcome::Nothing => {}
+            Outcome::Renewed {
+                new_term: false, ..
+            }
+            | Outcome::Retry
+            | Outcome::Nothing => {}
         }
     }
 
     /// Protocol v2: every hold ends (the authority is gone): stop the work, write nothing.
-    fn lose_all(&mut self, ended: Option<Instant>) {
+    /// `lapsed`: the renew deadline passed (nobody else wrote the member Lease), so what is
+    /// held with no write in flight may be resumed by a next term of the same tenure.
+    fn lose_all(&mut self, ended: Option<Instant>, lapsed: bool) {
+        let tenure = self.heart.as_ref().map_or(0, |h| h.auth.tenure);
         for (name, h) in self.held.iter_mut() {
             if h.v2 {
+                if lapsed && !h.writing && !matches!(h.phase, Phase::Acquiring | Phase::Releasing) {
+                    let generation = Holding::of(h.lease.spec.as_ref()).transitions;
+                    self.dormant.insert(name.clone(), (tenure, generation));
+                }
                 Self::lose(
                     &mut self.tasks,
                     &self.hooks,

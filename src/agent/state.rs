@@ -251,6 +251,9 @@ pub(super) struct Held {
     pub(super) starting: Option<AbortHandle>,
     /// Held under protocol v2: never renewed; the member Lease is the authority.
     pub(super) v2: bool,
+    /// v2: the member's tenure when the hold was taken (`protocol::member::Authority::tenure`),
+    /// which its acquisition's answer is judged by (`protocol::member::after_acquire`).
+    pub(super) tenure: u64,
 }
 
 impl Held {
@@ -274,6 +277,7 @@ impl Held {
             retry_at: now,
             starting: None,
             v2,
+            tenure: 0,
         }
     }
     pub(super) fn renew_due(&self) -> Instant {

@@ -21,6 +21,14 @@
 //!   lapsed is never worked on and not written either: the Lease keeps naming the member, which
 //!   takes it again under its next term (a release and a new acquisition would be two writes
 //!   and two ownership changes in history, for work that never moved).
+//! - Tenure ([`Authority::tenure`]): a run of terms of one process between which nobody else
+//!   wrote the member Lease — each new term a compare-and-swap on the process's own copy of the
+//!   term before. Nobody can revoke a target from a member whose member Lease was never fenced
+//!   or released, so what the member held when a term lapsed still names it, unchanged, and a
+//!   new term of the same tenure works on it again without a write ([`Take::Resume`]) — after
+//!   a slow API server made every member miss its deadline, a write per target retaken would
+//!   keep the server overloaded long after the load is gone. A new tenure (the Lease found
+//!   fenced, taken or deleted, or a term begun on another copy) takes every target by a write.
 //!
 //! Times are milliseconds on the member's own monotonic clock.
 
@@ -49,6 +57,26 @@ pub struct Authority {
     pub leaving: bool,
     /// `leaving` as last written.
     pub leaving_written: bool,
+    /// This process's tenure of its member Lease: 0 before its first term, raised by a term
+    /// that does not continue the one before (not a compare-and-swap on this process's own
+    /// copy of it) and whenever the Lease is found fenced, taken or deleted. Within a tenure
+    /// nobody but this process wrote the member Lease.
+    pub tenure: u64,
+    /// The term ([`member_term`](super::member_term)) of this process's last successful write.
+    pub last_term: Option<String>,
+}
+
+/// A member Lease write as sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    pub write: Write,
+    /// When (the member's clock, ms).
+    pub at: i64,
+    /// `leaving` as written.
+    pub leaving: bool,
+    /// A new term written on this process's own copy of its last term
+    /// ([`Authority::continues`]): it keeps the tenure.
+    pub continues: bool,
 }
 
 /// Which write of the member Lease is due.
@@ -61,10 +89,10 @@ pub enum Write {
 }
 
 /// What came back from a member Lease write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Answer<'a> {
-    /// Written.
-    Written,
+    /// Written: the Lease as written.
+    Written(&'a Lease),
     /// 409, with the holder of the fresh copy when it could be read.
     Conflict(Option<Option<&'a str>>),
     /// The Lease is gone.
@@ -76,8 +104,10 @@ pub enum Answer<'a> {
 /// What a member Lease write's answer means for the member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
-    /// Written: the member may work until the new deadline (`new_term`: it had no authority).
-    Renewed { new_term: bool },
+    /// Written: the member may work until the new deadline (`new_term`: it had no authority;
+    /// `resumes`: the new term continues the tenure, so what the member held when its last
+    /// term lapsed may be worked on again without a write, [`Take::Resume`]).
+    Renewed { new_term: bool, resumes: bool },
     /// Fenced, taken or deleted while the member had authority: every piece of work stops now
     /// (no write); the hold ended at `ended` by the member's clock (`renewed + D`).
     Lost { ended: i64 },
@@ -96,6 +126,35 @@ impl Authority {
             retry_at: i64::MIN,
             leaving: false,
             leaving_written: false,
+            tenure: 0,
+            last_term: None,
+        }
+    }
+
+    /// Whether a new term written on `base` (the freshest copy known of the member Lease)
+    /// would continue this process's tenure: `base` is the member's own record of its last
+    /// term — held by it (so neither fenced nor released: both empty the holder), in the term
+    /// of its last successful write. A compare-and-swap on it then proves that nobody else
+    /// wrote the Lease since that term began (a fence empties the holder, and only a take —
+    /// a new term — names the member again).
+    pub fn continues(&self, base: Option<&Lease>, me: &str) -> bool {
+        let Some((base, last)) = base.zip(self.last_term.as_deref()) else {
+            return false;
+        };
+        let holder = base
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.as_deref());
+        holder == Some(me) && super::member_term(base) == last
+    }
+
+    /// The member Lease write `write`, sent at `at` on `base` ([`Authority::continues`]).
+    pub fn sending(&self, write: Write, at: i64, base: Option<&Lease>, me: &str) -> Sent {
+        Sent {
+            write,
+            at,
+            leaving: self.leaving,
+            continues: write == Write::NewTerm && self.continues(base, me),
         }
     }
 
@@ -157,30 +216,37 @@ impl Authority {
         ended
     }
 
-    /// A write `write` sent at `sent` (carrying `leaving`) came back with `answer` at `now`;
-    /// `me` is the member's identity. `backoff_ms` is the pause before retrying a failed write.
+    /// The write `sent` came back with `answer` at `now`; `me` is the member's identity.
+    /// `backoff_ms` is the pause before retrying a failed write.
     ///
     /// A renewal that was sent under authority but answered after the authority ended (the
     /// deadline passed while it was in flight) gives none back: the member stopped all its
     /// work then, and works again only in a new term (`Write::NewTerm`, which raises
-    /// `leaseTransitions`), so that every hold it takes after has a generation of its own —
-    /// taken back as it was, a target would be worked on again at the generation of the work
-    /// that stopped.
+    /// `leaseTransitions`): a new term is a point where the member knows, by its own clock,
+    /// that all its work has stopped. Written on its own record of the lapsed term, the new
+    /// term keeps the tenure (`resumes`); on any other copy it begins a new one.
     pub fn answered(
         &mut self,
-        (write, sent, leaving): (Write, i64, bool),
+        sent: Sent,
         answer: Answer<'_>,
         me: &str,
         now: i64,
         backoff_ms: i64,
     ) -> Outcome {
         match answer {
-            Answer::Written if write == Write::Renew && self.renewed.is_none() => Outcome::Nothing,
-            Answer::Written => {
+            Answer::Written(_) if sent.write == Write::Renew && self.renewed.is_none() => {
+                Outcome::Nothing
+            }
+            Answer::Written(lease) => {
                 let new_term = self.renewed.is_none();
-                self.renewed = Some(sent);
-                self.leaving_written = leaving;
-                Outcome::Renewed { new_term }
+                let resumes = new_term && sent.continues;
+                if new_term && !resumes {
+                    self.tenure += 1;
+                }
+                self.last_term = Some(super::member_term(lease));
+                self.renewed = Some(sent.at);
+                self.leaving_written = sent.leaving;
+                Outcome::Renewed { new_term, resumes }
             }
             // Fenced by the control plane (or released by an earlier run): whatever it decided,
             // this member's holds may be given away now.
@@ -195,7 +261,10 @@ impl Authority {
         }
     }
 
+    /// Someone else wrote the member Lease (fenced, released by an earlier run, deleted): a
+    /// new tenure, whether or not the member still had authority.
     fn lose(&mut self) -> Outcome {
+        self.tenure += 1;
         match self.renewed.take() {
             Some(r) => Outcome::Lost {
                 ended: r + self.duration_ms,
@@ -259,6 +328,9 @@ pub enum Take {
     Acquire,
     /// Handed to it under its current term: work on it as it is, no write.
     Adopt,
+    /// Held by it when its last term lapsed, in its current tenure, and not written since:
+    /// work on it again as it is, no write.
+    Resume,
     /// Handed to it, but not every watch lists it yet: look again at `until` (then
     /// [`Take::Acquire`] if still not listed by all).
     Wait { until: i64 },
@@ -269,12 +341,20 @@ pub enum Take {
 
 /// The decision about target Lease `view`, not held by the member `me` (no work on it), at
 /// `now`: `may_take` is [`Authority::may_take`]; `term` the member's current term
-/// ([`member_term`](super::member_term) of its member Lease as last written).
+/// ([`member_term`](super::member_term) of its member Lease as last written); `resumable`:
+/// the member held this Lease, at the generation `view` shows, when a term of its current
+/// [tenure](Authority::tenure) lapsed, and has written it no more since.
+///
+/// Why a resumable hold needs no write: only its holder's write or a revoke changes a held
+/// Lease's holder, a revoke needs the holder's member Lease fenced or released, and within a
+/// tenure it never was — so the Lease still names the member at that generation, whatever
+/// watch delivered the copy, and nobody else worked on the target meanwhile. The work goes on
+/// at the generation it had: every other member's work on the target is below it or above it.
 pub fn take(
     view: &LeaseView,
     me: &str,
     may_take: bool,
-    term: Option<&str>,
+    (term, resumable): (Option<&str>, bool),
     listing: Listing,
     now: i64,
 ) -> Take {
@@ -295,6 +375,9 @@ pub fn take(
     match holder {
         None => Take::Acquire,
         Some(h) if h == me => {
+            if resumable {
+                return Take::Resume;
+            }
             let handed_now = term.is_some() && view.handed_term.as_deref() == term;
             if !handed_now {
                 // Still ours from an earlier term: a new hold, with a new generation.
@@ -352,20 +435,31 @@ pub enum Acquired {
     /// owner, [`given_up`](super::given_up)).
     GiveBack,
     /// Its authority lapsed while the write was in flight: never started, and nothing to write.
-    /// The Lease goes on naming the member; under its next term [`take`] acquires it again with
-    /// one write and a new generation. The holder never changes meanwhile, so no ownership change
-    /// is seen or recorded, and a member that does not come back is revoked as usual.
-    Leave,
+    /// The Lease goes on naming the member. Under its next term it works on it again without a
+    /// write when that term continues the tenure the write was sent in (`resumable`:
+    /// [`Take::Resume`]), else [`take`] acquires it again with one write and a new generation.
+    /// The holder never changes meanwhile, so no ownership change is seen or recorded, and a
+    /// member that does not come back is revoked as usual.
+    Leave { resumable: bool },
 }
 
-/// The decision about a hold just acquired, at `now` on the member's clock.
-pub fn after_acquire(authority: &Authority, stopping: bool, now: i64) -> Acquired {
+/// The decision about a hold just acquired, at `now` on the member's clock; the write was sent
+/// in the [tenure](Authority::tenure) `tenure`.
+///
+/// Authority now is not enough to work: an acquisition sent in an earlier tenure may have
+/// landed before the member Lease was fenced, and the target been revoked since — the member
+/// has a new term now, but the revoke read the fence. Within one tenure no revoke can have
+/// happened.
+pub fn after_acquire(authority: &Authority, tenure: u64, stopping: bool, now: i64) -> Acquired {
+    let same_tenure = authority.tenure == tenure;
     if stopping || authority.leaving {
         Acquired::GiveBack
-    } else if authority.holds(now) {
+    } else if authority.holds(now) && same_tenure {
         Acquired::Work
     } else {
-        Acquired::Leave
+        Acquired::Leave {
+            resumable: same_tenure,
+        }
     }
 }
 
@@ -375,6 +469,20 @@ mod tests {
     use crate::protocol::{self, Desire};
 
     const D: i64 = 9_000;
+
+    fn sent(write: Write, at: i64, leaving: bool) -> Sent {
+        Sent {
+            write,
+            at,
+            leaving,
+            continues: false,
+        }
+    }
+
+    /// A member Lease of "m" as a write's answer.
+    fn lease() -> Lease {
+        protocol::new_member_lease("leasehold", "c", "m", Timestamp::UNIX_EPOCH, 9, false)
+    }
 
     fn target(desired: Option<&str>, holder: Option<&str>, handed_term: Option<&str>) -> LeaseView {
         let mut lease = protocol::new_target_lease(
@@ -405,8 +513,17 @@ mod tests {
         assert_eq!(a.write_due(0), Some(Write::NewTerm));
         assert!(!a.holds(0));
         assert_eq!(
-            a.answered((Write::NewTerm, 100, false), Answer::Written, "m", 150, 250),
-            Outcome::Renewed { new_term: true }
+            a.answered(
+                sent(Write::NewTerm, 100, false),
+                Answer::Written(&lease()),
+                "m",
+                150,
+                250
+            ),
+            Outcome::Renewed {
+                new_term: true,
+                resumes: false
+            }
         );
         assert!(a.holds(100 + 5_999) && !a.holds(100 + 6_000));
         assert_eq!(a.write_due(3_099), None);
@@ -417,7 +534,7 @@ mod tests {
         assert!(!a.may_take(200) && a.holds(200));
         // A failed write waits for the backoff; the deadline does not move.
         assert_eq!(
-            a.answered((Write::Renew, 300, true), Answer::Failed, "m", 400, 250),
+            a.answered(sent(Write::Renew, 300, true), Answer::Failed, "m", 400, 250),
             Outcome::Retry
         );
         assert_eq!(a.due(), 650);
@@ -430,14 +547,20 @@ mod tests {
     #[test]
     fn a_renewal_answered_after_the_deadline_gives_no_authority_back() {
         let mut a = Authority::new(D);
-        a.answered((Write::NewTerm, 0, false), Answer::Written, "m", 10, 250);
+        a.answered(
+            sent(Write::NewTerm, 0, false),
+            Answer::Written(&lease()),
+            "m",
+            10,
+            250,
+        );
         assert_eq!(a.write_due(3_000), Some(Write::Renew));
         // Sent at 3,000 under authority; the deadline (6,000) passes while it is in flight.
         assert_eq!(a.expire(6_000), Some(D));
         assert_eq!(
             a.answered(
-                (Write::Renew, 3_000, false),
-                Answer::Written,
+                sent(Write::Renew, 3_000, false),
+                Answer::Written(&lease()),
                 "m",
                 6_500,
                 250
@@ -451,13 +574,16 @@ mod tests {
         assert_eq!(a.write_due(6_500), Some(Write::NewTerm), "a new term first");
         assert_eq!(
             a.answered(
-                (Write::NewTerm, 6_500, false),
-                Answer::Written,
+                sent(Write::NewTerm, 6_500, false),
+                Answer::Written(&lease()),
                 "m",
                 6_600,
                 250
             ),
-            Outcome::Renewed { new_term: true }
+            Outcome::Renewed {
+                new_term: true,
+                resumes: false
+            }
         );
         assert!(a.holds(6_600));
     }
@@ -465,10 +591,16 @@ mod tests {
     #[test]
     fn fenced_or_deleted_ends_the_authority_once() {
         let mut a = Authority::new(D);
-        a.answered((Write::NewTerm, 0, false), Answer::Written, "m", 0, 250);
+        a.answered(
+            sent(Write::NewTerm, 0, false),
+            Answer::Written(&lease()),
+            "m",
+            0,
+            250,
+        );
         assert_eq!(
             a.answered(
-                (Write::Renew, 10, false),
+                sent(Write::Renew, 10, false),
                 Answer::Conflict(Some(Some("m"))),
                 "m",
                 10,
@@ -479,7 +611,7 @@ mod tests {
         );
         assert_eq!(
             a.answered(
-                (Write::Renew, 20, false),
+                sent(Write::Renew, 20, false),
                 Answer::Conflict(Some(None)),
                 "m",
                 20,
@@ -489,13 +621,31 @@ mod tests {
             "fenced (released by the control plane)"
         );
         assert_eq!(
-            a.answered((Write::Renew, 30, false), Answer::NotFound, "m", 30, 250),
+            a.answered(
+                sent(Write::Renew, 30, false),
+                Answer::NotFound,
+                "m",
+                30,
+                250
+            ),
             Outcome::Nothing,
             "already without authority"
         );
-        a.answered((Write::NewTerm, 40, false), Answer::Written, "m", 40, 250);
+        a.answered(
+            sent(Write::NewTerm, 40, false),
+            Answer::Written(&lease()),
+            "m",
+            40,
+            250,
+        );
         assert_eq!(
-            a.answered((Write::Renew, 50, false), Answer::NotFound, "m", 50, 250),
+            a.answered(
+                sent(Write::Renew, 50, false),
+                Answer::NotFound,
+                "m",
+                50,
+                250
+            ),
             Outcome::Lost { ended: 40 + D }
         );
     }
@@ -504,7 +654,7 @@ mod tests {
     fn what_a_member_takes() {
         let full = Listing::FULL;
         let t = |v: &LeaseView, may: bool, term: Option<&str>, l: Listing, now: i64| {
-            take(v, "me", may, term, l, now)
+            take(v, "me", may, (term, false), l, now)
         };
         let free = target(Some("me"), None, None);
         assert_eq!(t(&free, true, Some("1"), full, 0), Take::Acquire);
@@ -568,20 +718,185 @@ mod tests {
     #[test]
     fn an_acquisition_answered_after_the_authority_lapsed_is_left_naming_the_member() {
         let mut a = Authority::new(D);
-        let renewed = a.answered((Write::NewTerm, 0, false), Answer::Written, "m", 50, 100);
-        assert_eq!(renewed, Outcome::Renewed { new_term: true });
-        assert_eq!(after_acquire(&a, false, 5_999), Acquired::Work);
-        assert_eq!(after_acquire(&a, true, 5_999), Acquired::GiveBack);
+        let renewed = a.answered(
+            sent(Write::NewTerm, 0, false),
+            Answer::Written(&lease()),
+            "m",
+            50,
+            100,
+        );
+        assert_eq!(
+            renewed,
+            Outcome::Renewed {
+                new_term: true,
+                resumes: false
+            }
+        );
+        assert_eq!(after_acquire(&a, a.tenure, false, 5_999), Acquired::Work);
+        assert_eq!(after_acquire(&a, a.tenure, true, 5_999), Acquired::GiveBack);
         // Past the renew deadline: not worked on, and no release either.
-        assert_eq!(after_acquire(&a, false, 6_000), Acquired::Leave);
-        assert_eq!(after_acquire(&a, true, 6_000), Acquired::GiveBack);
+        assert_eq!(
+            after_acquire(&a, a.tenure, false, 6_000),
+            Acquired::Leave { resumable: true }
+        );
+        assert_eq!(after_acquire(&a, a.tenure, true, 6_000), Acquired::GiveBack);
         // Still naming the member from that term: the next term takes it again with a write.
         let left = target(Some("me"), Some("me"), None);
         assert_eq!(
-            take(&left, "me", true, Some("2"), Listing::FULL, 7_000),
+            take(&left, "me", true, (Some("2"), false), Listing::FULL, 7_000),
             Take::Acquire
         );
         a.leaving = true;
-        assert_eq!(after_acquire(&a, false, 100), Acquired::GiveBack);
+        assert_eq!(after_acquire(&a, a.tenure, false, 100), Acquired::GiveBack);
+    }
+
+    #[test]
+    fn a_new_term_on_the_members_own_record_keeps_its_tenure() {
+        let ts = Timestamp::UNIX_EPOCH;
+        let mut a = Authority::new(D);
+        let first = lease();
+        assert!(
+            !a.continues(Some(&first), "m"),
+            "no term of this process yet"
+        );
+        let s = a.sending(Write::NewTerm, 0, None, "m");
+        assert_eq!(
+            a.answered(s, Answer::Written(&first), "m", 10, 250),
+            Outcome::Renewed {
+                new_term: true,
+                resumes: false
+            }
+        );
+        assert_eq!(a.tenure, 1);
+        // Renewed; then the deadline passes (a slow server): a new term on its own record.
+        let renewed = protocol::member_renewed(&first, "m", ts, 9, false);
+        assert_eq!(
+            a.answered(
+                a.sending(Write::Renew, 3_000, Some(&first), "m"),
+                Answer::Written(&renewed),
+                "m",
+                3_100,
+                250
+            ),
+            Outcome::Renewed {
+                new_term: false,
+                resumes: false
+            }
+        );
+        assert!(a.expire(9_000).is_some());
+        assert!(a.continues(Some(&renewed), "m"));
+        assert!(!a.continues(Some(&first), "other"));
+        let s = a.sending(Write::NewTerm, 9_000, Some(&renewed), "m");
+        assert!(s.continues);
+        let second = protocol::member_taken_again(&renewed, "m", ts, 9, false);
+        assert_eq!(
+            a.answered(s, Answer::Written(&second), "m", 9_100, 250),
+            Outcome::Renewed {
+                new_term: true,
+                resumes: true
+            }
+        );
+        assert_eq!(a.tenure, 1, "the same tenure");
+        // Lapsed again, and fenced meanwhile: a term taken on the fenced copy is a new tenure.
+        assert!(a.expire(20_000).is_some());
+        let fenced = protocol::fenced(&second, protocol::Fence::Expired, ts);
+        assert!(
+            !a.continues(Some(&fenced), "m"),
+            "fenced: not the member's own record"
+        );
+        assert!(
+            !a.continues(Some(&renewed), "m"),
+            "a record of an earlier term: someone may have written between"
+        );
+        let s = a.sending(Write::NewTerm, 20_000, Some(&fenced), "m");
+        let third = protocol::member_taken_again(&fenced, "m", ts, 9, false);
+        assert_eq!(
+            a.answered(s, Answer::Written(&third), "m", 20_100, 250),
+            Outcome::Renewed {
+                new_term: true,
+                resumes: false
+            }
+        );
+        assert_eq!(a.tenure, 2);
+        // Found fenced or deleted — with authority or without — a new tenure too.
+        let s = a.sending(Write::Renew, 23_000, Some(&third), "m");
+        a.answered(s, Answer::Conflict(Some(None)), "m", 23_100, 250);
+        assert_eq!(a.tenure, 3);
+        let s = a.sending(Write::NewTerm, 23_200, None, "m");
+        assert_eq!(
+            a.answered(s, Answer::NotFound, "m", 23_300, 250),
+            Outcome::Nothing
+        );
+        assert_eq!(
+            a.tenure, 4,
+            "no authority to lose, but the tenure ends all the same"
+        );
+    }
+
+    #[test]
+    fn what_a_member_held_when_its_term_lapsed_is_resumed_without_a_write() {
+        let held = target(Some("me"), Some("me"), None);
+        let take_it = |v: &LeaseView, may: bool, resumable: bool| {
+            take(v, "me", may, (Some("2"), resumable), Listing::FULL, 0)
+        };
+        assert_eq!(take_it(&held, true, true), Take::Resume);
+        assert_eq!(
+            take_it(&held, true, false),
+            Take::Acquire,
+            "another tenure: a write"
+        );
+        let half = Listing {
+            by_all: false,
+            waiting_until: None,
+        };
+        assert_eq!(
+            take(&held, "me", true, (Some("2"), true), half, 0),
+            Take::Resume,
+            "its holder cannot have changed: any watch's copy will do"
+        );
+        assert_eq!(take_it(&held, false, true), Take::Skip, "no authority");
+        let moved = target(Some("other"), Some("me"), None);
+        assert_eq!(
+            take_it(&moved, true, true),
+            Take::GiveUp,
+            "desired for another"
+        );
+        let others = target(Some("me"), Some("other"), None);
+        assert_eq!(take_it(&others, true, true), Take::Skip);
+    }
+
+    #[test]
+    fn an_acquisition_sent_in_an_earlier_tenure_is_never_worked_on() {
+        let mut a = Authority::new(D);
+        a.answered(
+            sent(Write::NewTerm, 0, false),
+            Answer::Written(&lease()),
+            "m",
+            10,
+            250,
+        );
+        let tenure = a.tenure;
+        // Sent; the member Lease is found fenced; a new term (a new tenure) before the answer.
+        a.answered(
+            sent(Write::Renew, 3_000, false),
+            Answer::Conflict(Some(None)),
+            "m",
+            3_100,
+            250,
+        );
+        a.answered(
+            sent(Write::NewTerm, 3_200, false),
+            Answer::Written(&lease()),
+            "m",
+            3_300,
+            250,
+        );
+        assert!(a.holds(3_400));
+        assert_eq!(
+            after_acquire(&a, tenure, false, 3_400),
+            Acquired::Leave { resumable: false },
+            "the target may have been revoked after the fence"
+        );
+        assert_eq!(after_acquire(&a, a.tenure, false, 3_400), Acquired::Work);
     }
 }

@@ -337,6 +337,23 @@ async fn held_leases(h: &Harness) -> BTreeMap<String, (String, jiff::Timestamp, 
         .collect()
 }
 
+/// The target Leases' `resourceVersion`s, by name.
+async fn target_versions(h: &Harness) -> BTreeMap<String, String> {
+    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
+    let selector = format!("{}={}", protocol::LABEL_ROLE, protocol::ROLE_TARGET);
+    let list = leases.list(&ListParams::default().labels(&selector)).await;
+    list.unwrap()
+        .items
+        .into_iter()
+        .map(|l| {
+            (
+                l.metadata.name.unwrap_or_default(),
+                l.metadata.resource_version.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
 async fn lease_versions(h: &Harness) -> BTreeMap<String, String> {
     let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
     leases
@@ -589,10 +606,13 @@ async fn failed_over_at(h: &Harness) -> BTreeMap<String, i64> {
 /// a mass lapse, not three deaths: it fences nobody (no live member could take the targets),
 /// and says why the cluster is degraded. The links come back one after another, c-2's only
 /// once the first two renewals have ended the lapse: c-2 is in its grace then, and is not
-/// failed over either. Every target ends where it was.
+/// failed over either. Every target ends where it was — and is not written at all: each
+/// member's new term is a compare-and-swap on its own record of the term that lapsed, so it
+/// works on its targets again without taking them by a write each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn protocol_v2_members_lapsing_together_are_not_failed_over() {
     let (h, links) = v2_members_some_linked(&[], &["c-0", "c-1", "c-2"]).await;
+    let versions = target_versions(&h).await;
     let before: BTreeMap<String, Option<String>> = h
         .model()
         .targets
@@ -673,8 +693,13 @@ async fn protocol_v2_members_lapsing_together_are_not_failed_over() {
     }
     assert_eq!(failovers(&h).await, [], "no failover");
     // At the work level too: the members stopped all work when they could not renew, and each
-    // works on its own targets again (acquired anew under a new term).
+    // works on its own targets again, resumed under a new term of the same tenure.
     settled_at_work(&h).await;
+    assert_eq!(
+        target_versions(&h).await,
+        versions,
+        "no target Lease written: the members resumed their work without a write"
+    );
     h.finish().await;
 }
 

@@ -123,7 +123,9 @@ impl InvariantChecker {
 
     /// `member` starts working on `target` at fencing generation `generation`: as
     /// [`InvariantChecker::acquired`], and a violation unless the generation is larger than
-    /// every earlier acquisition's of the target (then a stale owner could not be fenced).
+    /// every earlier acquisition's of the target (then a stale owner could not be fenced) —
+    /// or equal to the largest, taken by this same member: a hold it resumes in a new term of
+    /// its tenure, which nobody else held meanwhile (they would have raised it).
     pub fn acquired_at(&self, target: &str, member: &str, generation: u64) {
         {
             let mut g = self.lock();
@@ -131,7 +133,7 @@ impl InvariantChecker {
                 .generations
                 .insert(target.to_owned(), (generation, member.to_owned()));
             if let Some((before, by)) = previous
-                && generation <= before
+                && (generation < before || (generation == before && by != member))
             {
                 g.violations.push(format!(
                     "{member} acquired {target:?} at generation {generation}, not above \
