@@ -7,7 +7,8 @@
 //! compare-and-swap on `resourceVersion`.
 //!
 //! Modelled, not run: the API server (one store, CAS, ordered watch streams); the member
-//! processes around their decisions (requests with a timeout of `D/3`, answers, one ordered
+//! processes around their decisions (requests awaited as long as the agent's: `2D/3` for an
+//! acquisition or a member Lease write, `D/3` for a release; answers, one ordered
 //! watch of every target Lease, an app that works from the start of the work to its stop, a
 //! planned stop's drain: say `leaving`, wait until everything was moved away or the drain
 //! timeout, then release the member Lease and exit); and the control plane's writes (the
