@@ -19,8 +19,10 @@
 //!
 //! Protocol v2 (`AgentConfig::protocol_version`): holds are not renewed; the member Lease
 //! (`Heart`) is renewed instead, and past its renew deadline — or when it is found fenced or
-//! deleted — every hold is lost at once. The v2 decisions are `protocol::member`'s pure rules
-//! (`Authority`, `take`, `keep`), the ones the seeded simulation checks; this loop runs them.
+//! deleted — every hold is lost at once. What was held when the deadline passed is kept as
+//! `dormant`, and a new term of the same tenure works on it again without a write
+//! (`Take::Resume`). The v2 decisions are `protocol::member`'s pure rules (`Authority`,
+//! `take`, `keep`, `after_acquire`), the ones the seeded simulation checks; this loop runs them.
 //! Two label-selected watches (or their equivalent from the process's `SharedLeases`) feed
 //! `seen`, each Lease remembering which of them list it. A Lease handed to us is adopted only
 //! once both list it. On shutdown the member first drains:
@@ -1134,21 +1136,24 @@ impl Member {
             self.cfg.identity.clone(),
         );
         let duration = self.cfg.default_lease_duration;
-        let sending = heart.auth.sending(write, now_ms, current.as_ref(), &me);
-        let leaving = sending.leaving;
+        let secs = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
+        let next = member::member_lease_write(
+            current.as_ref(),
+            write,
+            (&prefix, &cluster, &me),
+            jiff::Timestamp::now(),
+            secs,
+            heart.auth.leaving,
+        );
+        let sending = heart
+            .auth
+            .sending(write, now_ms, (current.as_ref(), &next.0), &me);
         let timeout = Duration::from_millis(u64::try_from(heart.auth.write_timeout()).unwrap_or(0));
         let overrun = self.overruns.last();
         self.tasks.spawn(async move {
             let sent = Instant::now();
-            let result = writes::heartbeat(
-                &api,
-                current.as_ref(),
-                (&prefix, &cluster, &me),
-                duration,
-                (leaving, overrun.as_ref()),
-                (write, timeout),
-            )
-            .await;
+            let names = (prefix.as_str(), cluster.as_str(), me.as_str());
+            let result = writes::heartbeat(&api, next, names, overrun.as_ref(), timeout).await;
             Done::Heartbeat {
                 write: sending,
                 sent,

@@ -13,7 +13,7 @@ use kube::runtime::events::{Event, EventType, Recorder};
 
 use crate::k8s::election::is_conflict;
 use crate::k8s::pacing::Sample;
-use crate::protocol::{self, Holding, Overrun, member};
+use crate::protocol::{self, Holding, Overrun};
 
 /// Bound on a release write (acquisitions and renewals are bounded by a third of the duration),
 /// and on publishing an Event.
@@ -95,29 +95,19 @@ pub(super) async fn hold(
     put(api, name, &next, timeout).await
 }
 
-/// Protocol v2: the member Lease write `write` of `me` (`protocol::member::member_lease_write`:
-/// register — create —, take again in a new term, or renew), carrying `leaving` and the
-/// member's last overrun, if any, waiting `timeout` for the answer
-/// (`protocol::member::Authority::write_timeout`). `current` is the freshest copy known (`None`: create it). A
+/// Protocol v2: a member Lease write of `me`, built by `protocol::member::member_lease_write`
+/// (register — create —, take again in a new term, or renew) — `next`, and whether it is a
+/// create — carrying the member's last overrun,
+/// if any, waiting `timeout` for the answer (`protocol::member::Authority::write_timeout`). A
 /// create that finds the Lease already there answers like a 409, with the copy read after it.
 pub(super) async fn heartbeat(
     api: &Api<Lease>,
-    current: Option<&Lease>,
+    (mut next, create): (Lease, bool),
     (prefix, cluster, me): (&str, &str, &str),
-    duration: Duration,
-    (leaving, overrun): (bool, Option<&Overrun>),
-    (write, timeout): (member::Write, Duration),
+    overrun: Option<&Overrun>,
+    timeout: Duration,
 ) -> Result<Lease, WriteError> {
-    let secs = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
     let timeout = timeout.max(MIN_WRITE_TIMEOUT);
-    let (mut next, create) = member::member_lease_write(
-        current,
-        write,
-        (prefix, cluster, me),
-        jiff::Timestamp::now(),
-        secs,
-        leaving,
-    );
     if let Some(o) = overrun {
         protocol::report_overrun(&mut next, o);
     }

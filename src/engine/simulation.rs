@@ -200,7 +200,8 @@ struct Member {
     heart: Option<Lease>,
     /// The member Lease's clock, by `protocol::member`'s rules (on the member's local time).
     auth: Authority,
-    heart_in_flight: Option<u64>,
+    /// The member Lease write in flight: its request id and what was sent.
+    heart_in_flight: Option<(u64, member::Sent)>,
     /// Target Leases as our watch shows them.
     view: BTreeMap<String, Lease>,
     /// Targets we hold and work on.
@@ -742,10 +743,6 @@ impl Sim {
         if self.members[m].heart_in_flight.is_none()
             && let Some(write) = self.members[m].auth.write_due(now_local)
         {
-            let sent =
-                self.members[m]
-                    .auth
-                    .sending(write, now_local, self.members[m].heart.as_ref(), &me);
             let (mut lease, create) = member::member_lease_write(
                 self.members[m].heart.as_ref(),
                 write,
@@ -755,15 +752,19 @@ impl Sim {
                 leaving,
             );
             lease.metadata.namespace = Some(NS.into());
+            let base = self.members[m].heart.as_ref();
+            let sent = self.members[m]
+                .auth
+                .sending(write, now_local, (base, &lease), &me);
             let id = self.send(
                 m,
                 MemberReq::Heartbeat {
-                    sent,
+                    sent: sent.clone(),
                     lease,
                     create,
                 },
             );
-            self.members[m].heart_in_flight = Some(id);
+            self.members[m].heart_in_flight = Some((id, sent));
         }
         // The held targets (`member::keep`): hand over what is no longer desired for us — stop
         // the work, then hand it to its next owner (or release it). The others
@@ -947,7 +948,7 @@ impl Sim {
         let me = self.members[m].name.clone();
         match req {
             MemberReq::Heartbeat { sent, .. } => {
-                if self.members[m].heart_in_flight != Some(id) {
+                if self.members[m].heart_in_flight.as_ref().map(|h| h.0) != Some(id) {
                     return; // timed out already
                 }
                 self.members[m].heart_in_flight = None;
@@ -1029,18 +1030,13 @@ impl Sim {
 
     fn member_timeout(&mut self, m: usize, id: u64) {
         let mm = &mut self.members[m];
-        if mm.heart_in_flight == Some(id) {
-            mm.heart_in_flight = None;
+        if mm.heart_in_flight.as_ref().map(|h| h.0) == Some(id) {
             let now_local = mm.local(self.t);
             let me = mm.name.clone();
-            let sent = member::Sent {
-                write: member::Write::Renew,
-                at: now_local,
-                leaving: false,
-                continues: false,
-            };
-            mm.auth
-                .answered(sent, Answer::Failed, &me, now_local, BACKOFF);
+            if let Some((_, sent)) = mm.heart_in_flight.take() {
+                mm.auth
+                    .answered(sent, Answer::Failed, &me, now_local, BACKOFF);
+            }
             self.wake_member_at(m, self.t);
         } else if mm.in_flight.remove(&id).is_some() {
             self.wake_member_at(m, self.t);

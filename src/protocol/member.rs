@@ -64,10 +64,25 @@ pub struct Authority {
     pub tenure: u64,
     /// The term ([`member_term`](super::member_term)) of this process's last successful write.
     pub last_term: Option<String>,
+    /// The records that this process's new terms sent to continue its tenure would have
+    /// written, while none of them was answered ([`Record`]): a slow server takes a write it
+    /// answers too late, and the member Lease found holding one of them is still this
+    /// process's own (cleared by any answered write).
+    pub unconfirmed: Vec<Record>,
+}
+
+/// What identifies a member Lease record this process sent: its term and its `acquireTime`
+/// (the send's own timestamp, which nobody else writes).
+pub type Record = (String, Option<Timestamp>);
+
+/// The [`Record`] of member Lease `lease`.
+pub fn record_of(lease: &Lease) -> Record {
+    let acquired = lease.spec.as_ref().and_then(|s| s.acquire_time.as_ref());
+    (super::member_term(lease), acquired.map(|t| t.0))
 }
 
 /// A member Lease write as sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sent {
     pub write: Write,
     /// When (the member's clock, ms).
@@ -77,6 +92,8 @@ pub struct Sent {
     /// A new term written on this process's own copy of its last term
     /// ([`Authority::continues`]): it keeps the tenure.
     pub continues: bool,
+    /// Such a new term: the record it writes, in case its answer never comes.
+    pub record: Option<Record>,
 }
 
 /// Which write of the member Lease is due.
@@ -128,33 +145,48 @@ impl Authority {
             leaving_written: false,
             tenure: 0,
             last_term: None,
+            unconfirmed: Vec::new(),
         }
     }
 
     /// Whether a new term written on `base` (the freshest copy known of the member Lease)
     /// would continue this process's tenure: `base` is the member's own record of its last
     /// term — held by it (so neither fenced nor released: both empty the holder), in the term
-    /// of its last successful write. A compare-and-swap on it then proves that nobody else
-    /// wrote the Lease since that term began (a fence empties the holder, and only a take —
-    /// a new term — names the member again).
+    /// of its last successful write, or the very record one of its unanswered new terms of
+    /// this tenure wrote ([`Authority::unconfirmed`]). A compare-and-swap on it then proves
+    /// that nobody else wrote the Lease since that term began (a fence empties the holder, and
+    /// only a take — a new term — names the member again).
     pub fn continues(&self, base: Option<&Lease>, me: &str) -> bool {
-        let Some((base, last)) = base.zip(self.last_term.as_deref()) else {
+        let Some(base) = base else {
             return false;
         };
         let holder = base
             .spec
             .as_ref()
             .and_then(|s| s.holder_identity.as_deref());
-        holder == Some(me) && super::member_term(base) == last
+        if holder != Some(me) {
+            return false;
+        }
+        let record = record_of(base);
+        self.last_term.as_deref() == Some(record.0.as_str()) || self.unconfirmed.contains(&record)
     }
 
-    /// The member Lease write `write`, sent at `at` on `base` ([`Authority::continues`]).
-    pub fn sending(&self, write: Write, at: i64, base: Option<&Lease>, me: &str) -> Sent {
+    /// The member Lease write `write` of `next`, sent at `at` on `base`
+    /// ([`Authority::continues`]).
+    pub fn sending(
+        &self,
+        write: Write,
+        at: i64,
+        (base, next): (Option<&Lease>, &Lease),
+        me: &str,
+    ) -> Sent {
+        let continues = write == Write::NewTerm && self.continues(base, me);
         Sent {
             write,
             at,
             leaving: self.leaving,
-            continues: write == Write::NewTerm && self.continues(base, me),
+            continues,
+            record: continues.then(|| record_of(next)),
         }
     }
 
@@ -243,6 +275,7 @@ impl Authority {
                 if new_term && !resumes {
                     self.tenure += 1;
                 }
+                self.unconfirmed.clear();
                 self.last_term = Some(super::member_term(lease));
                 self.renewed = Some(sent.at);
                 self.leaving_written = sent.leaving;
@@ -255,6 +288,10 @@ impl Authority {
             // A 409 on our own copy: re-decide on the fresh one at once.
             Answer::Conflict(Some(_)) => Outcome::Nothing,
             Answer::Conflict(None) | Answer::Failed => {
+                // No answer: it may have been written all the same.
+                if let Some(record) = sent.record {
+                    self.unconfirmed.push(record);
+                }
                 self.retry_at = now + backoff_ms;
                 Outcome::Retry
             }
@@ -265,6 +302,7 @@ impl Authority {
     /// new tenure, whether or not the member still had authority.
     fn lose(&mut self) -> Outcome {
         self.tenure += 1;
+        self.unconfirmed.clear();
         match self.renewed.take() {
             Some(r) => Outcome::Lost {
                 ended: r + self.duration_ms,
@@ -476,6 +514,7 @@ mod tests {
             at,
             leaving,
             continues: false,
+            record: None,
         }
     }
 
@@ -759,7 +798,7 @@ mod tests {
             !a.continues(Some(&first), "m"),
             "no term of this process yet"
         );
-        let s = a.sending(Write::NewTerm, 0, None, "m");
+        let s = a.sending(Write::NewTerm, 0, (None, &first), "m");
         assert_eq!(
             a.answered(s, Answer::Written(&first), "m", 10, 250),
             Outcome::Renewed {
@@ -772,7 +811,7 @@ mod tests {
         let renewed = protocol::member_renewed(&first, "m", ts, 9, false);
         assert_eq!(
             a.answered(
-                a.sending(Write::Renew, 3_000, Some(&first), "m"),
+                a.sending(Write::Renew, 3_000, (Some(&first), &renewed), "m"),
                 Answer::Written(&renewed),
                 "m",
                 3_100,
@@ -786,9 +825,9 @@ mod tests {
         assert!(a.expire(9_000).is_some());
         assert!(a.continues(Some(&renewed), "m"));
         assert!(!a.continues(Some(&first), "other"));
-        let s = a.sending(Write::NewTerm, 9_000, Some(&renewed), "m");
-        assert!(s.continues);
         let second = protocol::member_taken_again(&renewed, "m", ts, 9, false);
+        let s = a.sending(Write::NewTerm, 9_000, (Some(&renewed), &second), "m");
+        assert!(s.continues);
         assert_eq!(
             a.answered(s, Answer::Written(&second), "m", 9_100, 250),
             Outcome::Renewed {
@@ -808,8 +847,8 @@ mod tests {
             !a.continues(Some(&renewed), "m"),
             "a record of an earlier term: someone may have written between"
         );
-        let s = a.sending(Write::NewTerm, 20_000, Some(&fenced), "m");
         let third = protocol::member_taken_again(&fenced, "m", ts, 9, false);
+        let s = a.sending(Write::NewTerm, 20_000, (Some(&fenced), &third), "m");
         assert_eq!(
             a.answered(s, Answer::Written(&third), "m", 20_100, 250),
             Outcome::Renewed {
@@ -819,10 +858,10 @@ mod tests {
         );
         assert_eq!(a.tenure, 2);
         // Found fenced or deleted — with authority or without — a new tenure too.
-        let s = a.sending(Write::Renew, 23_000, Some(&third), "m");
+        let s = a.sending(Write::Renew, 23_000, (Some(&third), &third), "m");
         a.answered(s, Answer::Conflict(Some(None)), "m", 23_100, 250);
         assert_eq!(a.tenure, 3);
-        let s = a.sending(Write::NewTerm, 23_200, None, "m");
+        let s = a.sending(Write::NewTerm, 23_200, (None, &third), "m");
         assert_eq!(
             a.answered(s, Answer::NotFound, "m", 23_300, 250),
             Outcome::Nothing
@@ -831,6 +870,63 @@ mod tests {
             a.tenure, 4,
             "no authority to lose, but the tenure ends all the same"
         );
+    }
+
+    #[test]
+    fn a_new_term_never_answered_but_written_keeps_the_tenure() {
+        let at = |s: i64| Timestamp::from_second(s).unwrap();
+        let mut a = Authority::new(D);
+        let first = lease();
+        a.answered(
+            sent(Write::NewTerm, 0, false),
+            Answer::Written(&first),
+            "m",
+            10,
+            250,
+        );
+        assert!(a.expire(6_000).is_some());
+        // A new term on its own record: the server writes it but the answer never comes.
+        let lost = protocol::member_taken_again(&first, "m", at(6), 9, false);
+        let s = a.sending(Write::NewTerm, 6_000, (Some(&first), &lost), "m");
+        assert_eq!(
+            a.answered(s, Answer::Failed, "m", 12_000, 250),
+            Outcome::Retry
+        );
+        // Sent again on the same copy: a 409, whose fresh copy is that record — its own.
+        assert!(
+            a.continues(Some(&lost), "m"),
+            "the unanswered term's record"
+        );
+        let other = protocol::member_taken_again(&first, "m", at(7), 9, false);
+        assert!(
+            !a.continues(Some(&other), "m"),
+            "the same term written by another (another acquireTime): not its own"
+        );
+        let again = protocol::member_taken_again(&lost, "m", at(13), 9, false);
+        let s = a.sending(Write::NewTerm, 13_000, (Some(&lost), &again), "m");
+        assert!(s.continues);
+        assert_eq!(
+            a.answered(s, Answer::Written(&again), "m", 13_100, 250),
+            Outcome::Renewed {
+                new_term: true,
+                resumes: true
+            }
+        );
+        assert_eq!(a.tenure, 1);
+        assert!(a.unconfirmed.is_empty());
+        // Not kept past a loss of the Lease either.
+        assert!(a.expire(30_000).is_some());
+        let third = protocol::member_taken_again(&again, "m", at(30), 9, false);
+        let s = a.sending(Write::NewTerm, 30_000, (Some(&again), &third), "m");
+        a.answered(s, Answer::Failed, "m", 36_000, 250);
+        a.answered(
+            sent(Write::NewTerm, 36_500, false),
+            Answer::NotFound,
+            "m",
+            36_600,
+            250,
+        );
+        assert!(!a.continues(Some(&third), "m"));
     }
 
     #[test]
