@@ -7,6 +7,11 @@
 //! releases the Lease (`protocol::released`) and then says it no longer leads.
 //!
 //! It owns nothing else: it never reads desired owners or target Leases (that is `agent`).
+//!
+//! One departure from client-go: a candidate that is not leading backs off while its attempts
+//! fail or time out ([`pause_after`]) — a sick API server gets fewer of its requests (a
+//! thousand members polling every 2 s are 500 requests a second), while a leader keeps
+//! retrying every retry period within its renew deadline.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -51,6 +56,23 @@ pub fn decide(observed: &Observation, me: &str, now_ms: i64) -> Action {
             until_ms: observed.since_ms() + i64::from(observed.holding().duration_s.max(0)) * 1000,
         },
     }
+}
+
+/// How long to wait before the next attempt, after `failures` attempts in a row that failed or
+/// timed out: the retry period while leading (a leader must renew within its deadline) or
+/// after a success; otherwise doubling from it per failure, at most the lease duration, taken
+/// in `[½, 1]` of that by `unit` (jitter, in `[0, 1]`) so candidates do not retry in step.
+/// A candidate backing off notices a leader's death later — at most a lease duration — only
+/// while the server is failing its requests.
+pub fn pause_after(cfg: &ElectionConfig, failures: u32, leading: bool, unit: f64) -> Duration {
+    if leading || failures == 0 {
+        return cfg.retry_period;
+    }
+    let doubled = cfg
+        .retry_period
+        .saturating_mul(1 << failures.min(8))
+        .min(cfg.lease_duration.max(cfg.retry_period));
+    doubled.mul_f64(0.5 + 0.5 * unit.clamp(0.0, 1.0))
 }
 
 /// Settings of one elector.
@@ -131,6 +153,8 @@ impl LeaderElector {
         // Send time of the last successful acquire/renew while leading.
         let mut renewed: Option<Instant> = None;
         let mut next = Instant::now();
+        // Attempts in a row that failed or timed out ([`pause_after`]).
+        let mut failures = 0u32;
         tokio::pin!(shutdown);
         loop {
             // A leader's renew deadline runs during sleeps and during attempts alike.
@@ -158,7 +182,9 @@ impl LeaderElector {
                     next = Instant::now() + cfg.retry_period;
                 }
                 res = attempt => {
-                    next = Instant::now() + cfg.retry_period;
+                    failures = if matches!(res, Ok(Ok(_))) { 0 } else { failures.saturating_add(1) };
+                    let pause = pause_after(cfg, failures, renewed.is_some(), rand::random());
+                    next = Instant::now() + pause;
                     match res {
                         Ok(Ok(Attempt::Holding { sent })) => {
                             if renewed.is_none() {
@@ -299,6 +325,30 @@ pub fn is_conflict(e: &kube::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_candidate_backs_off_while_its_attempts_fail_and_a_leader_never_does() {
+        let cfg = ElectionConfig::new("ns", "l", "me").with_duration(Duration::from_secs(10));
+        let two = Duration::from_secs(2);
+        assert_eq!(pause_after(&cfg, 0, false, 0.3), two, "after a success");
+        assert_eq!(
+            pause_after(&cfg, 5, true, 0.3),
+            two,
+            "leading: within the renew deadline"
+        );
+        assert_eq!(pause_after(&cfg, 1, false, 1.0), Duration::from_secs(4));
+        assert_eq!(
+            pause_after(&cfg, 1, false, 0.0),
+            two,
+            "jitter: half at the least"
+        );
+        assert_eq!(pause_after(&cfg, 2, false, 1.0), Duration::from_secs(8));
+        assert_eq!(
+            pause_after(&cfg, 30, false, 1.0),
+            Duration::from_secs(10),
+            "at most the lease duration"
+        );
+    }
+
     use super::*;
 
     fn held(by: &str, duration_s: i32) -> Holding {
