@@ -258,6 +258,12 @@ impl Running {
     }
 }
 
+/// Whom the agents under test act as: the members' ServiceAccount of `deploy/` on the real tier
+/// (the test itself plays the control plane, as the admin), the admin on the simulator.
+async fn members(sim: &common::TestSim) -> common::accounts::Accounts {
+    common::accounts::Accounts::for_test(sim, &sim.ns, &sim.ns, &[]).await
+}
+
 /// Logs to the test output (`RUST_LOG`, default warn).
 fn logs() {
     let _ = tracing_subscriber::fmt()
@@ -458,6 +464,8 @@ async fn elector_graceful_release_hands_over_within_a_retry_period() {
 async fn agent_acquires_exactly_the_leases_desired_for_it() {
     let sim = common::start().await;
     let c = &sim.client;
+    let accounts = members(&sim).await;
+    let mc = &accounts.member;
     let ks = keys("dev", 6);
     for (i, k) in ks.iter().enumerate() {
         create_target(c, k, &format!("m-{}", i % 2), V2).await;
@@ -477,8 +485,8 @@ async fn agent_acquires_exactly_the_leases_desired_for_it() {
         .unwrap();
 
     let checker = InvariantChecker::new();
-    let m0 = spawn_agent(c, "m-0", checker.hooks("m-0", Duration::ZERO), V2);
-    let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO), V2);
+    let m0 = spawn_agent(mc, "m-0", checker.hooks("m-0", Duration::ZERO), V2);
+    let m1 = spawn_agent(mc, "m-1", checker.hooks("m-1", Duration::ZERO), V2);
     let even: Vec<String> = ks.iter().step_by(2).cloned().collect();
     let odd: Vec<String> = ks.iter().skip(1).step_by(2).cloned().collect();
     wait_owned(c, &checker, &even, "m-0", Duration::from_secs(5)).await;
@@ -527,17 +535,19 @@ async fn moving_the_desired_owner(version: u8) {
     logs();
     let sim = common::start().await;
     let c = &sim.client;
+    let accounts = members(&sim).await;
+    let mc = &accounts.member;
     let ks = keys("move", 20);
     let checker = InvariantChecker::new();
     // Hooks take 30 ms, to widen any window in which both could be working.
     let m0 = spawn_agent(
-        c,
+        mc,
         "m-0",
         checker.hooks("m-0", Duration::from_millis(30)),
         version,
     );
     let m1 = spawn_agent(
-        c,
+        mc,
         "m-1",
         checker.hooks("m-1", Duration::from_millis(30)),
         version,
@@ -629,13 +639,15 @@ async fn moving_the_desired_owner(version: u8) {
 async fn crashed_agent_loses_its_leases_only_after_the_observed_expiry() {
     let sim = common::start().await;
     let c = &sim.client;
+    let accounts = members(&sim).await;
+    let mc = &accounts.member;
     let ks = keys("crash", 3);
     for k in &ks {
         create_target(c, k, "m-0", V1).await;
     }
     let checker = InvariantChecker::new();
-    let m0 = spawn_agent(c, "m-0", checker.hooks("m-0", Duration::ZERO), V1);
-    let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO), V1);
+    let m0 = spawn_agent(mc, "m-0", checker.hooks("m-0", Duration::ZERO), V1);
+    let m1 = spawn_agent(mc, "m-1", checker.hooks("m-1", Duration::ZERO), V1);
     wait_holders(c, &ks, Some("m-0"), Duration::from_secs(5)).await;
 
     // Crash right after a renewal of the first key, so the crash time is the last renewal.
@@ -692,13 +704,15 @@ async fn crashed_agent_loses_its_leases_only_after_the_observed_expiry() {
 async fn graceful_shutdown_releases_everything() {
     let sim = common::start().await;
     let c = &sim.client;
+    let accounts = members(&sim).await;
+    let mc = &accounts.member;
     let ks = keys("bye", 5);
     for k in &ks {
         create_target(c, k, "m-0", V2).await;
     }
     let checker = InvariantChecker::new();
     let m0 = spawn_agent(
-        c,
+        mc,
         "m-0",
         checker.hooks("m-0", Duration::from_millis(20)),
         V2,
@@ -754,15 +768,17 @@ async fn graceful_shutdown_releases_everything() {
 async fn renewals_keep_leases_beyond_several_durations() {
     let sim = common::start().await;
     let c = &sim.client;
+    let accounts = members(&sim).await;
+    let mc = &accounts.member;
     let ks = keys("keep", 3);
     for k in &ks {
         create_target(c, k, "m-0", V1).await;
     }
     let checker = InvariantChecker::new();
-    let m0 = spawn_agent(c, "m-0", checker.hooks("m-0", Duration::ZERO), V1);
+    let m0 = spawn_agent(mc, "m-0", checker.hooks("m-0", Duration::ZERO), V1);
     // A second member that would take any Lease it saw expire: it is not desired, so it must
     // not.
-    let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO), V1);
+    let m1 = spawn_agent(mc, "m-1", checker.hooks("m-1", Duration::ZERO), V1);
     wait_owned(c, &checker, &ks, "m-0", Duration::from_secs(5)).await;
     let start: Vec<Holding> = futures::future::join_all(
         ks.iter()
@@ -802,9 +818,11 @@ async fn three_agents_elect_exactly_one_leader() {
     logs();
     let sim = common::start().await;
     let c = &sim.client;
+    let accounts = members(&sim).await;
+    let mc = &accounts.member;
     let agents: Vec<Running> = ["m-0", "m-1", "m-2"]
         .iter()
-        .map(|m| spawn_agent(c, m, Arc::new(leasehold::agent::NoHooks), V2))
+        .map(|m| spawn_agent(mc, m, Arc::new(leasehold::agent::NoHooks), V2))
         .collect();
     let leaders = |a: &[Running]| -> Vec<usize> {
         a.iter()
@@ -858,6 +876,8 @@ async fn three_agents_elect_exactly_one_leader() {
 async fn awkward_target_keys_work() {
     let sim = common::start().await;
     let c = &sim.client;
+    let accounts = members(&sim).await;
+    let mc = &accounts.member;
     let ks: Vec<String> = [
         "Router-1",
         "spine/1",
@@ -872,8 +892,8 @@ async fn awkward_target_keys_work() {
         create_target(c, k, "m-0", V2).await;
     }
     let checker = InvariantChecker::new();
-    let m0 = spawn_agent(c, "m-0", checker.hooks("m-0", Duration::ZERO), V2);
-    let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO), V2);
+    let m0 = spawn_agent(mc, "m-0", checker.hooks("m-0", Duration::ZERO), V2);
+    let m1 = spawn_agent(mc, "m-1", checker.hooks("m-1", Duration::ZERO), V2);
     wait_owned(c, &checker, &ks, "m-0", Duration::from_secs(5)).await;
     // The Lease names its holder a moment before the member has read its write's answer.
     let all: BTreeSet<String> = ks.iter().cloned().collect();
@@ -944,6 +964,8 @@ async fn hook_app(
 async fn http_hooks_tell_the_app_and_a_failed_acquire_hook_keeps_the_lease() {
     let sim = common::start().await;
     let c = &sim.client;
+    let accounts = members(&sim).await;
+    let mc = &accounts.member;
     let fail = Arc::new(Mutex::new(true));
     let (addr, calls) = hook_app(fail.clone()).await;
     create_target(c, "Spine/7", "m-0", V2).await;
@@ -952,7 +974,7 @@ async fn http_hooks_tell_the_app_and_a_failed_acquire_hook_keeps_the_lease() {
         CLUSTER,
         "m-0",
     ));
-    let m0 = spawn_agent(c, "m-0", hooks, V2);
+    let m0 = spawn_agent(mc, "m-0", hooks, V2);
     wait_holders(c, &["Spine/7".into()], Some("m-0"), Duration::from_secs(5)).await;
     common::eventually(Duration::from_secs(2), || async {
         (!calls.lock().unwrap().is_empty()).then_some(())
@@ -989,12 +1011,14 @@ async fn http_hooks_tell_the_app_and_a_failed_acquire_hook_keeps_the_lease() {
 async fn a_member_cut_off_from_the_api_stops_work_before_its_lease_expires() {
     let sim = common::start().await;
     let c = &sim.client;
-    let (cut_client, link) = common::linked_client(&sim).await;
+    let accounts = members(&sim).await;
+    let mc = &accounts.member;
+    let (cut_client, link) = common::linked_client_as(&sim, &accounts.member_kubeconfig).await;
 
     create_target(c, "island", "m-0", V1).await;
     let checker = InvariantChecker::new();
     let m0 = spawn_agent(&cut_client, "m-0", checker.hooks("m-0", Duration::ZERO), V1);
-    let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO), V1);
+    let m1 = spawn_agent(mc, "m-1", checker.hooks("m-1", Duration::ZERO), V1);
     wait_holders(c, &["island".into()], Some("m-0"), Duration::from_secs(5)).await;
     let last = holding(c, &lease_name("island")).await;
     link.send_replace(common::Link::Cut);
@@ -1045,10 +1069,12 @@ async fn a_member_cut_off_from_the_api_stops_work_before_its_lease_expires() {
 async fn protocol_v2_a_member_cut_off_from_the_api_stops_work_before_it_is_fenced() {
     let sim = common::start().await;
     let c = &sim.client;
-    let (cut_client, link) = common::linked_client(&sim).await;
+    let accounts = members(&sim).await;
+    let mc = &accounts.member;
+    let (cut_client, link) = common::linked_client_as(&sim, &accounts.member_kubeconfig).await;
     let checker = InvariantChecker::new();
     let m0 = spawn_agent(&cut_client, "m-0", checker.hooks("m-0", Duration::ZERO), V2);
-    let m1 = spawn_agent(c, "m-1", checker.hooks("m-1", Duration::ZERO), V2);
+    let m1 = spawn_agent(mc, "m-1", checker.hooks("m-1", Duration::ZERO), V2);
     common::eventually(Duration::from_secs(5), || async {
         (member_term(c, "m-0").await.is_some() && member_term(c, "m-1").await.is_some())
             .then_some(())
@@ -1166,6 +1192,7 @@ async fn paused_past_its_lease(version: u8) {
     };
     let sim = common::start().await;
     let c = &sim.client;
+    let accounts = members(&sim).await;
     let keys = keys(&format!("paused-v{version}"), 3);
     for k in &keys {
         create_target(c, k, "m-0", version).await;
@@ -1185,7 +1212,7 @@ async fn paused_past_its_lease(version: u8) {
             &version.to_string(),
         ])
         .arg("--kubeconfig")
-        .arg(&sim.kubeconfig)
+        .arg(&accounts.member_kubeconfig)
         .arg("--on-acquire")
         .arg(format!(
             "echo acquire $LEASEHOLD_TARGET >> '{}'",

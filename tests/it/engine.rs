@@ -537,7 +537,7 @@ async fn v2_members_some_linked(direct: &[&str], linked: &[&str]) -> (Harness, L
     for m in direct.iter().chain(linked) {
         h.add_pod(m).await;
         if linked.contains(m) {
-            let (client, link) = common::linked_client(&h.t).await;
+            let (client, link) = h.linked_member_client().await;
             links.insert(m.to_string(), link);
             h.start_agent_via(m, client);
         } else {
@@ -1266,16 +1266,8 @@ async fn two_control_planes(yaml: String) {
         ("cp-b", a)
     };
     let engine = h.engines[first].0.clone();
-    eventually(Duration::from_secs(10), || async {
-        engine
-            .model(CLUSTER)
-            .unwrap()
-            .instance("c-2")
-            .is_some_and(|i| i.ready)
-            .then_some(())
-    })
-    .await
-    .unwrap();
+    // Ready, and (protocol v2) registered: its member Lease live, or it is given nothing.
+    h.wait_ready("c-2").await;
     let op = engine
         .start_rebalance(CLUSTER, &PlanRequest::default(), "bob", "test", false)
         .await
@@ -1921,7 +1913,7 @@ async fn an_unreachable_api_server_leaves_a_stale_model_and_no_decisions() {
     h.wait_pods_ready(2).await;
     h.wait_registered(&["c-0", "c-1"]).await;
     // The control plane reaches the API through a proxy that can be cut; the members do not.
-    let (client, link) = common::linked_client(&h.t).await;
+    let (client, link) = h.linked_control_plane_client().await;
     let engine = h.start_engine_with("cp-a", client).await;
     h.wait_balanced(&[("c-0", 10), ("c-1", 10)], Duration::from_secs(30))
         .await;
@@ -1979,7 +1971,7 @@ async fn a_hung_api_connection(yaml: &str) {
     h.wait_pods_ready(3).await;
     h.wait_registered(&["c-0", "c-1", "c-2"]).await;
     // The control plane reaches the API through a link that can hang; the members do not.
-    let (client, link) = common::linked_client(&h.t).await;
+    let (client, link) = h.linked_control_plane_client().await;
     let engine = h.start_engine_with("cp-a", client).await;
     h.wait_balanced(
         &[("c-0", 20), ("c-1", 20), ("c-2", 20)],

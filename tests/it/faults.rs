@@ -504,7 +504,7 @@ async fn api_connection_lost(link_state: common::Link) {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut h = Harness::new(&v2_yaml(TARGETS, "on_join: off")).await;
         // The members reach the API directly; only the control plane's link fails.
-        let (client, link) = common::linked_client(&h.t).await;
+        let (client, link) = h.linked_control_plane_client().await;
         start_cluster(&mut h, Some(client)).await;
         let engine = h.engines["cp-a"].0.clone();
         let (_, moment) = victim_and_moment(&mut rng);

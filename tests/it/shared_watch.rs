@@ -17,7 +17,7 @@ async fn members_sharing_one_lease_watch_place_rebalance_and_hand_over() {
     let mut h = Harness::new(&v2_yaml(60, "on_join: auto")).await;
     // The planned stop below drains as an agent does by default.
     h.drain_timeout = DEFAULT_DRAIN_TIMEOUT;
-    let feed = SharedLeases::new(h.t.client.clone(), &h.ns, CLUSTER);
+    let feed = SharedLeases::new(h.accounts.member.clone(), &h.ns, CLUSTER);
     let f = feed.clone();
     let feed_task = tokio::spawn(async move { f.run(std::future::pending()).await });
     for m in ["c-0", "c-1", "c-2"] {

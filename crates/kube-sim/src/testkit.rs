@@ -584,18 +584,25 @@ async fn pump(
 
 /// A client of `t`'s simulator through a [`link_proxy`], and the link.
 pub async fn linked_client(t: &TestSim) -> (kube::Client, tokio::sync::watch::Sender<Link>) {
-    let (proxy, link) = link_proxy(t.addr()).await;
-    (client_via(t, proxy).await, link)
+    linked_client_as(t, &t.kubeconfig).await
 }
 
-/// A client of `t`'s API server reaching it through `proxy`.
-async fn client_via(t: &TestSim, proxy: std::net::SocketAddr) -> kube::Client {
+/// [`linked_client`] with the credentials of the kubeconfig at `kubeconfig` (one of `t`'s API
+/// server, e.g. a ServiceAccount's).
+pub async fn linked_client_as(
+    t: &TestSim,
+    kubeconfig: &std::path::Path,
+) -> (kube::Client, tokio::sync::watch::Sender<Link>) {
+    let (proxy, link) = link_proxy(t.addr()).await;
+    let text = std::fs::read_to_string(kubeconfig).expect("kubeconfig");
+    (client_via(t, &text, proxy).await, link)
+}
+
+/// A client of `t`'s API server reaching it through `proxy`, as kubeconfig `text` says.
+async fn client_via(t: &TestSim, text: &str, proxy: std::net::SocketAddr) -> kube::Client {
     let scheme = if t.is_real() { "https" } else { "http" };
-    let kc: kube::config::Kubeconfig = serde_json::from_str(
-        &t.kubeconfig_text()
-            .replace(&t.url(), &format!("{scheme}://{proxy}")),
-    )
-    .unwrap();
+    let kc: kube::config::Kubeconfig =
+        serde_json::from_str(&text.replace(&t.url(), &format!("{scheme}://{proxy}"))).unwrap();
     let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
         .unwrap();

@@ -1,5 +1,6 @@
 //! The app under test for router tests (`api.rs`, `ui.rs`, `idempotency.rs`, `metrics.rs`): a real engine
-//! watching the simulator (so the model is real) over namespace [`NS`] with cluster `c` and
+//! watching the simulator (so the model is real; on the real tier as the control plane's
+//! ServiceAccount, `accounts`) over namespace [`NS`] with cluster `c` and
 //! targets `t-0`…`t-4`, a fresh SQLite history, token-file authentication with viewer /
 //! operator / admin users ([`TOKENS`]), and the whole router to call with `oneshot`.
 
@@ -70,10 +71,13 @@ async fn app_configured(tls: bool, acting: bool, demo: Option<DemoControls>) -> 
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens.csv");
     std::fs::write(&tokens, TOKENS).unwrap();
+    // Not acting: the election Lease in a namespace that does not exist, so this engine never
+    // takes it — it only observes (other tests' engines on a shared apiserver are not its
+    // rivals either, as they would be for the default Lease in `leasehold`).
     let cp = if acting {
         format!("control_plane: {{namespace: {ns}, lease_duration: 2s}}\n")
     } else {
-        String::new()
+        format!("control_plane: {{namespace: {ns}-no-control-plane}}\n")
     };
     let yaml = format!(
         "{cp}clusters:
@@ -86,7 +90,10 @@ async fn app_configured(tls: bool, acting: bool, demo: Option<DemoControls>) -> 
     let config = Config::parse(&yaml, Path::new("test.yaml")).unwrap();
     let db = format!("sqlite:{}", dir.path().join("h.db").display());
     let store = Store::connect(&db).await.unwrap();
-    let engine = Engine::new(config, t.client.clone(), store, "cp".into());
+    // As the control plane's ServiceAccount of `deploy/` on the real tier (the admin on the
+    // simulator).
+    let accounts = super::accounts::Accounts::for_test(&t, &ns, &ns, &[]).await;
+    let engine = Engine::new(config, accounts.control_plane.clone(), store, "cp".into());
     let e = engine.clone();
     tokio::spawn(async move { e.run(std::future::pending()).await });
     let settings: AuthSettings =

@@ -3,8 +3,11 @@
 //! in-process (`Agent` with the invariant checker's hooks) or real `leasehold agent` processes
 //! whose HTTP hooks reach the checker ([`Harness::add_process_member`]) — control-plane
 //! engines sharing one SQLite history, and helpers that wait for a balanced cluster and read
-//! history. Tests using it run one at a time ([`SERIAL`]).
+//! history. Tests using it run one at a time ([`SERIAL`]). On the real tier the members and the
+//! control plane act as the ServiceAccounts `deploy/` gives them ([`Accounts`]), not as the
+//! admin.
 
+use super::accounts::Accounts;
 use super::eventually;
 use super::invariant::InvariantChecker;
 
@@ -92,6 +95,8 @@ pub struct Harness {
     /// and this harness's database on it.
     pg: Option<(String, String)>,
     pub checker: InvariantChecker,
+    /// Whom the members and the control plane act as (ServiceAccounts on the real tier).
+    pub accounts: Accounts,
     pub members: BTreeMap<String, Member>,
     /// Member agents running as processes ([`Harness::add_process_member`]).
     pub processes: BTreeMap<String, Process>,
@@ -139,7 +144,10 @@ impl Harness {
         if member_ns != ns {
             t.create_namespace(&member_ns).await;
         }
+        // `hook`: the Secret the removal webhook tests keep their credentials in.
+        let accounts = Accounts::for_test(&t, &ns, &member_ns, &["hook"]).await;
         Harness {
+            accounts,
             _serial: serial,
             ns,
             member_ns,
@@ -193,8 +201,23 @@ impl Harness {
     }
 
     pub async fn start_engine(&mut self, identity: &str) -> Engine {
-        let client = self.t.client.clone();
+        let client = self.accounts.control_plane.clone();
         self.start_engine_with(identity, client).await
+    }
+
+    /// A client as the control plane's account through a link a test can cut or hang
+    /// ([`super::linked_client`]).
+    pub async fn linked_control_plane_client(
+        &self,
+    ) -> (kube::Client, tokio::sync::watch::Sender<super::Link>) {
+        super::linked_client_as(&self.t, &self.accounts.control_plane_kubeconfig).await
+    }
+
+    /// A client as the members' account through a link a test can cut or hang.
+    pub async fn linked_member_client(
+        &self,
+    ) -> (kube::Client, tokio::sync::watch::Sender<super::Link>) {
+        super::linked_client_as(&self.t, &self.accounts.member_kubeconfig).await
     }
 
     pub async fn start_engine_with(&mut self, identity: &str, client: kube::Client) -> Engine {
@@ -269,7 +292,7 @@ impl Harness {
     }
 
     pub fn start_agent(&mut self, name: &str) {
-        let client = self.t.client.clone();
+        let client = self.accounts.member.clone();
         self.start_agent_via(name, client);
     }
 
@@ -282,7 +305,7 @@ impl Harness {
     /// [`Harness::start_agent`] with the agent reading its target Leases from `feed`, a watch
     /// it shares with the other members of this process (`agent::SharedLeases`).
     pub fn start_agent_sharing(&mut self, name: &str, feed: &SharedLeases) {
-        let client = self.t.client.clone();
+        let client = self.accounts.member.clone();
         self.start_agent_on(name, client, Some(feed));
     }
 
@@ -505,7 +528,7 @@ impl Harness {
             .args(["--identity", name, "--hook-url", &url])
             .args(["--lease-duration", &PROCESS_LEASE_S.to_string()])
             .arg("--kubeconfig")
-            .arg(&self.t.kubeconfig)
+            .arg(&self.accounts.member_kubeconfig)
             .env("RUST_LOG", "info")
             .stdout(std::process::Stdio::null())
             .stderr(stderr)
