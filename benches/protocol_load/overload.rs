@@ -175,6 +175,9 @@ pub struct Report {
     tenant_errors: u64,
     /// Target Lease holder changes, releases and takes by the same member included.
     holder_changes: u64,
+    /// Target Lease writes of any kind seen after placement, from the calm on (a member taking
+    /// back by a write a target that still names it is one, and changes no holder).
+    target_writes: u64,
     /// Target Leases that came to name another member: failovers, or any other move.
     owner_changes: u64,
     /// History's ownership rows since the load began: (from, to, cause); `true` if more.
@@ -576,6 +579,7 @@ pub async fn run(s: &Settings, scene: &Scene<'_>, cp: &mut ControlPlane) -> anyh
         tenant_writes: tenant.writes.load(Ordering::Relaxed),
         tenant_errors: tenant.errors.load(Ordering::Relaxed),
         holder_changes: changes.holder_changes - changes0.holder_changes,
+        target_writes: changes.target - changes0.target,
         owner_changes: changes.owner_changes - changes0.owner_changes,
         rows: (moves, more),
         overlaps: scene.work.overlaps.load(Ordering::Relaxed) - overlaps0,
@@ -732,6 +736,10 @@ impl Report {
             } else {
                 format!(" (first: {:?})", moves.iter().take(5).collect::<Vec<_>>())
             }
+        );
+        println!(
+            "| target Lease writes of any kind from the calm on (a take of a Lease still naming its member too) | {} |",
+            self.target_writes
         );
         println!(
             "| … all target Lease holder changes (releases and takes by the same member too) / all history ownership rows | {} / {}{} |",

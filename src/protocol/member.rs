@@ -75,10 +75,13 @@ pub struct Authority {
 /// (the send's own timestamp, which nobody else writes).
 pub type Record = (String, Option<Timestamp>);
 
-/// The [`Record`] of member Lease `lease`.
+/// The [`Record`] of member Lease `lease`. `acquireTime` is a `MicroTime`: the API server keeps
+/// (and `k8s-openapi` writes) whole microseconds, so the time is cut to those — the copy a
+/// write sent and the copy read back must compare equal.
 pub fn record_of(lease: &Lease) -> Record {
     let acquired = lease.spec.as_ref().and_then(|s| s.acquire_time.as_ref());
-    (super::member_term(lease), acquired.map(|t| t.0))
+    let micros = |t: Timestamp| Timestamp::from_microsecond(t.as_microsecond()).unwrap_or(t);
+    (super::member_term(lease), acquired.map(|t| micros(t.0)))
 }
 
 /// A member Lease write as sent.
@@ -518,6 +521,18 @@ mod tests {
         }
     }
 
+    /// A new term of "m" sent at `at`, written, answered at `now`.
+    fn new_term(a: &mut Authority, at: i64, now: i64) -> Outcome {
+        let written = lease();
+        a.answered(
+            sent(Write::NewTerm, at, false),
+            Answer::Written(&written),
+            "m",
+            now,
+            250,
+        )
+    }
+
     /// A member Lease of "m" as a write's answer.
     fn lease() -> Lease {
         protocol::new_member_lease("leasehold", "c", "m", Timestamp::UNIX_EPOCH, 9, false)
@@ -552,13 +567,7 @@ mod tests {
         assert_eq!(a.write_due(0), Some(Write::NewTerm));
         assert!(!a.holds(0));
         assert_eq!(
-            a.answered(
-                sent(Write::NewTerm, 100, false),
-                Answer::Written(&lease()),
-                "m",
-                150,
-                250
-            ),
+            new_term(&mut a, 100, 150),
             Outcome::Renewed {
                 new_term: true,
                 resumes: false
@@ -586,13 +595,7 @@ mod tests {
     #[test]
     fn a_renewal_answered_after_the_deadline_gives_no_authority_back() {
         let mut a = Authority::new(D);
-        a.answered(
-            sent(Write::NewTerm, 0, false),
-            Answer::Written(&lease()),
-            "m",
-            10,
-            250,
-        );
+        new_term(&mut a, 0, 10);
         assert_eq!(a.write_due(3_000), Some(Write::Renew));
         // Sent at 3,000 under authority; the deadline (6,000) passes while it is in flight.
         assert_eq!(a.expire(6_000), Some(D));
@@ -612,13 +615,7 @@ mod tests {
         );
         assert_eq!(a.write_due(6_500), Some(Write::NewTerm), "a new term first");
         assert_eq!(
-            a.answered(
-                sent(Write::NewTerm, 6_500, false),
-                Answer::Written(&lease()),
-                "m",
-                6_600,
-                250
-            ),
+            new_term(&mut a, 6_500, 6_600),
             Outcome::Renewed {
                 new_term: true,
                 resumes: false
@@ -630,13 +627,7 @@ mod tests {
     #[test]
     fn fenced_or_deleted_ends_the_authority_once() {
         let mut a = Authority::new(D);
-        a.answered(
-            sent(Write::NewTerm, 0, false),
-            Answer::Written(&lease()),
-            "m",
-            0,
-            250,
-        );
+        new_term(&mut a, 0, 0);
         assert_eq!(
             a.answered(
                 sent(Write::Renew, 10, false),
@@ -670,13 +661,7 @@ mod tests {
             Outcome::Nothing,
             "already without authority"
         );
-        a.answered(
-            sent(Write::NewTerm, 40, false),
-            Answer::Written(&lease()),
-            "m",
-            40,
-            250,
-        );
+        new_term(&mut a, 40, 40);
         assert_eq!(
             a.answered(
                 sent(Write::Renew, 50, false),
@@ -757,13 +742,7 @@ mod tests {
     #[test]
     fn an_acquisition_answered_after_the_authority_lapsed_is_left_naming_the_member() {
         let mut a = Authority::new(D);
-        let renewed = a.answered(
-            sent(Write::NewTerm, 0, false),
-            Answer::Written(&lease()),
-            "m",
-            50,
-            100,
-        );
+        let renewed = new_term(&mut a, 0, 50);
         assert_eq!(
             renewed,
             Outcome::Renewed {
@@ -892,11 +871,20 @@ mod tests {
             a.answered(s, Answer::Failed, "m", 12_000, 250),
             Outcome::Retry
         );
-        // Sent again on the same copy: a 409, whose fresh copy is that record — its own.
+        // Sent again on the same copy: a 409, whose fresh copy is that record — its own, also
+        // as the API server returns it (acquireTime in whole microseconds).
         assert!(
             a.continues(Some(&lost), "m"),
             "the unanswered term's record"
         );
+        let stamp = Timestamp::from_nanosecond(6_000_123_456_789).unwrap();
+        let sent_ns = protocol::member_taken_again(&first, "m", stamp, 9, false);
+        let s = a.sending(Write::NewTerm, 6_100, (Some(&first), &sent_ns), "m");
+        a.answered(s, Answer::Failed, "m", 12_100, 250);
+        let read_back: Lease =
+            serde_json::from_value(serde_json::to_value(&sent_ns).unwrap()).unwrap();
+        assert_ne!(read_back, sent_ns, "the nanoseconds are gone on the wire");
+        assert!(a.continues(Some(&read_back), "m"), "still its own record");
         let other = protocol::member_taken_again(&first, "m", at(7), 9, false);
         assert!(
             !a.continues(Some(&other), "m"),
@@ -964,13 +952,7 @@ mod tests {
     #[test]
     fn an_acquisition_sent_in_an_earlier_tenure_is_never_worked_on() {
         let mut a = Authority::new(D);
-        a.answered(
-            sent(Write::NewTerm, 0, false),
-            Answer::Written(&lease()),
-            "m",
-            10,
-            250,
-        );
+        new_term(&mut a, 0, 10);
         let tenure = a.tenure;
         // Sent; the member Lease is found fenced; a new term (a new tenure) before the answer.
         a.answered(
@@ -980,13 +962,7 @@ mod tests {
             3_100,
             250,
         );
-        a.answered(
-            sent(Write::NewTerm, 3_200, false),
-            Answer::Written(&lease()),
-            "m",
-            3_300,
-            250,
-        );
+        new_term(&mut a, 3_200, 3_300);
         assert!(a.holds(3_400));
         assert_eq!(
             after_acquire(&a, tenure, false, 3_400),

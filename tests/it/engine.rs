@@ -339,25 +339,22 @@ async fn held_leases(h: &Harness) -> BTreeMap<String, (String, jiff::Timestamp, 
 
 /// The target Leases' `resourceVersion`s, by name.
 async fn target_versions(h: &Harness) -> BTreeMap<String, String> {
-    let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
-    let selector = format!("{}={}", protocol::LABEL_ROLE, protocol::ROLE_TARGET);
-    let list = leases.list(&ListParams::default().labels(&selector)).await;
-    list.unwrap()
-        .items
-        .into_iter()
-        .map(|l| {
-            (
-                l.metadata.name.unwrap_or_default(),
-                l.metadata.resource_version.unwrap_or_default(),
-            )
-        })
-        .collect()
+    versions(
+        h,
+        &format!("{}={}", protocol::LABEL_ROLE, protocol::ROLE_TARGET),
+    )
+    .await
 }
 
 async fn lease_versions(h: &Harness) -> BTreeMap<String, String> {
+    versions(h, &format!("{}={CLUSTER}", protocol::LABEL_CLUSTER)).await
+}
+
+/// The `resourceVersion`s of the Leases in the cluster's namespace that `selector` selects.
+async fn versions(h: &Harness, selector: &str) -> BTreeMap<String, String> {
     let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
     leases
-        .list(&ListParams::default().labels(&format!("{}={CLUSTER}", protocol::LABEL_CLUSTER)))
+        .list(&ListParams::default().labels(selector))
         .await
         .unwrap()
         .items
