@@ -93,10 +93,16 @@ pub struct Sent {
     /// `leaving` as written.
     pub leaving: bool,
     /// A new term written on this process's own copy of its last term
-    /// ([`Authority::continues`]): it keeps the tenure.
-    pub continues: bool,
-    /// Such a new term: the record it writes, in case its answer never comes.
+    /// ([`Authority::continues`]), which keeps the tenure: the record it writes, kept in case
+    /// its answer never comes. `None` for any other write.
     pub record: Option<Record>,
+}
+
+impl Sent {
+    /// A new term that continues the tenure.
+    pub fn continues(&self) -> bool {
+        self.record.is_some()
+    }
 }
 
 /// Which write of the member Lease is due.
@@ -188,7 +194,6 @@ impl Authority {
             write,
             at,
             leaving: self.leaving,
-            continues,
             record: continues.then(|| record_of(next)),
         }
     }
@@ -274,7 +279,7 @@ impl Authority {
             }
             Answer::Written(lease) => {
                 let new_term = self.renewed.is_none();
-                let resumes = new_term && sent.continues;
+                let resumes = new_term && sent.continues();
                 if new_term && !resumes {
                     self.tenure += 1;
                 }
@@ -516,7 +521,6 @@ mod tests {
             write,
             at,
             leaving,
-            continues: false,
             record: None,
         }
     }
@@ -806,7 +810,7 @@ mod tests {
         assert!(!a.continues(Some(&first), "other"));
         let second = protocol::member_taken_again(&renewed, "m", ts, 9, false);
         let s = a.sending(Write::NewTerm, 9_000, (Some(&renewed), &second), "m");
-        assert!(s.continues);
+        assert!(s.continues());
         assert_eq!(
             a.answered(s, Answer::Written(&second), "m", 9_100, 250),
             Outcome::Renewed {
@@ -892,7 +896,7 @@ mod tests {
         );
         let again = protocol::member_taken_again(&lost, "m", at(13), 9, false);
         let s = a.sending(Write::NewTerm, 13_000, (Some(&lost), &again), "m");
-        assert!(s.continues);
+        assert!(s.continues());
         assert_eq!(
             a.answered(s, Answer::Written(&again), "m", 13_100, 250),
             Outcome::Renewed {
