@@ -698,13 +698,10 @@ async fn registered(
     }
 }
 
-/// A client of its own (its own connection) for the API server of `kubeconfig`.
+/// A client of its own (its own connection) for the API server of `kubeconfig`: the
+/// product's (`leasehold::k8s::client`), as `leasehold agent` makes it.
 async fn connect(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await?;
-    Ok(kube::Client::try_from(config)?)
+    leasehold::k8s::client::connect(Some(kubeconfig)).await
 }
 
 async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {

@@ -201,7 +201,7 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         config = config.with_database(url)?;
     }
     let store = crate::store::Store::connect(&config.database).await?;
-    let client = client(args.kubeconfig.as_deref()).await?;
+    let client = crate::k8s::client::connect(args.kubeconfig.as_deref()).await?;
     let identity = args
         .identity
         .unwrap_or_else(|| format!("leasehold-{}", uuid::Uuid::new_v4().simple()));
@@ -241,21 +241,6 @@ async fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
 fn print_openapi() -> anyhow::Result<()> {
     print!("{}", crate::http::api::openapi_json());
     Ok(())
-}
-
-/// A Kubernetes client from `kubeconfig`, else in-cluster config or $KUBECONFIG.
-async fn client(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    Ok(match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-            kube::Client::try_from(cfg)?
-        }
-        None => kube::Client::try_default()
-            .await
-            .context("no Kubernetes config (in-cluster or KUBECONFIG)")?,
-    })
 }
 
 impl AgentArgs {
@@ -370,7 +355,7 @@ impl AgentArgs {
 async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
     use crate::agent::{self, AgentConfig, CommandHooks, Hooks, HttpHooks, NoHooks};
     a.validate()?;
-    let client = client(a.kubeconfig.as_deref()).await?;
+    let client = crate::k8s::client::connect(a.kubeconfig.as_deref()).await?;
     let hooks: std::sync::Arc<dyn Hooks> = match (&a.hook_url, &a.on_acquire, &a.on_release) {
         (Some(url), _, _) => std::sync::Arc::new(HttpHooks::new(url, &a.cluster, &a.identity)),
         (None, None, None) => std::sync::Arc::new(NoHooks),

@@ -1013,7 +1013,8 @@ async fn a_member_cut_off_from_the_api_stops_work_before_its_lease_expires() {
     let c = &sim.client;
     let accounts = members(&sim).await;
     let mc = &accounts.member;
-    let (cut_client, link) = common::linked_client_as(&sim, &accounts.member_kubeconfig).await;
+    let (cut_client, link) =
+        common::linked_product_client_as(&sim, &accounts.member_kubeconfig).await;
 
     create_target(c, "island", "m-0", V1).await;
     let checker = InvariantChecker::new();
@@ -1071,7 +1072,8 @@ async fn protocol_v2_a_member_cut_off_from_the_api_stops_work_before_it_is_fence
     let c = &sim.client;
     let accounts = members(&sim).await;
     let mc = &accounts.member;
-    let (cut_client, link) = common::linked_client_as(&sim, &accounts.member_kubeconfig).await;
+    let (cut_client, link) =
+        common::linked_product_client_as(&sim, &accounts.member_kubeconfig).await;
     let checker = InvariantChecker::new();
     let m0 = spawn_agent(&cut_client, "m-0", checker.hooks("m-0", Duration::ZERO), V2);
     let m1 = spawn_agent(mc, "m-1", checker.hooks("m-1", Duration::ZERO), V2);
@@ -1330,4 +1332,37 @@ async fn paused_past_its_lease(version: u8) {
         keys.len(),
         "{agent_log}"
     );
+}
+
+/// The product's client (`leasehold::k8s::client`, which `leasehold agent` and `serve` use)
+/// speaks HTTP/2 to a kube-apiserver, which offers it, so a member's burst of writes shares one
+/// connection instead of opening one per request; the simulator serves plain HTTP/1.1.
+#[tokio::test]
+async fn the_products_client_speaks_http2_where_the_api_server_offers_it() {
+    let sim = common::start().await;
+    let client = leasehold::k8s::client::connect(Some(&sim.kubeconfig))
+        .await
+        .unwrap();
+    let want = if sim.is_real() {
+        http::Version::HTTP_2
+    } else {
+        http::Version::HTTP_11
+    };
+    let answers = futures::future::join_all((0..32).map(|_| {
+        let client = client.clone();
+        async move {
+            let request = http::Request::get("/version")
+                .body(kube::client::Body::empty())
+                .unwrap();
+            client.send(request).await.unwrap()
+        }
+    }))
+    .await;
+    for answer in answers {
+        assert!(answer.status().is_success(), "{answer:?}");
+        assert_eq!(answer.version(), want);
+    }
+    // And an ordinary typed call through kube's middleware (auth, base URI) works over it.
+    let leases: Api<Lease> = Api::namespaced(client, &sim.ns);
+    leases.list(&Default::default()).await.unwrap();
 }

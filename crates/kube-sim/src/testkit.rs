@@ -593,13 +593,24 @@ pub async fn linked_client_as(
     t: &TestSim,
     kubeconfig: &std::path::Path,
 ) -> (kube::Client, tokio::sync::watch::Sender<Link>) {
-    let (proxy, link) = link_proxy(t.addr()).await;
-    let text = std::fs::read_to_string(kubeconfig).expect("kubeconfig");
-    (client_via(t, &text, proxy).await, link)
+    let (config, link) = linked_config_as(t, kubeconfig).await;
+    (kube::Client::try_from(config).expect("client"), link)
 }
 
-/// A client of `t`'s API server reaching it through `proxy`, as kubeconfig `text` says.
-async fn client_via(t: &TestSim, text: &str, proxy: std::net::SocketAddr) -> kube::Client {
+/// The configuration of [`linked_client_as`]'s client, for a caller that builds its own
+/// client from it (the product's, say), and the link.
+pub async fn linked_config_as(
+    t: &TestSim,
+    kubeconfig: &std::path::Path,
+) -> (kube::Config, tokio::sync::watch::Sender<Link>) {
+    let (proxy, link) = link_proxy(t.addr()).await;
+    let text = std::fs::read_to_string(kubeconfig).expect("kubeconfig");
+    (config_via(t, &text, proxy).await, link)
+}
+
+/// The configuration of a client of `t`'s API server reaching it through `proxy`, as
+/// kubeconfig `text` says.
+async fn config_via(t: &TestSim, text: &str, proxy: std::net::SocketAddr) -> kube::Config {
     let scheme = if t.is_real() { "https" } else { "http" };
     let kc: kube::config::Kubeconfig =
         serde_json::from_str(&text.replace(&t.url(), &format!("{scheme}://{proxy}"))).unwrap();
@@ -607,5 +618,5 @@ async fn client_via(t: &TestSim, text: &str, proxy: std::net::SocketAddr) -> kub
         .await
         .unwrap();
     cfg.default_namespace = t.ns.clone();
-    kube::Client::try_from(cfg).unwrap()
+    cfg
 }

@@ -173,14 +173,15 @@ subjects: [{{kind: ServiceAccount, name: leasehold, namespace: leasehold}}]"
     }
 }
 
-/// A client from the kubeconfig at `path`, defaulting to namespace `ns`.
+/// A client from the kubeconfig at `path`, defaulting to namespace `ns`: the product's own
+/// (`leasehold::k8s::client`, HTTP/2 where the server offers it), as the processes use.
 async fn client_of(path: &Path, ns: &str) -> kube::Client {
     let kc = kube::config::Kubeconfig::read_from(path).expect("kubeconfig");
     let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
         .expect("config from the kubeconfig");
     cfg.default_namespace = ns.to_owned();
-    kube::Client::try_from(cfg).expect("client")
+    leasehold::k8s::client::from_config(cfg).expect("client")
 }
 
 /// A kubeconfig for ServiceAccount `sa` of `ns` (a token valid for an hour), written in `dir`.

@@ -205,19 +205,19 @@ impl Harness {
         self.start_engine_with(identity, client).await
     }
 
-    /// A client as the control plane's account through a link a test can cut or hang
-    /// ([`super::linked_client`]).
+    /// The product's client as the control plane's account through a link a test can cut or
+    /// hang ([`super::linked_product_client_as`]).
     pub async fn linked_control_plane_client(
         &self,
     ) -> (kube::Client, tokio::sync::watch::Sender<super::Link>) {
-        super::linked_client_as(&self.t, &self.accounts.control_plane_kubeconfig).await
+        super::linked_product_client_as(&self.t, &self.accounts.control_plane_kubeconfig).await
     }
 
     /// A client as the members' account through a link a test can cut or hang.
     pub async fn linked_member_client(
         &self,
     ) -> (kube::Client, tokio::sync::watch::Sender<super::Link>) {
-        super::linked_client_as(&self.t, &self.accounts.member_kubeconfig).await
+        super::linked_product_client_as(&self.t, &self.accounts.member_kubeconfig).await
     }
 
     pub async fn start_engine_with(&mut self, identity: &str, client: kube::Client) -> Engine {

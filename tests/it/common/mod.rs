@@ -12,3 +12,14 @@ pub mod pod_agents;
 pub mod slow_policy;
 
 pub use kube_sim::testkit::*;
+
+/// The product's client (`leasehold::k8s::client`) as the account of the kubeconfig at
+/// `kubeconfig`, through a link a test can cut or hang ([`linked_config_as`]), and the link.
+pub async fn linked_product_client_as(
+    t: &TestSim,
+    kubeconfig: &std::path::Path,
+) -> (kube::Client, tokio::sync::watch::Sender<Link>) {
+    let (config, link) = linked_config_as(t, kubeconfig).await;
+    let client = leasehold::k8s::client::from_config(config).expect("client");
+    (client, link)
+}
