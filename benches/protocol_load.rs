@@ -30,8 +30,10 @@
 //! watches receive (v1: every Lease of the cluster; v2: those whose desired-owner or holder
 //! label names it), the fewest targets owned in 2 Hz samples of the model, and — on the real
 //! tier — the API server's own counts: Lease writes (`apiserver_request_total`, verbs POST,
-//! PUT, PATCH, APPLY), Lease events sent to watchers (`apiserver_watch_events_total`) and Lease
-//! watchers closed for lagging (`apiserver_terminated_watchers_total`).
+//! PUT, PATCH, APPLY), Lease events sent to watchers (`apiserver_watch_events_total`), Lease
+//! watchers closed for lagging (`apiserver_terminated_watchers_total`), and Lease GETs with how
+//! many of them went to etcd (`apiserver_request_total` verb GET, `etcd_requests_total`
+//! operation `get`: the members' leader election reads).
 
 mod common;
 #[path = "protocol_load/overload.rs"]
@@ -437,6 +439,10 @@ struct ApiserverCounts {
     /// Lease watchers the watch cache closed for not keeping up:
     /// `apiserver_terminated_watchers_total`.
     terminated_watchers: f64,
+    /// Lease GETs answered: `apiserver_request_total`, verb GET (one Lease, not a list).
+    gets: f64,
+    /// Lease reads the API server sent to etcd: `etcd_requests_total`, operation `get`.
+    etcd_gets: f64,
 }
 
 /// The API server's `/metrics` (`None` on the simulator, which has none).
@@ -467,6 +473,16 @@ async fn apiserver_counts(client: &kube::Client) -> Option<ApiserverCounts> {
             && line.contains("resource=\"leases.coordination.k8s.io\"")
         {
             c.terminated_watchers += value()?;
+        } else if line.starts_with("apiserver_request_total{")
+            && line.contains("resource=\"leases\"")
+            && line.contains("verb=\"GET\"")
+        {
+            c.gets += value()?;
+        } else if line.starts_with("etcd_requests_total{")
+            && line.contains("operation=\"get\"")
+            && line.contains("type=\"leases.coordination.k8s.io\"")
+        {
+            c.etcd_gets += value()?;
         }
     }
     seen.then_some(c)
@@ -924,6 +940,8 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
             writes: (b.writes - a.writes) / secs,
             watch_events: (b.watch_events - a.watch_events) / secs,
             terminated_watchers: b.terminated_watchers - a.terminated_watchers,
+            gets: (b.gets - a.gets) / secs,
+            etcd_gets: (b.etcd_gets - a.etcd_gets) / secs,
         }),
         min_owned,
         overlaps,
@@ -965,11 +983,11 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "| protocol | targets | all owned after | member renewal intervals while placing, p50 / p99 / max (due every D/3) | Lease writes/s seen (target + member + leader) | \
          expected 3·N/D | apiserver Lease writes/s | apiserver Lease watch events sent/s | \
-         watchers closed for lagging | holder changes | fewest owned | overlaps | \
+         apiserver Lease GETs/s / of them read from etcd | watchers closed for lagging | holder changes | fewest owned | overlaps | \
          events/s one member receives | CPU: this process / machine | control-plane process: RSS median / max / peak (MiB), CPU |"
     );
     println!(
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
     let mut by_version: BTreeMap<u8, usize> = BTreeMap::new();
     for r in &rows {
@@ -983,7 +1001,7 @@ async fn main() -> anyhow::Result<()> {
                 a.members as f64
             } / a.lease_s as f64;
         println!(
-            "| v{}{} | {} | {} | {} | {:.1} ({:.1} + {:.1} + {:.1}) | {expected:.1} | {} | {} | {} | {} | {} of {} | {} | {:.1} | {:.0}% / {:.0}% | {} |",
+            "| v{}{} | {} | {} | {} | {:.1} ({:.1} + {:.1} + {:.1}) | {expected:.1} | {} | {} | {} | {} | {} | {} of {} | {} | {:.1} | {:.0}% / {:.0}% | {} |",
             r.version,
             if r.version == 2 && a.members_apart {
                 ", member Leases apart"
@@ -1007,6 +1025,10 @@ async fn main() -> anyhow::Result<()> {
                 .map_or("—".to_owned(), |c| format!("{:.1}", c.writes)),
             r.apiserver
                 .map_or("—".to_owned(), |c| format!("{:.1}", c.watch_events)),
+            r.apiserver.map_or("—".to_owned(), |c| format!(
+                "{:.1} / {:.1}",
+                c.gets, c.etcd_gets
+            )),
             r.apiserver.map_or("—".to_owned(), |c| format!(
                 "{:.0}",
                 c.terminated_watchers
