@@ -8,10 +8,16 @@
 //!
 //! It owns nothing else: it never reads desired owners or target Leases (that is `agent`).
 //!
-//! One departure from client-go: a candidate that is not leading backs off while its attempts
-//! fail or time out ([`pause_after`]) — a sick API server gets fewer of its requests (a
-//! thousand members polling every 2 s are 500 requests a second), while a leader keeps
-//! retrying every retry period within its renew deadline.
+//! Two departures from client-go:
+//! - A candidate that is not leading backs off while its attempts fail or time out
+//!   ([`pause_after`]) — a sick API server gets fewer of its requests (a thousand members
+//!   polling every 2 s are 500 requests a second), while a leader keeps retrying every retry
+//!   period within its renew deadline.
+//! - A candidate that is not leading reads the Lease from the API server's watch cache
+//!   (`resourceVersion=0`), not from etcd: those 500 reads a second cost etcd nothing. The copy
+//!   may be behind, which is safe: a behind copy shows a change late, so it can only delay an
+//!   expiry by our observation, and a write based on it fails its compare-and-swap (409), after
+//!   which the candidate reads the latest copy and decides again. A leader reads the latest.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -19,7 +25,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, GetParams, PostParams};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -169,7 +175,7 @@ impl LeaderElector {
                 tokio::time::sleep_until(next).await;
                 tokio::time::timeout(
                     cfg.retry_period.max(Duration::from_millis(500)),
-                    self.attempt(&api, clock, &mut observed),
+                    self.attempt(&api, clock, &mut observed, renewed.is_some()),
                 )
                 .await
             };
@@ -229,16 +235,28 @@ impl LeaderElector {
         i32::try_from(self.cfg.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX)
     }
 
-    /// One GET-decide-PUT round; a 409 on create or replace re-reads once and re-decides.
+    /// One GET-decide-PUT round; a 409 on create or replace re-reads (the latest copy) once and
+    /// re-decides. A candidate that is not `leading` reads its first copy from the API server's
+    /// cache.
     async fn attempt(
         &self,
         api: &Api<Lease>,
         clock: Instant,
         observed: &mut Option<Observation>,
+        leading: bool,
     ) -> Result<Attempt, kube::Error> {
         let me = self.cfg.identity.as_str();
-        for _ in 0..2 {
-            let Some(lease) = api.get_opt(&self.cfg.lease_name).await? else {
+        for look in 0..2 {
+            let got = if look == 0 && !leading {
+                match api.get_with(&self.cfg.lease_name, &GetParams::any()).await {
+                    Ok(lease) => Some(lease),
+                    Err(kube::Error::Api(e)) if e.code == 404 => None,
+                    Err(e) => return Err(e),
+                }
+            } else {
+                api.get_opt(&self.cfg.lease_name).await?
+            };
+            let Some(lease) = got else {
                 let sent = Instant::now();
                 let fresh = protocol::held_by(
                     &self.new_lease(),
