@@ -136,9 +136,10 @@ pub(super) struct Member {
     handed_wait: BTreeMap<String, i64>,
     /// Targets to hand over that wait for one of the [`HANDOVERS_AT_ONCE`] slots (still
     /// worked on), and how many handovers are under way (`on_release` running or the release
-    /// write due or in flight), as of the current pass.
+    /// write due or in flight) in the current pass, counted when first needed (a pass without
+    /// handovers does not walk what is held).
     handovers_waiting: BTreeSet<String>,
-    handing_over: usize,
+    handing_over: Option<usize>,
     /// v2: Leases we held when a term lapsed (or whose acquisition was answered after it), not
     /// written since, with the tenure and the generation they were held in: a new term of the
     /// same tenure works on them again without a write (`protocol::member::Take::Resume`).
@@ -206,7 +207,7 @@ impl Member {
             not_before: BTreeMap::new(),
             handed_wait: BTreeMap::new(),
             handovers_waiting: BTreeSet::new(),
-            handing_over: 0,
+            handing_over: None,
             dormant: BTreeMap::new(),
             tasks: JoinSet::new(),
             dirty: BTreeSet::new(),
@@ -234,6 +235,21 @@ impl Member {
     /// How many targets may be handed over at once ([`HANDOVERS_AT_ONCE`]).
     fn handover_slots(&self) -> usize {
         HANDOVERS_AT_ONCE.min(self.cfg.max_parallel)
+    }
+
+    /// How many handovers are under way in this pass (see `handing_over`).
+    fn handovers_under_way(&mut self) -> usize {
+        let held = &self.held;
+        *self.handing_over.get_or_insert_with(|| {
+            held.values()
+                .filter(|h| {
+                    matches!(
+                        h.phase,
+                        Phase::Stopping { release: true } | Phase::Releasing
+                    )
+                })
+                .count()
+        })
     }
 
     fn now_ms(&self) -> i64 {
@@ -786,17 +802,9 @@ impl Member {
                 self.dirty.insert(name);
             }
         }
-        self.handing_over = self
-            .held
-            .values()
-            .filter(|h| {
-                matches!(
-                    h.phase,
-                    Phase::Stopping { release: true } | Phase::Releasing
-                )
-            })
-            .count();
-        if self.handing_over < self.handover_slots() {
+        self.handing_over = None;
+        if !self.handovers_waiting.is_empty() && self.handovers_under_way() < self.handover_slots()
+        {
             self.dirty.append(&mut self.handovers_waiting);
         }
         let dirty = std::mem::take(&mut self.dirty);
@@ -865,7 +873,14 @@ impl Member {
         );
         let wanted = matches!(decision, Keep::Keep | Keep::Lost);
         let exists = decision != Keep::Gone;
-        let slots = self.handover_slots();
+        // A handover waits for a slot (see HANDOVERS_AT_ONCE); on shutdown everything goes.
+        let handover = decision == Keep::HandOver && !self.stopping;
+        let full = handover
+            && self
+                .held
+                .get(name)
+                .is_some_and(|h| h.phase == Phase::Working)
+            && self.handovers_under_way() >= self.handover_slots();
         let Some(h) = self.held.get_mut(name) else {
             return;
         };
@@ -882,16 +897,16 @@ impl Member {
             );
             return;
         }
-        // A handover waits for a slot (see HANDOVERS_AT_ONCE); on shutdown everything goes.
-        let handover = decision == Keep::HandOver && !self.stopping;
         let mut waits = false;
         if !wanted && h.phase == Phase::Working {
-            waits = handover && self.handing_over >= slots;
+            waits = full;
             if waits {
                 self.handovers_waiting.insert(name.to_owned());
             } else {
                 self.handovers_waiting.remove(name);
-                self.handing_over += usize::from(handover);
+                if let Some(n) = self.handing_over.as_mut().filter(|_| handover) {
+                    *n += 1;
+                }
             }
         }
         if !wanted && h.phase == Phase::Working && !waits {
