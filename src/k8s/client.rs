@@ -5,7 +5,7 @@
 //! Why not `kube::Client::try_from`: kube's stack speaks HTTP/1.1 only, so every request in
 //! flight needs a connection of its own. A member handing 30 targets over at once sent 30
 //! Lease writes; those that found no idle connection opened one (TCP and a TLS handshake on a
-//! busy API server) and were answered in 30–90 ms instead of 5–20 ms on the whole-cluster tier
+//! busy API server) and were answered in 30–65 ms instead of 5–20 ms on the whole-cluster tier
 //! (docs/real-apiserver.md) — and the time a target goes unworked in a handoff is that write's
 //! latency. Over HTTP/2 all of a process's requests and watches share one connection.
 //!
