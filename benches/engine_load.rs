@@ -358,7 +358,7 @@ struct Members {
 impl Members {
     fn start(&mut self, name: &str) {
         let mut cfg = AgentConfig::new(CLUSTER, NS, name);
-        cfg.default_lease_duration = self.lease;
+        cfg.lease_duration = self.lease;
         let hooks = Arc::new(RecordingHooks {
             rec: self.rec.clone(),
             member: name.to_owned(),

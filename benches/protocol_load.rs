@@ -1,15 +1,16 @@
-//! What each member protocol costs the API server in steady state, side by side in one run
-//! (issue 15): protocol v1 renews every target Lease every D/3 (`targets × 3/D` writes/s),
-//! protocol v2 renews one member Lease per member (`members × 3/D`) and writes a target Lease
-//! only when its owner changes.
+//! What the member protocol costs the API server in steady state (issue 15): each member renews
+//! one member Lease (`members × 3/D` writes/s) and a target Lease is written only when its
+//! owner changes. (The first protocol, removed in issue 32, renewed every target Lease every
+//! D/3: `targets × 3/D`; its rows in docs/benchmarks.md were measured with this harness before
+//! the removal.)
 //!
 //! Run on the real kube-apiserver + etcd (the tier capacity claims are made on):
 //! `scripts/envtest.sh run -- cargo bench --bench protocol_load`; without envtest it runs
 //! against an in-process simulator. Options after `--`: `--members N` (10), `--lease-s D`
-//! (10), `--window S` (60 s of steady state), `--runs 1:1000,2:5000` (protocol:targets, in
-//! order), `--shared-client` (one connection for all agents instead of one each),
-//! `--member-namespace` (v2 runs keep member Leases in a namespace of their own, the cluster's
-//! `member_lease_namespace`), `--shared-watch K` (v2 members share K watches of the target
+//! (10), `--window S` (60 s of steady state), `--runs 1000,5000` (targets per run, in order;
+//! the older form `2:5000` is still read, `1:…` is refused: that protocol is gone), `--shared-client` (one connection for all agents instead of one each),
+//! `--member-namespace` (member Leases in a namespace of their own, the cluster's
+//! `member_lease_namespace`), `--shared-watch K` (members share K watches of the target
 //! Leases, `agent::SharedLeases`, as agents sharing K processes would; member `i` uses watch
 //! `i mod K`, each with its own connection), `--serve` (the control plane runs as its own
 //! `leasehold serve` process, so its memory is its own: its RSS is sampled over the window;
@@ -22,13 +23,12 @@
 //! Each run gets a fresh backend namespace (real tier) or simulator, member pods made Ready by
 //! the test kit's kubelet loop, one real `Agent` per pod and the control plane (`Engine`,
 //! SQLite in a tempdir) in this process; their hooks record who works on what, so a moment when
-//! two members work on one target is counted. In v2 the control plane starts once every
+//! two members work on one target is counted. The control plane starts once every
 //! member's pod is Ready and its member Lease written, so placement spreads over all of them.
 //! Once every target is owned it waits one D, then
 //! for the window: counts every Lease change a watch of the cluster's Leases delivers (by kind:
 //! target, member, leader), the target Leases whose holder changed, the events one member's own
-//! watches receive (v1: every Lease of the cluster; v2: those whose desired-owner or holder
-//! label names it), the fewest targets owned in 2 Hz samples of the model, and — on the real
+//! watches receive (those whose desired-owner or holder label names it), the fewest targets owned in 2 Hz samples of the model, and — on the real
 //! tier — the API server's own counts: Lease writes (`apiserver_request_total`, verbs POST,
 //! PUT, PATCH, APPLY), Lease events sent to watchers (`apiserver_watch_events_total`), Lease
 //! watchers closed for lagging (`apiserver_terminated_watchers_total`), and Lease GETs with how
@@ -39,7 +39,7 @@ mod common;
 #[path = "protocol_load/overload.rs"]
 mod overload;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -71,12 +71,13 @@ struct Args {
     members: usize,
     lease_s: u64,
     window: Duration,
-    runs: Vec<(u8, usize)>,
+    /// Targets per run, in order.
+    runs: Vec<usize>,
     /// One kube client (one HTTP/2 connection) for every agent, instead of one each.
     shared_client: bool,
-    /// Protocol v2 runs keep the member Leases in a namespace of their own.
+    /// Member Leases in a namespace of their own.
     members_apart: bool,
-    /// Protocol v2 members share this many watches of the target Leases (0: two each).
+    /// Members share this many watches of the target Leases (0: two each).
     shared_watches: usize,
     /// The control plane as a `leasehold serve` process instead of in this one.
     serve: bool,
@@ -92,7 +93,7 @@ fn args() -> anyhow::Result<Args> {
             members: 10,
             lease_s: 10,
             window: Duration::from_secs(60),
-            runs: vec![(1, 1_000), (2, 1_000), (1, 2_000), (2, 5_000)],
+            runs: vec![1_000, 5_000],
             shared_client: false,
             members_apart: false,
             shared_watches: 0,
@@ -105,7 +106,7 @@ fn args() -> anyhow::Result<Args> {
             members: 3,
             lease_s: 2,
             window: Duration::from_secs(3),
-            runs: vec![(1, 30), (2, 30)],
+            runs: vec![30],
             shared_client: false,
             members_apart: true,
             shared_watches: 0,
@@ -128,12 +129,15 @@ fn args() -> anyhow::Result<Args> {
                 a.runs = value()?
                     .split(',')
                     .map(|r| {
-                        let (v, n) = r.split_once(':').ok_or_else(|| {
-                            anyhow::anyhow!("--runs: {r:?} is not protocol:targets")
-                        })?;
-                        let v: u8 = v.parse()?;
-                        anyhow::ensure!(v == 1 || v == 2, "--runs: protocol {v} is not 1 or 2");
-                        Ok((v, n.replace('_', "").parse()?))
+                        // `2:N` is how runs were written while there were two protocols.
+                        let n = match r.split_once(':') {
+                            None => r,
+                            Some(("2", n)) => n,
+                            Some((v, _)) => anyhow::bail!(
+                                "--runs: {r:?}: protocol {v} does not exist (the first one was removed); give the targets alone"
+                            ),
+                        };
+                        Ok(n.replace('_', "").parse()?)
                     })
                     .collect::<anyhow::Result<_>>()?
             }
@@ -203,7 +207,6 @@ fn member(i: usize) -> String {
 fn config_yaml(
     (ns, member_ns, cp_ns): (&str, &str, &str),
     db: &str,
-    version: u8,
     targets: usize,
     lease_s: u64,
 ) -> String {
@@ -220,8 +223,7 @@ clusters:
 - name: {CLUSTER}
   namespace: {ns}
   selector: {{app: {CLUSTER}}}
-  headless_service: {CLUSTER}
-  protocol_version: {version}{apart}
+  headless_service: {CLUSTER}{apart}
   targets: {{inline: [{}]}}
   policy: {{lease_duration: {lease_s}s, on_join: 'off', join_settle: 1s, move_timeout: {}s}}
 ",
@@ -286,7 +288,6 @@ type Holders = Arc<Mutex<HashMap<String, Option<String>>>>;
 fn count_changes(
     client: kube::Client,
     ns: String,
-    version: u8,
     (counts, holders): (Arc<Mutex<Counts>>, Holders),
     listed: oneshot::Sender<()>,
 ) -> JoinHandle<()> {
@@ -364,9 +365,9 @@ fn count_changes(
                 LeaseRole::Member(_) => c.member += 1,
                 LeaseRole::Leader => c.leader += 1,
             }
-            // v1 members watch every Lease of the cluster; a v2 member only its own targets
-            // (it also gets an event when a Lease stops naming it).
-            if version == 1 || mine || before.is_some_and(|(_, was)| was) {
+            // A member watches only its own targets (it also gets an event when a Lease stops
+            // naming it).
+            if mine || before.is_some_and(|(_, was)| was) {
                 c.member0 += 1;
             }
         }
@@ -374,7 +375,7 @@ fn count_changes(
 }
 
 /// Records, for every member Lease in `ns`, the time between two renewals as this watch sees
-/// them (v2), from when it has listed.
+/// them, from when it has listed.
 fn renewal_intervals(
     client: kube::Client,
     ns: String,
@@ -651,13 +652,12 @@ struct Memory {
 }
 
 struct Row {
-    version: u8,
     targets: usize,
     /// When every target was first owned (`None`: never, within the limit).
     placed: Option<Duration>,
-    /// v2: member renewals seen during placement: p50, p99 and max of the time between two
+    /// Member renewals seen during placement: p50, p99 and max of the time between two
     /// renewals of one member Lease (renewed every D/3; more is lateness); `None` when none was
-    /// seen (v1, or placed within a renewal period).
+    /// seen (placed within a renewal period).
     renewals: Option<[Duration; 3]>,
     secs: f64,
     counts: Counts,
@@ -720,12 +720,12 @@ async fn connect(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
     leasehold::k8s::client::connect(Some(kubeconfig)).await
 }
 
-async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
+async fn run(a: &Args, targets: usize) -> anyhow::Result<Row> {
     let mut t = kube_sim::testkit::start().await;
     t.spawn_kubelet();
     let ns = t.namespace_or(SIM_NS).await;
     let client = t.client.clone();
-    let member_ns = if a.members_apart && version == 2 {
+    let member_ns = if a.members_apart {
         let member_ns = format!("{ns}-members");
         t.create_namespace(&member_ns).await;
         member_ns
@@ -737,15 +737,13 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     let work = Work::default();
     let mut feeds = Vec::new();
     let mut feed_tasks = Vec::new();
-    if version == 2 {
-        for _ in 0..a.shared_watches {
-            let feed = SharedLeases::new(connect(&t.kubeconfig).await?, &ns, CLUSTER);
-            let f = feed.clone();
-            feed_tasks.push(tokio::spawn(async move {
-                f.run(std::future::pending()).await;
-            }));
-            feeds.push(feed);
-        }
+    for _ in 0..a.shared_watches {
+        let feed = SharedLeases::new(connect(&t.kubeconfig).await?, &ns, CLUSTER);
+        let f = feed.clone();
+        feed_tasks.push(tokio::spawn(async move {
+            f.run(std::future::pending()).await;
+        }));
+        feeds.push(feed);
     }
     let mut agents = Vec::new();
     for i in 0..a.members {
@@ -759,8 +757,7 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
             .await?;
         let mut cfg = AgentConfig::new(CLUSTER, &ns, &name);
         cfg.member_namespace = member_ns.clone();
-        cfg.default_lease_duration = d;
-        cfg.protocol_version = version;
+        cfg.lease_duration = d;
         cfg.hook_timeout = cfg.hook_timeout.min(d / 3);
         let hooks = Arc::new(WorkHooks {
             work: work.clone(),
@@ -793,20 +790,16 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     } else {
         ns.clone()
     };
-    let yaml = config_yaml((&ns, &member_ns, &cp_ns), &db, version, targets, a.lease_s);
-    // v2: how late member renewals come while the control plane places every target.
+    let yaml = config_yaml((&ns, &member_ns, &cp_ns), &db, targets, a.lease_s);
+    // How late member renewals come while the control plane places every target.
     let intervals = Arc::new(Mutex::new(Vec::new()));
-    let renewals_task = if version == 2 {
+    let renewals_task = {
         let (tx, rx) = oneshot::channel();
         let task = renewal_intervals(client.clone(), member_ns.clone(), intervals.clone(), tx);
         rx.await?;
         Some(task)
-    } else {
-        None
     };
-    if version == 2 {
-        registered(&client, (&ns, &member_ns), a.members).await?;
-    }
+    registered(&client, (&ns, &member_ns), a.members).await?;
     let mut cp = ControlPlane::start(a.serve, &yaml, dir.path(), &client, &t.kubeconfig).await?;
     let t0 = Instant::now();
     let limit = Duration::from_secs(60 + targets as u64 / 20);
@@ -816,8 +809,8 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
             break;
         }
         if t0.elapsed() > limit {
-            // Past what the API server sustains (v1 at large sizes): measure what it does.
-            eprintln!("v{version}, {targets} targets: not all owned after {limit:?}: {owned:?}");
+            // Past what the API server sustains: measure what it does.
+            eprintln!("{targets} targets: not all owned after {limit:?}: {owned:?}");
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -842,7 +835,7 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
         Some([at(0.5), at(0.99), max])
     });
     if let Some(p) = placed {
-        eprintln!("v{version}, {targets} targets: all owned after {p:.1?}; settling for one D");
+        eprintln!("{targets} targets: all owned after {p:.1?}; settling for one D");
     }
     tokio::time::sleep(d).await;
 
@@ -858,7 +851,6 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
         counters.push(count_changes(
             client.clone(),
             n,
-            version,
             (counts.clone(), holders.clone()),
             tx,
         ));
@@ -930,7 +922,6 @@ async fn run(a: &Args, version: u8, targets: usize) -> anyhow::Result<Row> {
     }
     drop(t);
     Ok(Row {
-        version,
         targets,
         placed,
         renewals,
@@ -962,8 +953,8 @@ async fn main() -> anyhow::Result<()> {
         "simulator (in-process)"
     };
     let mut rows = Vec::new();
-    for &(version, targets) in &a.runs {
-        rows.push(run(&a, version, targets).await?);
+    for &targets in &a.runs {
+        rows.push(run(&a, targets).await?);
     }
     println!(
         "{} · {tier} · {} members, D = {} s, {:.0} s window{}",
@@ -973,7 +964,7 @@ async fn main() -> anyhow::Result<()> {
         a.window.as_secs_f64(),
         if a.shared_watches > 0 {
             format!(
-                " · v2 members share {} target Lease watch(es)",
+                " · members share {} target Lease watch(es)",
                 a.shared_watches
             )
         } else {
@@ -981,7 +972,7 @@ async fn main() -> anyhow::Result<()> {
         }
     );
     println!(
-        "| protocol | targets | all owned after | member renewal intervals while placing, p50 / p99 / max (due every D/3) | Lease writes/s seen (target + member + leader) | \
+        "| member Leases | targets | all owned after | member renewal intervals while placing, p50 / p99 / max (due every D/3) | Lease writes/s seen (target + member + leader) | \
          expected 3·N/D | apiserver Lease writes/s | apiserver Lease watch events sent/s | \
          apiserver Lease GETs/s / of them read from etcd | watchers closed for lagging | holder changes | fewest owned | overlaps | \
          events/s one member receives | CPU: this process / machine | control-plane process: RSS median / max / peak (MiB), CPU |"
@@ -989,24 +980,16 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     );
-    let mut by_version: BTreeMap<u8, usize> = BTreeMap::new();
     for r in &rows {
-        *by_version.entry(r.version).or_default() += 1;
         let c = &r.counts;
         let per_s = |n: u64| n as f64 / r.secs;
-        let expected =
-            3.0 * if r.version == 1 {
-                r.targets as f64
-            } else {
-                a.members as f64
-            } / a.lease_s as f64;
+        let expected = 3.0 * a.members as f64 / a.lease_s as f64;
         println!(
-            "| v{}{} | {} | {} | {} | {:.1} ({:.1} + {:.1} + {:.1}) | {expected:.1} | {} | {} | {} | {} | {} | {} of {} | {} | {:.1} | {:.0}% / {:.0}% | {} |",
-            r.version,
-            if r.version == 2 && a.members_apart {
-                ", member Leases apart"
+            "| {} | {} | {} | {} | {:.1} ({:.1} + {:.1} + {:.1}) | {expected:.1} | {} | {} | {} | {} | {} | {} of {} | {} | {:.1} | {:.0}% / {:.0}% | {} |",
+            if a.members_apart {
+                "apart"
             } else {
-                ""
+                "with the targets"
             },
             r.targets,
             r.placed
@@ -1061,18 +1044,16 @@ async fn main() -> anyhow::Result<()> {
     // The smoke run checks the harness and the protocols' basic shape, not figures.
     if !a.full {
         for r in &rows {
-            anyhow::ensure!(r.overlaps == 0, "v{}: work overlaps", r.version);
-            anyhow::ensure!(r.placed.is_some(), "v{}: not all owned", r.version);
-            if r.version == 2 {
-                anyhow::ensure!(
-                    r.counts.target == 0,
-                    "v2 wrote target Leases in steady state"
-                );
-                anyhow::ensure!(
-                    r.counts.member > 0,
-                    "v2: no member Lease renewal seen (where the cluster keeps them)"
-                );
-            }
+            anyhow::ensure!(r.overlaps == 0, "work overlaps");
+            anyhow::ensure!(r.placed.is_some(), "not all owned");
+            anyhow::ensure!(
+                r.counts.target == 0,
+                "target Leases written in steady state"
+            );
+            anyhow::ensure!(
+                r.counts.member > 0,
+                "no member Lease renewal seen (where the cluster keeps them)"
+            );
         }
     }
     Ok(())

@@ -70,7 +70,9 @@ pub struct AgentArgs {
     /// Prefix of Lease names.
     #[arg(long, default_value = crate::agent::DEFAULT_LEASE_PREFIX)]
     pub lease_prefix: String,
-    /// Lease duration (seconds) when a target Lease does not say.
+    /// `D`, the duration (seconds) of this member's member Lease: its authority to work lasts
+    /// this long after its last renewal (the cluster's `policy.lease_duration` should say the
+    /// same).
     #[arg(long, default_value_t = 15)]
     pub lease_duration: u64,
     /// Bound on one hook call (seconds).
@@ -80,16 +82,12 @@ pub struct AgentArgs {
     /// below it; member Lease renewals never wait for it).
     #[arg(long, default_value_t = crate::agent::DEFAULT_MAX_PARALLEL)]
     pub max_parallel: usize,
-    /// Version of the member protocol: 1, or 2 (one member Lease for liveness; the cluster's
-    /// `protocol_version` must say the same). See docs/protocol.md.
-    #[arg(long, env = "LEASEHOLD_PROTOCOL_VERSION", default_value_t = 1)]
-    pub protocol_version: u8,
-    /// Protocol v2: on SIGTERM, how long (seconds) to wait for the control plane to move this
+    /// On SIGTERM, how long (seconds) to wait for the control plane to move this
     /// member's targets away before releasing what is left and exiting. Keep it under the
     /// pod's termination grace period.
     #[arg(long, default_value_t = 10)]
     pub drain_timeout: u64,
-    /// Protocol v2: namespace of this member's member Lease, when the cluster keeps them apart
+    /// Namespace of this member's member Lease, when the cluster keeps them apart
     /// (its `member_lease_namespace`); default: `--namespace`.
     #[arg(long, env = "LEASEHOLD_MEMBER_LEASE_NAMESPACE")]
     pub member_lease_namespace: Option<String>,
@@ -107,6 +105,12 @@ pub struct AgentArgs {
     /// Kubeconfig to use instead of the in-cluster config or $KUBECONFIG.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
+    /// Serve `GET /authority` on this address: when this member's authority to work ends
+    /// unless renewed (200 while it holds, 503 when not), for an app that stops on its own
+    /// when its agent stalls, or for the app container's liveness probe (docs/protocol.md,
+    /// "Hooks"). Read-only; off by default.
+    #[arg(long, env = "LEASEHOLD_AUTHORITY_LISTEN")]
+    pub authority_listen: Option<SocketAddr>,
 }
 
 /// Flags of `leasehold demo`.
@@ -295,25 +299,13 @@ impl AgentArgs {
         if self.max_parallel == 0 {
             return bad("max-parallel", "must be at least 1".into());
         }
-        if !matches!(self.protocol_version, 1 | 2) {
+        if let Some(ns) = &self.member_lease_namespace
+            && !names::is_dns_label(ns)
+        {
             return bad(
-                "protocol-version",
-                format!("{} is not 1 or 2", self.protocol_version),
+                "member-lease-namespace",
+                format!("{ns:?} is not a namespace (a DNS label)"),
             );
-        }
-        if let Some(ns) = &self.member_lease_namespace {
-            if !names::is_dns_label(ns) {
-                return bad(
-                    "member-lease-namespace",
-                    format!("{ns:?} is not a namespace (a DNS label)"),
-                );
-            }
-            if self.protocol_version != 2 {
-                return bad(
-                    "member-lease-namespace",
-                    "needs --protocol-version 2 (protocol v1 has no member Lease)".into(),
-                );
-            }
         }
         if self.drain_timeout > 3600 {
             return bad(
@@ -321,11 +313,11 @@ impl AgentArgs {
                 format!("{} is more than 3600 seconds", self.drain_timeout),
             );
         }
-        if self.protocol_version == 2 && self.hook_timeout * 3 > self.lease_duration {
+        if self.hook_timeout * 3 > self.lease_duration {
             return bad(
                 "hook-timeout",
                 format!(
-                    "{} s must be at most a third of --lease-duration ({} s) in protocol v2: the work must stop before the control plane may give the targets away",
+                    "{} s must be at most a third of --lease-duration ({} s): the work must stop before the control plane may give the targets away",
                     self.hook_timeout, self.lease_duration
                 ),
             );
@@ -366,12 +358,12 @@ async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
             instance: a.identity.clone(),
         }),
     };
+    let authority_listen = a.authority_listen;
     let cfg = AgentConfig {
         lease_prefix: a.lease_prefix,
-        default_lease_duration: Duration::from_secs(a.lease_duration),
+        lease_duration: Duration::from_secs(a.lease_duration),
         hook_timeout: Duration::from_secs(a.hook_timeout),
         max_parallel: a.max_parallel,
-        protocol_version: a.protocol_version,
         drain_timeout: Duration::from_secs(a.drain_timeout),
         member_namespace: a
             .member_lease_namespace
@@ -379,7 +371,33 @@ async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|| a.namespace.clone()),
         ..AgentConfig::new(&a.cluster, &a.namespace, &a.identity)
     };
-    agent::run(client, cfg, hooks, shutdown_signal()).await
+    let shutdown = shutdown_signal();
+    agent::check_grace_period(&client, &cfg).await;
+    let agent = agent::Agent::new(cfg, hooks);
+    let Some(addr) = authority_listen else {
+        return agent.run(client, shutdown).await;
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("--authority-listen {addr}: {e}"))?;
+    tracing::info!(%addr, "serving this member's authority at GET /authority");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = agent::authority::serve(listener, agent.authority(), async {
+        let _ = stopped.await;
+    });
+    let member = agent.run(client, shutdown);
+    tokio::pin!(server, member);
+    tokio::select! {
+        res = &mut member => {
+            let _ = stop.send(());
+            server.await?;
+            res
+        }
+        res = &mut server => {
+            res?;
+            anyhow::bail!("the authority endpoint stopped serving")
+        }
+    }
 }
 
 /// Completes on SIGTERM (what the kubelet sends) or Ctrl-C. The SIGTERM handler is installed
@@ -467,15 +485,7 @@ mod tests {
     #[test]
     fn agent_flags_that_cannot_work_stop_start_up_naming_the_flag() {
         assert_eq!(agent(&[]), Ok(()));
-        assert_eq!(
-            agent(&[
-                "--protocol-version",
-                "2",
-                "--member-lease-namespace",
-                "ns-m"
-            ]),
-            Ok(())
-        );
+        assert_eq!(agent(&["--member-lease-namespace", "ns-m"]), Ok(()));
         assert_eq!(
             agent(&["--hook-url", "http://127.0.0.1:8080/{event}"]),
             Ok(())
@@ -495,13 +505,12 @@ mod tests {
             (&["--hook-url", "127.0.0.1:8080"], "--hook-url: "),
             (&["--hook-url", "http://"], "--hook-url: "),
             (
-                &["--protocol-version", "2", "--member-lease-namespace", "A_b"],
+                &["--member-lease-namespace", "A_b"],
                 "--member-lease-namespace: ",
             ),
-            (
-                &["--member-lease-namespace", "ns-m"],
-                "--member-lease-namespace: ",
-            ),
+            (&["--hook-timeout", "6"], "--hook-timeout: "),
+            // The first protocol's flag is gone with it.
+            (&["--protocol-version", "2"], "error: unexpected argument"),
         ] {
             let e = agent(args).expect_err(&format!("{args:?}"));
             assert!(e.starts_with(flag), "{args:?}: {e}");

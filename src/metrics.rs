@@ -17,7 +17,7 @@
 //! | `leasehold_reconcile_duration_seconds` | histogram | `cluster` | one control-loop pass over a cluster: building its model, deciding placement, the Lease writes, the join policy (acting replica only) |
 //! | `leasehold_lease_writes_total` | counter | `cluster`, `outcome` | control-loop Lease writes: `created` / `updated` / `deleted` / `unchanged` (decided against on fresh data) / `error` |
 //! | `leasehold_ownership_changes_total` | counter | `cluster`, `cause` | holder changes the index saw (every replica) |
-//! | `leasehold_overruns_total` | counter | `cluster` | members' reports (protocol v2, on their member Lease) that they were paused past the end of their hold, so another member may have worked on their targets meanwhile; each is also in history (`overrun`) and a Kubernetes Event. Every replica counts; one starting does not count reports made before it watched |
+//! | `leasehold_overruns_total` | counter | `cluster` | members' reports (on their member Lease) that they were paused past the end of their hold, so another member may have worked on their targets meanwhile; each is also in history (`overrun`) and a Kubernetes Event. Every replica counts; one starting does not count reports made before it watched |
 //! | `leasehold_handoff_gap_seconds` | histogram | `cluster` | for a target passing from one member to another: how long it had no live holder as the index saw it (see below) |
 //! | `leasehold_operations_started_total` | counter | `cluster`, `kind` | operations this replica started running (`rebalance` / `remove_instance`) |
 //! | `leasehold_operations_finished_total` | counter | `cluster`, `kind`, `outcome` | operations this replica finished: `succeeded` / `failed` / `cancelled` |
@@ -34,8 +34,8 @@
 //! plane's wall clock (see `LeaseEntry::handoff_gap_ms`): when a target's Lease shows a new
 //! holder different from the last one, the gap is the time from the previous holder's last
 //! sign of life for the target — its release being seen (the Lease shown with no holder); for
-//! a failover, its last renewal seen (v1: of the target Lease, once that hold expired by our
-//! observation; v2: of its member Lease) — to the new holder's Lease being seen. A takeover
+//! a failover, its member Lease's last renewal seen (in gnmic's observed layout: the
+//! target Lease's, once that hold expired by our observation) — to the new holder's Lease being seen. A takeover
 //! seen with no release and no failover counts 0. It is what the control plane saw, not what
 //! the members did: it includes watch delivery delay, a failover's figure is an upper bound (the
 //! member may have worked up to its renew deadline, `2D/3` past its last renewal), and a
@@ -237,7 +237,7 @@ impl Metrics {
         );
         r.register(
             "mass_lapse_members",
-            "Members whose liveness lapsed together (protocol v2), taken for a slow API server: failovers are held back while it is above 0",
+            "Members whose liveness lapsed together, taken for a slow API server: failovers are held back while it is above 0",
             f.mass_lapse.clone(),
         );
         r.register(

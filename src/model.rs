@@ -66,8 +66,8 @@ words! {
         /// Its owner stopped renewing, died or vanished: it was taken over once the owner's
         /// hold expired.
         Failover = "failover",
-        /// Its owner, still live, was stopping on purpose (its pod terminating, or, in protocol
-        /// v2, its member Lease saying it is leaving): a graceful hand-over, no expiry waited
+        /// Its owner, still live, was stopping on purpose (its pod terminating, or its member
+        /// Lease saying it is leaving): a graceful hand-over, no expiry waited
         /// out.
         Handoff = "handoff",
         /// A remove-instance operation drained it off its owner.
@@ -101,7 +101,7 @@ words! {
         LeaderGained = "leader_gained",
         /// It stopped being the leader.
         LeaderLost = "leader_lost",
-        /// It reported it was paused past the end of its hold (protocol v2; the detail says
+        /// It reported it was paused past the end of its hold (the detail says
         /// how late, and how many targets).
         Overrun = "overrun",
     }

@@ -45,11 +45,22 @@ pub struct Assignment {
     /// refused. It starts again at 0 only if the Lease is deleted and created anew (the
     /// target left the configuration and came back).
     pub generation: u64,
+    /// When this member's authority to work ends unless it is renewed meanwhile, as it stood
+    /// when the call was made: milliseconds since the Unix epoch by this machine's clock
+    /// (`None`: the member holds no authority now). An app that must never work beside another
+    /// member, even when its agent stalls, stops all its work once this passes without fresher
+    /// news — the agent's `--authority-listen` endpoint gives the current value
+    /// (`docs/protocol.md`, "Hooks").
+    pub deadline_unix_ms: Option<i64>,
 }
 
 impl Assignment {
-    /// `target` held at `lease`'s generation.
-    pub fn of(target: &str, lease: &k8s_openapi::api::coordination::v1::Lease) -> Assignment {
+    /// `target` held at `lease`'s generation, under authority until `deadline_unix_ms`.
+    pub fn of(
+        target: &str,
+        lease: &k8s_openapi::api::coordination::v1::Lease,
+        deadline_unix_ms: Option<i64>,
+    ) -> Assignment {
         let transitions = lease
             .spec
             .as_ref()
@@ -58,6 +69,7 @@ impl Assignment {
         Assignment {
             target: target.to_owned(),
             generation: u64::try_from(transitions).unwrap_or(0),
+            deadline_unix_ms,
         }
     }
 }
@@ -96,7 +108,9 @@ impl Hooks for NoHooks {
 
 /// Runs a shell command (`sh -c`) per event with `LEASEHOLD_TARGET`, `LEASEHOLD_EVENT`
 /// (`acquire` | `release`), `LEASEHOLD_GENERATION` (the fencing generation, see
-/// [`Assignment::generation`]), `LEASEHOLD_CLUSTER` and `LEASEHOLD_INSTANCE` in its environment.
+/// [`Assignment::generation`]), `LEASEHOLD_DEADLINE_UNIX_MS` (see
+/// [`Assignment::deadline_unix_ms`]; empty without authority), `LEASEHOLD_CLUSTER` and
+/// `LEASEHOLD_INSTANCE` in its environment.
 /// A non-zero exit is an error; a missing command for an event means success. Output goes to
 /// the agent's own stdout/stderr.
 #[derive(Debug, Clone)]
@@ -126,6 +140,11 @@ impl CommandHooks {
             .env("LEASEHOLD_TARGET", &work.target)
             .env("LEASEHOLD_EVENT", event.as_str())
             .env("LEASEHOLD_GENERATION", work.generation.to_string())
+            .env(
+                "LEASEHOLD_DEADLINE_UNIX_MS",
+                work.deadline_unix_ms
+                    .map_or(String::new(), |d| d.to_string()),
+            )
             .env("LEASEHOLD_CLUSTER", &self.cluster)
             .env("LEASEHOLD_INSTANCE", &self.instance)
             .stdin(std::process::Stdio::null())
@@ -151,7 +170,7 @@ impl Hooks for CommandHooks {
     }
 }
 
-/// POSTs `{"target", "generation", "cluster", "instance"}` as JSON to a local HTTP URL per event. The URL
+/// POSTs `{"target", "generation", "deadline_unix_ms", "cluster", "instance"}` as JSON to a local HTTP URL per event. The URL
 /// may contain `{event}` (replaced by `acquire` or `release`); otherwise `/{event}` is
 /// appended. A non-2xx answer is an error. Plain `http://` only: the app is a local sidecar
 /// peer, reached over loopback.
@@ -188,6 +207,7 @@ impl HttpHooks {
         let body = serde_json::json!({
             "target": work.target,
             "generation": work.generation,
+            "deadline_unix_ms": work.deadline_unix_ms,
             "cluster": self.cluster,
             "instance": self.instance,
         });
@@ -261,6 +281,7 @@ mod tests {
         Assignment {
             target: target.into(),
             generation,
+            deadline_unix_ms: Some(1_700_000_000_123),
         }
     }
 
@@ -268,7 +289,7 @@ mod tests {
     async fn commands_see_their_environment_and_fail_on_nonzero_exit() {
         let hooks = CommandHooks {
             on_acquire: Some(
-                r#"test "$LEASEHOLD_TARGET/$LEASEHOLD_EVENT/$LEASEHOLD_GENERATION/$LEASEHOLD_CLUSTER/$LEASEHOLD_INSTANCE" = "Spine/1/acquire/7/c/m-0""#
+                r#"test "$LEASEHOLD_TARGET/$LEASEHOLD_EVENT/$LEASEHOLD_GENERATION/$LEASEHOLD_DEADLINE_UNIX_MS/$LEASEHOLD_CLUSTER/$LEASEHOLD_INSTANCE" = "Spine/1/acquire/7/1700000000123/c/m-0""#
                     .into(),
             ),
             on_release: Some("exit 3".into()),
@@ -285,12 +306,13 @@ mod tests {
     #[test]
     fn the_generation_is_the_lease_transitions() {
         let mut lease = k8s_openapi::api::coordination::v1::Lease::default();
-        assert_eq!(Assignment::of("t", &lease), work("t", 0));
+        let until = Some(1_700_000_000_123);
+        assert_eq!(Assignment::of("t", &lease, until), work("t", 0));
         lease.spec = Some(k8s_openapi::api::coordination::v1::LeaseSpec {
             lease_transitions: Some(41),
             ..Default::default()
         });
-        assert_eq!(Assignment::of("t", &lease), work("t", 41));
+        assert_eq!(Assignment::of("t", &lease, until), work("t", 41));
     }
 
     #[tokio::test]

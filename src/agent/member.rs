@@ -1,29 +1,26 @@
-//! The member's decision loop. One task owns all state (the Leases seen by the watcher with an
-//! [`Observation`] each, and the Leases held with their phase); Lease writes and hook calls run
+//! The member's decision loop. One task owns all state (the member Lease, the target Leases
+//! seen by the watches, and the Leases held with their phase); Lease writes and hook calls run
 //! as owned tasks in a `JoinSet` and report back. The loop re-decides after every batch of
-//! watcher events and finished tasks and at every timer (next renewal, renew deadline,
-//! observed expiry, or the periodic tick), so a handoff is acted on as soon as its watch event
-//! arrives.
+//! watcher events and finished tasks and at every timer (the member Lease's next renewal or
+//! renew deadline, a wait for a handed Lease, a write's backoff, or the periodic tick), so a
+//! handoff is acted on as soon as its watch event arrives.
 //!
 //! A pass costs what changed, not the cluster's size: it revisits only the Leases touched
-//! since the last pass (`dirty`) and the held Leases whose timer is due (a heap), and an
-//! acquisition pass looks only at `candidates` — Leases not held but desired for us or held by
-//! us. Every member sees every renewal of every Lease of its cluster, so a pass that walked
-//! them all would make each member's CPU grow with the square of the cluster.
+//! since the last pass (`dirty`), and an acquisition pass looks only at `candidates` — Leases
+//! not held but desired for us or held by us.
 //!
 //! Per target the phases are: acquiring (PUT in flight) → starting (held, `on_acquire`
-//! running) → working → stopping (`on_release` running; renewals go on) → releasing (PUT of
-//! `protocol::released`). At most [`HANDOVERS_AT_ONCE`] targets are stopping or releasing
-//! for a handover at a time; the others moved away go on working until a slot frees. A Lease not renewed within its renew deadline (2/3 of its duration,
-//! measured from when the last successful write was *sent*) goes straight to stopping and is
-//! then forgotten without a write, so the work stops before anyone else may take the Lease.
+//! running) → working → stopping (`on_release` running) → releasing (PUT of
+//! `protocol::given_up`: handed straight to the next owner, or released). At most
+//! [`HANDOVERS_AT_ONCE`] targets are stopping or releasing for a handover at a time; the
+//! others moved away go on working until a slot frees.
 //!
-//! Protocol v2 (`AgentConfig::protocol_version`): holds are not renewed; the member Lease
-//! (`Heart`) is renewed instead, and past its renew deadline — or when it is found fenced or
-//! deleted — every hold is lost at once. What was held when the deadline passed is kept as
-//! `dormant`, and a new term of the same tenure works on it again without a write
-//! (`Take::Resume`). The v2 decisions are `protocol::member`'s pure rules (`Authority`,
-//! `take`, `keep`, `after_acquire`), the ones the seeded simulation checks; this loop runs them.
+//! Holds are never renewed: the member Lease (`Heart`) is, and past its renew deadline — or
+//! when it is found fenced or deleted — every hold is lost at once, without a write. What was
+//! held when the deadline passed is kept as `dormant`, and a new term of the same tenure works
+//! on it again without a write (`Take::Resume`). The decisions are `protocol::member`'s pure
+//! rules (`Authority`, `take`, `keep`, `after_acquire`), the ones the seeded simulation
+//! checks; this loop runs them.
 //! Two label-selected watches (or their equivalent from the process's `SharedLeases`) feed
 //! `seen`, each Lease remembering which of them list it. A Lease handed to us is adopted only
 //! once both list it. On shutdown the member first drains:
@@ -34,8 +31,7 @@
 //! member, giving the Lease up would only make the control plane move it back, and the app can
 //! retry on its own. `on_release` failures are logged too; the release goes ahead.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,10 +52,9 @@ use super::hooks::{Assignment, HookEvent, Hooks, call_bounded};
 use super::shared::{SharedLeases, WatchItem};
 use super::state::{Gate, Heart, Held, Overruns, Phase, Seen, is_newer};
 use super::writes::{self, WriteError};
-use crate::k8s::election::{self, Action};
 use crate::k8s::pacing::Sample;
 use crate::protocol::member::{self, Acquired, Answer, Authority, Keep, Listing, Outcome, Take};
-use crate::protocol::{self, Holding, LeaseRole, Observation};
+use crate::protocol::{self, Holding, LeaseRole};
 
 /// Longest time between two decision passes when nothing happens.
 const TICK: Duration = Duration::from_secs(1);
@@ -86,11 +81,6 @@ enum Done {
         sent: Instant,
         result: Result<Lease, WriteError>,
     },
-    Renewed {
-        name: String,
-        sent: Instant,
-        result: Result<Lease, WriteError>,
-    },
     Released {
         name: String,
         sent: Instant,
@@ -104,7 +94,7 @@ enum Done {
     },
     /// An overrun report published as a Kubernetes Event.
     Reported { result: Result<(), String> },
-    /// Protocol v2: a member Lease write (`write.at` is set from `sent` on its return).
+    /// A member Lease write (`write.at` is set from `sent` on its return).
     Heartbeat {
         write: member::Sent,
         sent: Instant,
@@ -114,11 +104,16 @@ enum Done {
 
 pub(super) struct Member {
     api: Api<Lease>,
-    /// Protocol v2: where the member Lease is ([`AgentConfig::member_namespace`]).
+    /// Where the member Lease is ([`AgentConfig::member_namespace`]).
     member_api: Api<Lease>,
     cfg: AgentConfig,
     hooks: Arc<dyn Hooks>,
     published: watch::Sender<BTreeSet<String>>,
+    /// When this member's authority ends unless renewed (Unix ms; `None`: none now), published
+    /// for the app (`Agent::authority`) and passed in every hook call.
+    authority: watch::Sender<Option<i64>>,
+    /// The authority's deadline on our clock that `authority` was last computed from.
+    authority_ms: Option<i64>,
     /// Holds found already ended by our clock (see `Agent::overruns`).
     overruns: Overruns,
     /// Publishes overrun reports as Kubernetes Events about the member's pod.
@@ -131,7 +126,7 @@ pub(super) struct Member {
     orphans: BTreeSet<String>,
     /// No acquisition attempt of these before the instant (after a failed one).
     not_before: BTreeMap<String, Instant>,
-    /// v2: Leases handed to us under our current term that one watch lists and the other not
+    /// Leases handed to us under our current term that one watch lists and the other not
     /// yet, and until when (our clock, ms) we wait for it before taking them with a write.
     handed_wait: BTreeMap<String, i64>,
     /// Targets to hand over that wait for one of the [`HANDOVERS_AT_ONCE`] slots (still
@@ -140,7 +135,7 @@ pub(super) struct Member {
     /// handovers does not walk what is held).
     handovers_waiting: BTreeSet<String>,
     handing_over: Option<usize>,
-    /// v2: Leases we held when a term lapsed (or whose acquisition was answered after it), not
+    /// Leases we held when a term lapsed (or whose acquisition was answered after it), not
     /// written since, with the tenure and the generation they were held in: a new term of the
     /// same tenure works on them again without a write (`protocol::member::Take::Resume`).
     dormant: BTreeMap<String, (u64, i32)>,
@@ -154,9 +149,6 @@ pub(super) struct Member {
     busy_in_a_row: u32,
     /// Leases touched since the last pass (seen, written, hooked, deleted).
     dirty: BTreeSet<String>,
-    /// When held Leases next need a look (renewal or renew deadline). Entries are not removed
-    /// when a time changes; a stale one only causes a harmless extra look.
-    timers: BinaryHeap<Reverse<(Instant, String)>>,
     /// Leases neither held nor orphaned that are desired for us or held by us.
     candidates: BTreeSet<String>,
     /// The published set of held targets may have changed.
@@ -165,11 +157,11 @@ pub(super) struct Member {
     /// Watches that have listed once (a bit each).
     synced_sources: u8,
     stopping: bool,
-    /// Protocol v2: the member Lease.
-    heart: Option<Heart>,
-    /// Protocol v2: shutting down; targets are being moved away until then.
+    /// The member Lease.
+    heart: Heart,
+    /// Shutting down; targets are being moved away until then.
     drain_until: Option<Instant>,
-    /// Protocol v2: this process's shared watch of the target Leases, used instead of two
+    /// This process's shared watch of the target Leases, used instead of two
     /// watches of our own.
     shared: Option<SharedLeases>,
 }
@@ -180,11 +172,10 @@ impl Member {
         cfg: AgentConfig,
         hooks: Arc<dyn Hooks>,
         published: watch::Sender<BTreeSet<String>>,
-        overruns: watch::Sender<u64>,
+        (authority, overruns): (watch::Sender<Option<i64>>, watch::Sender<u64>),
         shared: Option<SharedLeases>,
     ) -> Self {
-        let cfg_v2 = cfg.protocol_version == 2;
-        let heart_duration = cfg.default_lease_duration;
+        let heart_duration = cfg.lease_duration;
         let reporter = Reporter {
             controller: REPORTING_CONTROLLER.to_owned(),
             instance: Some(cfg.identity.clone()),
@@ -194,12 +185,14 @@ impl Member {
             events: Recorder::new(client.clone(), reporter),
             api: Api::namespaced(client.clone(), &cfg.namespace),
             member_api: Api::namespaced(client, &cfg.member_namespace),
-            gate: Gate::new(cfg.max_parallel, cfg.default_lease_duration / 3),
+            gate: Gate::new(cfg.max_parallel, cfg.lease_duration / 3),
             failures: BTreeMap::new(),
             busy_in_a_row: 0,
             cfg,
             hooks,
             published,
+            authority,
+            authority_ms: None,
             clock: Instant::now(),
             seen: BTreeMap::new(),
             held: BTreeMap::new(),
@@ -211,25 +204,20 @@ impl Member {
             dormant: BTreeMap::new(),
             tasks: JoinSet::new(),
             dirty: BTreeSet::new(),
-            timers: BinaryHeap::new(),
             candidates: BTreeSet::new(),
             publish_due: false,
             synced: false,
             synced_sources: 0,
             stopping: false,
-            heart: (cfg_v2).then(|| Heart {
+            heart: Heart {
                 lease: None,
                 auth: Authority::new(ms(heart_duration)),
                 writing: false,
                 failures: 0,
-            }),
+            },
             drain_until: None,
             shared,
         }
-    }
-
-    fn v2(&self) -> bool {
-        self.heart.is_some()
     }
 
     /// How many targets may be handed over at once ([`HANDOVERS_AT_ONCE`]).
@@ -277,15 +265,15 @@ impl Member {
             .default_backoff()
             .map(move |ev| (source, ev.map_err(|e| e.to_string())))
         };
-        // v1: every Lease of the cluster. v2: only the target Leases desired for this member
-        // and those it holds (two label selectors), so it hears of its own targets' moves only
-        // — from this process's shared watch when it has one, which delivers the same.
+        // Only the target Leases desired for this member and those it holds (two label
+        // selectors), so it hears of its own targets' moves only — from this process's shared
+        // watch when it has one, which delivers the same.
         let stream = if let Some(shared) = &self.shared {
             tokio_stream::wrappers::UnboundedReceiverStream::new(
                 shared.subscribe(&self.cfg.identity),
             )
             .boxed()
-        } else if self.v2() {
+        } else {
             let me = protocol::names::identity_label(&self.cfg.identity);
             futures::stream::select(
                 watch(
@@ -295,8 +283,6 @@ impl Member {
                 watch(format!("{cluster},{}={me}", protocol::LABEL_HOLDER), 1),
             )
             .boxed()
-        } else {
-            watch(cluster, 0).boxed()
         };
         tokio::pin!(stream, shutdown);
         let mut init: [Vec<Lease>; 2] = [Vec::new(), Vec::new()];
@@ -310,16 +296,14 @@ impl Member {
                 () = &mut shutdown, if !self.stopping && self.drain_until.is_none() => {
                     let now = Instant::now();
                     let now_ms = self.now_ms();
-                    match &mut self.heart {
-                        Some(h) if h.auth.holds(now_ms) && !self.held.is_empty() && !self.cfg.drain_timeout.is_zero() => {
-                            tracing::info!(targets = self.held.len(), "shutting down: asking for this member's targets to be moved away first");
-                            h.auth.leaving = true;
-                            self.drain_until = Some(now + self.cfg.drain_timeout);
-                        }
-                        _ => {
-                            self.stopping = true;
-                            self.dirty.extend(self.held.keys().cloned());
-                        }
+                    let h = &mut self.heart;
+                    if h.auth.holds(now_ms) && !self.held.is_empty() && !self.cfg.drain_timeout.is_zero() {
+                        tracing::info!(targets = self.held.len(), "shutting down: asking for this member's targets to be moved away first");
+                        h.auth.leaving = true;
+                        self.drain_until = Some(now + self.cfg.drain_timeout);
+                    } else {
+                        self.stopping = true;
+                        self.dirty.extend(self.held.keys().cloned());
                     }
                 }
                 ev = stream.next(), if !self.stopping => self.on_watch(ev, &mut init)?,
@@ -377,7 +361,7 @@ impl Member {
         match ev {
             Event::Apply(lease) => self.apply_from(lease, Some(bit)),
             Event::Delete(lease) => {
-                // Deleted, or (v2) no longer matching this watch's selector: gone once no
+                // Deleted, or no longer matching this watch's selector: gone once no
                 // watch lists it. A watch that stops listing an object that still exists sends
                 // the content it had *before* the change under the change's resourceVersion
                 // (the kube-apiserver's watch cache does; so does the simulator): never take
@@ -417,7 +401,7 @@ impl Member {
                     self.apply_from(lease, Some(bit));
                 }
                 self.synced_sources |= bit;
-                self.synced = self.synced_sources == if self.v2() { 0b11 } else { 0b01 };
+                self.synced = self.synced_sources == 0b11;
             }
         }
     }
@@ -427,8 +411,8 @@ impl Member {
         self.apply_from(lease, None);
     }
 
-    /// Takes in a copy of a Lease; `source` is the watch bit when a watch listed it. In v2 a
-    /// copy no watch lists is not added (it does not concern this member, or will be listed).
+    /// Takes in a copy of a Lease; `source` is the watch bit when a watch listed it. A copy no
+    /// watch lists is not added (it does not concern this member, or will be listed).
     fn apply_from(&mut self, mut lease: Lease, source: Option<u8>) {
         lease.metadata.managed_fields = None;
         let Some(view) = protocol::parse_native(&lease, &self.cfg.cluster) else {
@@ -442,7 +426,6 @@ impl Member {
         if view.role == LeaseRole::Leader {
             return;
         }
-        let now_ms = self.now_ms();
         let name = view.name.clone();
         self.dirty.insert(name.clone());
         if let Some(h) = self.held.get_mut(&name)
@@ -455,15 +438,14 @@ impl Member {
             {
                 tracing::warn!(target = %h.target, holder = ?view.holding.holder, "lease taken by another holder; stopping work");
                 let clock = self.clock;
-                let ended = self.heart.as_ref().map(|hb| {
-                    hb.auth
-                        .renewed
-                        .map(|r| instant_at(clock, r + hb.auth.duration_ms))
-                });
+                let auth = &self.heart.auth;
+                let ended = auth
+                    .renewed
+                    .map(|r| instant_at(clock, r + auth.duration_ms));
                 Self::lose(
                     &mut self.tasks,
                     &self.hooks,
-                    self.cfg.hook_timeout,
+                    call(self.cfg.hook_timeout, &self.authority),
                     &mut self.overruns,
                     &name,
                     h,
@@ -471,26 +453,22 @@ impl Member {
                 );
             }
         }
-        let v2 = self.v2();
-        match self.seen.get_mut(&name) {
-            Some(s) => {
+        match (self.seen.get_mut(&name), source) {
+            (Some(s), _) => {
                 s.sources |= source.unwrap_or(0);
                 if is_newer(&lease, &s.lease) {
-                    s.observed.observe(&view.holding, now_ms);
                     s.lease = lease;
                     s.view = view;
                 }
             }
-            None if source.is_none() && v2 => {}
-            None => {
-                let observed = Observation::new(view.holding.clone(), now_ms);
+            (None, None) => {}
+            (None, Some(sources)) => {
                 self.seen.insert(
                     name,
                     Seen {
                         lease,
                         view,
-                        observed,
-                        sources: source.unwrap_or(1),
+                        sources,
                     },
                 );
             }
@@ -501,16 +479,16 @@ impl Member {
     /// release write. The app is told with the full hook timeout even when the hold has already
     /// ended by our clock (we were paused past it): cutting the call short there would leave
     /// the app working beside the next owner indefinitely, never told.
-    /// `ended` is, in v2, when the member Lease's hold ended by our clock (`Some(None)`: no
-    /// authority known); `None` in v1, where each hold has its own.
+    /// `ended` is when the member Lease's authority ended by our clock (`None`: not known, and
+    /// the hold's own start plus `D` stands for it).
     fn lose(
         tasks: &mut JoinSet<Done>,
         hooks: &Arc<dyn Hooks>,
-        hook_timeout: Duration,
+        call: Call,
         overruns: &mut Overruns,
         name: &str,
         h: &mut Held,
-        ended: Option<Option<Instant>>,
+        ended: Option<Instant>,
     ) {
         if let Some(a) = h.starting.take() {
             a.abort();
@@ -519,10 +497,7 @@ impl Member {
             Phase::Stopping { .. } => h.phase = Phase::Stopping { release: false },
             Phase::Starting | Phase::Working => {
                 h.phase = Phase::Stopping { release: false };
-                let ended = match ended {
-                    Some(v2) => v2.unwrap_or(h.renewed + h.duration),
-                    None => h.renewed + h.duration,
-                };
+                let ended = ended.unwrap_or(h.renewed + h.duration);
                 let now = Instant::now();
                 if now > ended {
                     tracing::error!(
@@ -533,7 +508,7 @@ impl Member {
                     );
                     overruns.found(now - ended, jiff::Timestamp::now().as_millisecond());
                 }
-                spawn_hook(tasks, hooks, name, h, HookEvent::Release, hook_timeout);
+                spawn_hook(tasks, hooks, name, h, HookEvent::Release, call);
             }
             Phase::Acquiring | Phase::Releasing => {}
         }
@@ -547,15 +522,15 @@ impl Member {
                 result,
             } => {
                 self.on_heartbeat(write, sent, result);
+                self.refresh_authority();
                 return;
             }
             other => other,
         };
         let name = match &done {
-            Done::Acquired { name, .. }
-            | Done::Renewed { name, .. }
-            | Done::Released { name, .. }
-            | Done::Hook { name, .. } => name.clone(),
+            Done::Acquired { name, .. } | Done::Released { name, .. } | Done::Hook { name, .. } => {
+                name.clone()
+            }
             Done::Heartbeat { .. } => return,
             Done::Reported { result } => {
                 if let Err(error) = result {
@@ -564,11 +539,11 @@ impl Member {
                 return;
             }
         };
-        self.publish_due |= !matches!(done, Done::Renewed { .. });
+        self.publish_due = true;
         self.dirty.insert(name);
         let now = Instant::now();
         match &done {
-            Done::Acquired { sent, result, .. } | Done::Renewed { sent, result, .. } => {
+            Done::Acquired { sent, result, .. } => {
                 self.gate
                     .observe(*sent, WriteError::sample(result, now - *sent));
                 match result {
@@ -603,13 +578,12 @@ impl Member {
                         self.failures.remove(&name);
                         tracing::info!(target = %h.target, "acquired");
                         let now_ms = ms(self.clock.elapsed());
-                        let next = match &self.heart {
-                            Some(hb) => {
-                                member::after_acquire(&hb.auth, h.tenure, self.stopping, now_ms)
-                            }
-                            None if self.stopping => Acquired::GiveBack,
-                            None => Acquired::Work,
-                        };
+                        let next = member::after_acquire(
+                            &self.heart.auth,
+                            h.tenure,
+                            self.stopping,
+                            now_ms,
+                        );
                         match next {
                             Acquired::Work => {
                                 h.phase = Phase::Starting;
@@ -619,7 +593,7 @@ impl Member {
                                     &name,
                                     h,
                                     HookEvent::Acquire,
-                                    self.cfg.hook_timeout,
+                                    call(self.cfg.hook_timeout, &self.authority),
                                 ));
                             }
                             // Never started: give it straight back.
@@ -645,29 +619,6 @@ impl Member {
                             self.not_before.insert(name.clone(), Instant::now() + pause);
                         }
                         self.write_failed(&name, &target, "acquire", e);
-                    }
-                }
-            }
-            Done::Renewed { name, sent, result } => {
-                let Some(h) = self.held.get_mut(&name) else {
-                    return;
-                };
-                h.writing = false;
-                match result {
-                    Ok(lease) => {
-                        h.renewed = sent;
-                        h.lease = lease.clone();
-                        self.failures.remove(&name);
-                        self.apply(lease);
-                    }
-                    Err(e) => {
-                        let target = h.target.clone();
-                        if let Some(pause) = self.backoff(&name, &e)
-                            && let Some(h) = self.held.get_mut(&name)
-                        {
-                            h.retry_at = Instant::now() + pause;
-                        }
-                        self.write_failed(&name, &target, "renew", e);
                     }
                 }
             }
@@ -727,7 +678,7 @@ impl Member {
     }
 
     /// A failed write: a 409 brings a fresh copy to decide on; anything else waits for the
-    /// next pass (a renewal is retried until its deadline).
+    /// next pass.
     fn write_failed(&mut self, name: &str, target: &str, what: &str, e: WriteError) {
         match e {
             WriteError::Conflict(fresh) => {
@@ -757,17 +708,12 @@ impl Member {
     /// writes it was sent and their callers gave up, so a member that keeps its limit's worth
     /// in flight keeps its queue full (docs/benchmarks.md, the overload benchmark past its
     /// acceptance). The member Lease's writes never wait for this.
-    /// v1 only backs off per target: its holders renew every target Lease through the gate,
-    /// and a pause would hold their renewals back.
     fn busy(&mut self, retry_after: Option<Duration>) {
-        if !self.v2() {
-            return;
-        }
         self.busy_in_a_row = self.busy_in_a_row.saturating_add(1);
         let pause = writes::retry_delay(
             self.busy_in_a_row,
             retry_after,
-            self.cfg.default_lease_duration / 3,
+            self.cfg.lease_duration / 3,
             rand::random(),
         );
         self.gate.pause_until(Instant::now() + pause);
@@ -784,7 +730,7 @@ impl Member {
         Some(writes::retry_delay(
             *failures,
             retry_after,
-            self.cfg.default_lease_duration / 3,
+            self.cfg.lease_duration / 3,
             rand::random(),
         ))
     }
@@ -795,13 +741,7 @@ impl Member {
         let now = Instant::now();
         let now_ms = self.now_ms();
         let heart_wake = self.step_heart(now);
-        while let Some(Reverse((at, _))) = self.timers.peek()
-            && *at <= now
-        {
-            if let Some(Reverse((_, name))) = self.timers.pop() {
-                self.dirty.insert(name);
-            }
-        }
+        self.refresh_authority();
         self.handing_over = None;
         if !self.handovers_waiting.is_empty() && self.handovers_under_way() < self.handover_slots()
         {
@@ -810,18 +750,15 @@ impl Member {
         let dirty = std::mem::take(&mut self.dirty);
         for name in &dirty {
             if self.held.contains_key(name) {
-                self.step_held(name, now);
+                self.step_held(name);
             }
         }
         for name in dirty {
             self.classify(name);
         }
-        let mut wake = now + TICK.min(self.cfg.default_lease_duration / 3);
+        let mut wake = now + TICK.min(self.cfg.lease_duration / 3);
         if let Some(at) = heart_wake {
             wake = wake.min(at);
-        }
-        if let Some(Reverse((at, _))) = self.timers.peek() {
-            wake = wake.min(*at);
         }
         if self.synced && !self.stopping {
             wake = wake.min(self.acquire_pass(now_ms));
@@ -832,8 +769,22 @@ impl Member {
         wake
     }
 
+    /// Recomputes the authority's deadline in Unix ms when it changed on our clock (a renewal,
+    /// a new term, or its end) and publishes it. Computed from the wall clock at that moment,
+    /// so a step of the wall clock is taken in at the next renewal.
+    fn refresh_authority(&mut self) {
+        let now_ms = self.now_ms();
+        let deadline = self.heart.auth.deadline().filter(|d| *d > now_ms);
+        if deadline == self.authority_ms {
+            return;
+        }
+        self.authority_ms = deadline;
+        let until = deadline.map(|d| jiff::Timestamp::now().as_millisecond() + (d - now_ms));
+        self.authority.send_replace(until);
+    }
+
     /// Publishes an overrun report as a Kubernetes Event (Warning `PausedPastHold`) about this
-    /// member's pod, and in protocol v2 about its member Lease too; the member Lease carries it
+    /// member's pod and its member Lease; the member Lease carries it
     /// from its next write on (the control plane records it in history).
     fn report_overrun(&mut self, o: protocol::Overrun) {
         let pod = ObjectReference {
@@ -843,7 +794,7 @@ impl Member {
             name: Some(self.cfg.identity.clone()),
             ..Default::default()
         };
-        let lease = self.heart.as_ref().map(|_| ObjectReference {
+        let lease = Some(ObjectReference {
             api_version: Some("coordination.k8s.io/v1".into()),
             kind: Some("Lease".into()),
             namespace: Some(self.cfg.member_namespace.clone()),
@@ -861,10 +812,9 @@ impl Member {
         });
     }
 
-    /// Decides on one held Lease: give it up past its renew deadline, hand it over when it is
-    /// no longer desired for us (or on shutdown), release it once the work stopped, renew it
-    /// when due. Schedules its next look.
-    fn step_held(&mut self, name: &str, now: Instant) {
+    /// Decides on one held Lease: hand it over when it is no longer desired for us (or on
+    /// shutdown), and release it once the work stopped.
+    fn step_held(&mut self, name: &str) {
         // `Keep::Lost` is acted on as soon as the copy showing it arrives (`apply_from`).
         let decision = member::keep(
             self.seen.get(name).map(|s| &s.view),
@@ -884,19 +834,6 @@ impl Member {
         let Some(h) = self.held.get_mut(name) else {
             return;
         };
-        if h.renews() && now >= h.deadline() {
-            tracing::warn!(target = %h.target, "renew deadline passed; stopping work and giving the lease up");
-            Self::lose(
-                &mut self.tasks,
-                &self.hooks,
-                self.cfg.hook_timeout,
-                &mut self.overruns,
-                name,
-                h,
-                None,
-            );
-            return;
-        }
         let mut waits = false;
         if !wanted && h.phase == Phase::Working {
             waits = full;
@@ -923,7 +860,7 @@ impl Member {
                 name,
                 h,
                 HookEvent::Release,
-                self.cfg.hook_timeout,
+                call(self.cfg.hook_timeout, &self.authority),
             );
         }
         if h.phase == Phase::Releasing && !h.writing {
@@ -935,24 +872,6 @@ impl Member {
             h.writing = true;
             let lease = h.lease.clone();
             self.spawn_release(name.to_owned(), lease);
-            return;
-        }
-        if h.renews() && !h.writing && now >= h.renew_due() {
-            h.writing = true;
-            let lease = h.lease.clone();
-            let d = h.duration;
-            self.spawn_write(name.to_owned(), lease, d, false);
-        }
-        let Some(h) = self.held.get(name) else {
-            return;
-        };
-        if h.renews() {
-            let next = if h.writing {
-                h.deadline()
-            } else {
-                h.renew_due().min(h.deadline())
-            };
-            self.timers.push(Reverse((next, name.to_owned())));
         }
     }
 
@@ -981,22 +900,21 @@ impl Member {
         let mut acquire = Vec::new();
         let mut strays = Vec::new();
         let now = Instant::now();
-        // v2: acquire only under a live member Lease, and not while leaving.
-        let may_acquire = self.heart.as_ref().is_none_or(|h| h.auth.may_take(now_ms));
-        let v2 = self.v2();
-        // v2: the term we hold our member Lease in now, while we may take targets.
-        let term = self
-            .heart
-            .as_ref()
+        // Acquire only under a live member Lease, and not while leaving.
+        let may_acquire = self.heart.auth.may_take(now_ms);
+        // The term we hold our member Lease in now, while we may take targets.
+        let term = Some(&self.heart)
             .filter(|_| may_acquire)
             .and_then(|h| h.lease.as_ref())
             .map(protocol::member_term);
-        let tenure = self.heart.as_ref().map_or(0, |h| h.auth.tenure);
+        let tenure = self.heart.auth.tenure;
         self.dormant.retain(|_, (t, _)| *t == tenure);
         let mut adopt = Vec::new();
         self.not_before.retain(|_, t| *t > now);
         let candidates = &self.candidates;
         self.handed_wait.retain(|n, _| candidates.contains(n));
+        // A hold lasts as long as the member Lease; its duration is that one's.
+        let duration = Duration::from_secs(self.cfg.lease_duration.as_secs().max(1));
         for name in &self.candidates {
             if self.not_before.contains_key(name) {
                 continue;
@@ -1007,82 +925,39 @@ impl Member {
             let LeaseRole::Target(target) = &s.view.role else {
                 continue;
             };
-            let action = if v2 {
-                // v2: `protocol::member::take`. Only a copy both watches list is adopted as
-                // it is: one watch may still show a Lease the other dropped (its next move
-                // already seen, maybe by our own handover, and forgotten).
-                let listing = Listing {
-                    by_all: s.sources == 0b11,
-                    waiting_until: self.handed_wait.get(name).copied(),
-                };
-                let resumable =
-                    self.dormant.get(name) == Some(&(tenure, s.view.holding.transitions));
-                let held = (term.as_deref(), resumable);
-                match member::take(&s.view, me, may_acquire, held, listing, now_ms) {
-                    Take::Skip => continue,
-                    Take::GiveUp => {
-                        strays.push((name.clone(), s.lease.clone()));
-                        continue;
-                    }
-                    Take::Adopt => {
-                        self.handed_wait.remove(name);
-                        adopt.push((name.clone(), target.clone(), s.lease.clone(), false));
-                        continue;
-                    }
-                    Take::Resume => {
-                        adopt.push((name.clone(), target.clone(), s.lease.clone(), true));
-                        continue;
-                    }
-                    Take::Wait { until } => {
-                        self.handed_wait.insert(name.clone(), until);
-                        wake_ms = wake_ms.min(until);
-                        continue;
-                    }
-                    Take::Acquire => Action::Acquire,
-                }
-            } else {
-                if s.view.desired.as_deref() != Some(me) {
-                    if s.view.holding.holder.as_deref() == Some(me) {
-                        strays.push((name.clone(), s.lease.clone()));
-                    }
-                    continue;
-                }
-                if !may_acquire {
-                    continue;
-                }
-                election::decide(&s.observed, me, now_ms)
+            // `protocol::member::take`. Only a copy both watches list is adopted as it is: one
+            // watch may still show a Lease the other dropped (its next move already seen, maybe
+            // by our own handover, and forgotten).
+            let listing = Listing {
+                by_all: s.sources == 0b11,
+                waiting_until: self.handed_wait.get(name).copied(),
             };
-            match action {
-                Action::Acquire | Action::Renew => {
-                    // v2: a hold lasts as long as the member Lease; its duration is that one's.
-                    let secs = if v2 {
-                        self.cfg.default_lease_duration.as_secs().max(1)
-                    } else {
-                        s.view
-                            .desired_duration_s
-                            .map(|d| u64::try_from(d).unwrap_or(1))
-                            .unwrap_or(self.cfg.default_lease_duration.as_secs())
-                            .max(1)
-                    };
-                    acquire.push((
-                        name.clone(),
-                        target.clone(),
-                        s.lease.clone(),
-                        Duration::from_secs(secs),
-                    ));
+            let resumable = self.dormant.get(name) == Some(&(tenure, s.view.holding.transitions));
+            let held = (term.as_deref(), resumable);
+            match member::take(&s.view, me, may_acquire, held, listing, now_ms) {
+                Take::Skip => {}
+                Take::GiveUp => strays.push((name.clone(), s.lease.clone())),
+                Take::Adopt => {
+                    self.handed_wait.remove(name);
+                    adopt.push((name.clone(), target.clone(), s.lease.clone(), false));
                 }
-                Action::Wait { until_ms } => wake_ms = wake_ms.min(until_ms),
+                Take::Resume => adopt.push((name.clone(), target.clone(), s.lease.clone(), true)),
+                Take::Wait { until } => {
+                    self.handed_wait.insert(name.clone(), until);
+                    wake_ms = wake_ms.min(until);
+                }
+                Take::Acquire => acquire.push((name.clone(), target.clone(), s.lease.clone())),
             }
         }
-        for (name, target, lease, duration) in acquire {
+        for (name, target, lease) in acquire {
             tracing::debug!(%target, "acquiring");
             self.handed_wait.remove(&name);
             self.candidates.remove(&name);
             self.dormant.remove(&name);
-            let mut h = Held::new(target, duration, lease.clone(), Phase::Acquiring, v2);
+            let mut h = Held::new(target, duration, lease.clone(), Phase::Acquiring);
             h.tenure = tenure;
             self.held.insert(name.clone(), h);
-            self.spawn_write(name, lease, duration, true);
+            self.spawn_acquire(name, lease, duration);
         }
         for (name, target, lease, resumed) in adopt {
             if resumed {
@@ -1092,15 +967,14 @@ impl Member {
             }
             self.candidates.remove(&name);
             self.dormant.remove(&name);
-            let duration = self.cfg.default_lease_duration;
-            let mut h = Held::new(target, duration, lease, Phase::Starting, v2);
+            let mut h = Held::new(target, duration, lease, Phase::Starting);
             h.starting = Some(spawn_hook(
                 &mut self.tasks,
                 &self.hooks,
                 &name,
                 &h,
                 HookEvent::Acquire,
-                self.cfg.hook_timeout,
+                call(self.cfg.hook_timeout, &self.authority),
             ));
             self.held.insert(name.clone(), h);
             self.dirty.insert(name);
@@ -1118,21 +992,16 @@ impl Member {
         self.not_before.values().copied().fold(wake, Instant::min)
     }
 
-    /// Acquire (`acquiring`) or renew, as an owned task within the write budget.
-    fn spawn_write(&mut self, name: String, lease: Lease, duration: Duration, acquiring: bool) {
-        let v2 = self.v2();
+    /// Acquire, as an owned task within the write budget.
+    fn spawn_acquire(&mut self, name: String, lease: Lease, duration: Duration) {
         let api = self.api.clone();
         let me = self.cfg.identity.clone();
         let permits = self.gate.permits();
         self.tasks.spawn(async move {
             let _permit = permits.acquire().await;
             let sent = Instant::now();
-            let result = writes::hold(&api, &name, &lease, &me, duration, v2).await;
-            if acquiring {
-                Done::Acquired { name, sent, result }
-            } else {
-                Done::Renewed { name, sent, result }
-            }
+            let result = writes::acquire(&api, &name, &lease, &me, duration).await;
+            Done::Acquired { name, sent, result }
         });
     }
 
@@ -1141,16 +1010,15 @@ impl Member {
         let api = self.api.clone();
         let me = self.cfg.identity.clone();
         let permits = self.gate.permits();
-        let v2 = self.v2();
         self.tasks.spawn(async move {
             let _permit = permits.acquire().await;
             let sent = Instant::now();
-            let result = writes::release(&api, &name, lease, &me, v2).await;
+            let result = writes::release(&api, &name, lease, &me, true).await;
             Done::Released { name, sent, result }
         });
     }
 
-    /// Protocol v2: keeps the member Lease by `protocol::member::Authority`'s rules. Past the
+    /// Keeps the member Lease by `protocol::member::Authority`'s rules. Past the
     /// renew deadline every hold is lost (the work stops; nothing is written), and the next
     /// successful write starts a new term. Writes when due; ends the drain on shutdown.
     /// Returns when it next needs a look.
@@ -1172,14 +1040,13 @@ impl Member {
             self.dirty.extend(self.held.keys().cloned());
         }
         let now_ms = self.now_ms();
-        let heart = self.heart.as_mut()?;
-        if let Some(ended) = heart.auth.expire(now_ms) {
+        if let Some(ended) = self.heart.auth.expire(now_ms) {
             tracing::warn!("member lease not renewed within its renew deadline; stopping all work");
             let ended = self.instant(ended);
             self.lose_all(Some(ended), true);
         }
         let clock = self.clock;
-        let heart = self.heart.as_mut()?;
+        let heart = &mut self.heart;
         let deadline = heart.auth.deadline().map(|d| instant_at(clock, d));
         // Signing off: no more renewals once nothing is held (the exit releases the Lease).
         if heart.writing || (self.stopping && self.held.is_empty()) {
@@ -1197,7 +1064,7 @@ impl Member {
             self.cfg.cluster.clone(),
             self.cfg.identity.clone(),
         );
-        let duration = self.cfg.default_lease_duration;
+        let duration = self.cfg.lease_duration;
         let secs = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
         let next = member::member_lease_write(
             current.as_ref(),
@@ -1225,7 +1092,7 @@ impl Member {
         deadline
     }
 
-    /// Protocol v2: a member Lease write came back (`protocol::member::Authority::answered`).
+    /// A member Lease write came back (`protocol::member::Authority::answered`).
     fn on_heartbeat(
         &mut self,
         mut write: member::Sent,
@@ -1235,9 +1102,7 @@ impl Member {
         let now = self.now_ms();
         write.at = self.ms_of(sent);
         let me = self.cfg.identity.clone();
-        let Some(heart) = self.heart.as_mut() else {
-            return;
-        };
+        let heart = &mut self.heart;
         heart.writing = false;
         // A 409's fresh copy: who holds our member Lease now.
         let holder = match &result {
@@ -1320,36 +1185,34 @@ impl Member {
         }
     }
 
-    /// Protocol v2: every hold ends (the authority is gone): stop the work, write nothing.
+    /// Every hold ends (the authority is gone): stop the work, write nothing.
     /// `lapsed`: the renew deadline passed (nobody else wrote the member Lease), so what is
     /// held with no write in flight may be resumed by a next term of the same tenure.
     fn lose_all(&mut self, ended: Option<Instant>, lapsed: bool) {
-        let tenure = self.heart.as_ref().map_or(0, |h| h.auth.tenure);
+        let tenure = self.heart.auth.tenure;
         for (name, h) in self.held.iter_mut() {
-            if h.v2 {
-                if lapsed && !h.writing && !matches!(h.phase, Phase::Acquiring | Phase::Releasing) {
-                    let generation = Holding::of(h.lease.spec.as_ref()).transitions;
-                    self.dormant.insert(name.clone(), (tenure, generation));
-                }
-                Self::lose(
-                    &mut self.tasks,
-                    &self.hooks,
-                    self.cfg.hook_timeout,
-                    &mut self.overruns,
-                    name,
-                    h,
-                    Some(ended),
-                );
-                self.dirty.insert(name.clone());
+            if lapsed && !h.writing && !matches!(h.phase, Phase::Acquiring | Phase::Releasing) {
+                let generation = Holding::of(h.lease.spec.as_ref()).transitions;
+                self.dormant.insert(name.clone(), (tenure, generation));
             }
+            Self::lose(
+                &mut self.tasks,
+                &self.hooks,
+                call(self.cfg.hook_timeout, &self.authority),
+                &mut self.overruns,
+                name,
+                h,
+                ended,
+            );
+            self.dirty.insert(name.clone());
         }
         self.publish_due = true;
     }
 
-    /// Protocol v2, at exit: releases the member Lease, telling the control plane that this
+    /// At exit: releases the member Lease, telling the control plane that this
     /// member has stopped all its work (its remaining holds may be revoked at once).
     async fn sign_off(&mut self) {
-        let Some(lease) = self.heart.as_ref().and_then(|h| h.lease.clone()) else {
+        let Some(lease) = self.heart.lease.clone() else {
             return;
         };
         let name = protocol::names::member_lease(
@@ -1393,6 +1256,22 @@ fn instant_at(clock: Instant, ms: i64) -> Instant {
     clock + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
+/// How a hook is called now: its bound, and the authority's deadline it carries.
+#[derive(Debug, Clone, Copy)]
+struct Call {
+    timeout: Duration,
+    /// Unix ms ([`Assignment::deadline_unix_ms`]).
+    until: Option<i64>,
+}
+
+/// A hook call bounded by `timeout` that carries the deadline `authority` publishes.
+fn call(timeout: Duration, authority: &watch::Sender<Option<i64>>) -> Call {
+    Call {
+        timeout,
+        until: *authority.borrow(),
+    }
+}
+
 /// Runs one hook as an owned task and reports back.
 fn spawn_hook(
     tasks: &mut JoinSet<Done>,
@@ -1400,15 +1279,15 @@ fn spawn_hook(
     name: &str,
     h: &Held,
     event: HookEvent,
-    timeout: Duration,
+    call: Call,
 ) -> AbortHandle {
     let hooks = hooks.clone();
     let name = name.to_owned();
-    // The generation of our hold: the Lease as our acquiring write (or a renewal since, which
-    // leaves `leaseTransitions` as it was) left it.
-    let work = Assignment::of(&h.target, &h.lease);
+    // The generation of our hold: the Lease as our acquiring write (or the handover to us) left
+    // it.
+    let work = Assignment::of(&h.target, &h.lease, call.until);
     tasks.spawn(async move {
-        let result = call_bounded(hooks, event, work, timeout).await;
+        let result = call_bounded(hooks, event, work, call.timeout).await;
         Done::Hook {
             name,
             event,
@@ -1424,17 +1303,16 @@ mod tests {
     use crate::model::Cause;
     use crate::protocol::Desire;
 
-    fn member_v2() -> Member {
+    fn member() -> Member {
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         let client = kube::Client::try_from(config).unwrap();
-        let mut cfg = AgentConfig::new("c", "apps", "c-1");
-        cfg.protocol_version = 2;
+        let cfg = AgentConfig::new("c", "apps", "c-1");
         Member::new(
             client,
             cfg,
             Arc::new(NoHooks),
             watch::channel(BTreeSet::new()).0,
-            watch::channel(0).0,
+            (watch::channel(None).0, watch::channel(0).0),
             None,
         )
     }
@@ -1464,7 +1342,7 @@ mod tests {
         };
         let created = protocol::new_target_lease("leasehold", "c", "t-1", &desire("c-1"));
         let held = at_rv(
-            protocol::acquired_v2(&created, "c-1", jiff::Timestamp::now(), 2),
+            protocol::acquired(&created, "c-1", jiff::Timestamp::now(), 2),
             10,
         );
         let moved = at_rv(protocol::with_desire(&held, &desire("c-2")), 11);
@@ -1472,7 +1350,7 @@ mod tests {
         let unlisted = at_rv(held.clone(), 11);
         let name = held.metadata.name.clone().unwrap();
         for delete_first in [true, false] {
-            let mut m = member_v2();
+            let mut m = member();
             let mut init = Vec::new();
             m.on_event(Event::Apply(held.clone()), 0, &mut init);
             m.on_event(Event::Apply(held.clone()), 1, &mut init);
@@ -1527,10 +1405,11 @@ mod tests {
             ("7@u-2", Listed::Both, false),
             ("0@u-old", Listed::Both, false),
         ] {
-            let mut m = member_v2();
+            let mut m = member();
             m.cfg.identity = "c-2".into();
             let now_ms = m.now_ms();
-            if let Some(h) = m.heart.as_mut() {
+            {
+                let h = &mut m.heart;
                 h.lease = Some(heart.clone());
                 h.auth.renewed = Some(now_ms);
             }
@@ -1543,7 +1422,7 @@ mod tests {
                 duration_s: 2,
             };
             let created = protocol::new_target_lease("leasehold", "c", "t-1", &desire);
-            let held = protocol::acquired_v2(&created, "c-1", jiff::Timestamp::now(), 2);
+            let held = protocol::acquired(&created, "c-1", jiff::Timestamp::now(), 2);
             let out = at_rv(protocol::given_up(&held, "c-1", jiff::Timestamp::now()), 12);
             let name = out.metadata.name.clone().unwrap();
             m.on_event(Event::Apply(out.clone()), 1, &mut Vec::new());
@@ -1590,13 +1469,13 @@ mod tests {
             operation: None,
             duration_s: 2,
         };
-        let mut m = member_v2();
+        let mut m = member();
         let now = jiff::Timestamp::now();
         let mut names = Vec::new();
         for i in 0..10 {
             let created =
                 protocol::new_target_lease("leasehold", "c", &format!("t-{i}"), &desire("c-1"));
-            let held = at_rv(protocol::acquired_v2(&created, "c-1", now, 2), 10 + i);
+            let held = at_rv(protocol::acquired(&created, "c-1", now, 2), 10 + i);
             let moved = at_rv(protocol::with_desire(&held, &desire("c-2")), 100 + i);
             let name = held.metadata.name.clone().unwrap();
             let mut h = Held::new(
@@ -1604,7 +1483,6 @@ mod tests {
                 Duration::from_secs(2),
                 held,
                 Phase::Working,
-                true,
             );
             h.renewed = Instant::now();
             m.held.insert(name.clone(), h);

@@ -1,7 +1,7 @@
-//! Several protocol-v2 members in one process sharing one watch of their cluster's target
+//! Several members in one process sharing one watch of their cluster's target
 //! Leases ([`SharedLeases`]).
 //!
-//! On its own, a v2 member holds two label-selected watches: the target Leases desired for it
+//! On its own, a member holds two label-selected watches: the target Leases desired for it
 //! and those it holds. The kube-apiserver's watch cache hands every event of a namespace to
 //! every watcher of that namespace, and each watcher evaluates its own selector
 //! (`k8s.io/apiserver/pkg/storage/cacher`, `dispatchEvent`), so 1,000 members are 2,000
@@ -32,7 +32,7 @@ use tokio::sync::mpsc;
 use crate::protocol::{self, names};
 
 /// What a member's Lease watch delivers: the source bit's index (0: desired for the member,
-/// 1: held by it; v1: 0 for every Lease of the cluster) and an event or a watch error.
+/// 1: held by it) and an event or a watch error.
 pub(super) type WatchItem = (u8, Result<Event<Lease>, String>);
 
 /// One watch of a cluster's target Leases, shared by the members of this process (see the

@@ -1,8 +1,7 @@
-//! What the member loop keeps per Lease: the copy last seen with its [`Observation`], and for
-//! the Leases it holds, the phase of the handoff and the renewal clock; in protocol v2 also
-//! the member Lease ([`Heart`]), whose renew deadline bounds all the member's work; the
-//! member's [`Overruns`]; and the adaptive limit of its target Lease writes ([`Gate`]). Plain
-//! data and pure helpers; the loop in `member` drives them.
+//! What the member loop keeps per Lease: the copy last seen, and for the Leases it holds, the
+//! phase of the handoff; the member Lease ([`Heart`]), whose renew deadline bounds all the
+//! member's work; the member's [`Overruns`]; and the adaptive limit of its target Lease writes
+//! ([`Gate`]). Plain data and pure helpers; the loop in `member` drives them.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,20 +14,19 @@ use tokio::time::Instant;
 
 use crate::k8s::pacing::{Limiter, Sample};
 use crate::protocol::member::Authority;
-use crate::protocol::{LeaseView, Observation, Overrun};
+use crate::protocol::{LeaseView, Overrun};
 
 /// A Lease of the cluster as last seen.
 pub(super) struct Seen {
     pub(super) lease: Lease,
     pub(super) view: LeaseView,
-    pub(super) observed: Observation,
-    /// Which watches currently list it (a bit per watch; protocol v2 has two, by label).
+    /// Which watches currently list it (a bit per watch: two, by label).
     pub(super) sources: u8,
 }
 
 /// Holds this member found already ended by its own clock when it next looked (see
 /// `Agent::overruns`), gathered into one report per decision pass: the report is published as a
-/// Kubernetes Event, and in protocol v2 the last one rides every write of the member Lease,
+/// Kubernetes Event, and the last one rides every write of the member Lease,
 /// where the control plane records it.
 pub(super) struct Overruns {
     count: watch::Sender<u64>,
@@ -81,7 +79,7 @@ impl Overruns {
     }
 }
 
-/// Protocol v2: this member's own member Lease, its authority to work on anything. The rules
+/// This member's own member Lease, its authority to work on anything. The rules
 /// — when to write it, when the authority ends — are `protocol::member`'s [`Authority`], on
 /// the member's clock in ms.
 pub(super) struct Heart {
@@ -147,7 +145,7 @@ impl Permits {
 }
 
 impl Gate {
-    /// Starts at `cap`: a member writes little in protocol v2 (a planned stop's handoffs, a
+    /// Starts at `cap`: a member writes little (a planned stop's handoffs, a
     /// few acquisitions), and holding those back on a prompt server would only widen the gaps.
     /// A write answered later than `too_slow` counts as overload: the limiter judges lateness
     /// against the lowest recent latency, which drifts up to a server that stays slow — and a
@@ -241,31 +239,22 @@ pub(super) struct Held {
     pub(super) duration: Duration,
     /// The freshest copy known (written by us or seen by the watcher): the CAS base.
     pub(super) lease: Lease,
-    /// When the last successful write holding it was sent.
+    /// When the hold began (its acquiring write was sent, or it was handed to us): with
+    /// `duration`, when it ended at the latest if the member Lease's last renewal is unknown.
     pub(super) renewed: Instant,
     pub(super) phase: Phase,
     pub(super) writing: bool,
-    /// No renewal before this (set after a failed one).
-    pub(super) retry_at: Instant,
     /// The running `on_acquire`, aborted if the Lease is lost meanwhile.
     pub(super) starting: Option<AbortHandle>,
-    /// Held under protocol v2: never renewed; the member Lease is the authority.
-    pub(super) v2: bool,
-    /// v2: the member's tenure when the hold was taken (`protocol::member::Authority::tenure`),
+    /// The member's tenure when the hold was taken (`protocol::member::Authority::tenure`),
     /// which its acquisition's answer is judged by (`protocol::member::after_acquire`).
     pub(super) tenure: u64,
 }
 
 impl Held {
     /// A hold of `target` at `lease` entering `phase` now: `Acquiring` with its write in
-    /// flight, or (v2) `Starting` on a target handed to us, with no write.
-    pub(super) fn new(
-        target: String,
-        duration: Duration,
-        lease: Lease,
-        phase: Phase,
-        v2: bool,
-    ) -> Self {
+    /// flight, or `Starting` on a target handed to us (or resumed), with no write.
+    pub(super) fn new(target: String, duration: Duration, lease: Lease, phase: Phase) -> Self {
         let now = Instant::now();
         Held {
             target,
@@ -274,24 +263,9 @@ impl Held {
             renewed: now,
             writing: phase == Phase::Acquiring,
             phase,
-            retry_at: now,
             starting: None,
-            v2,
             tenure: 0,
         }
-    }
-    pub(super) fn renew_due(&self) -> Instant {
-        (self.renewed + self.duration / 3).max(self.retry_at)
-    }
-    pub(super) fn deadline(&self) -> Instant {
-        self.renewed + self.duration * 2 / 3
-    }
-    pub(super) fn renews(&self) -> bool {
-        !self.v2
-            && matches!(
-                self.phase,
-                Phase::Starting | Phase::Working | Phase::Stopping { release: true }
-            )
     }
 }
 

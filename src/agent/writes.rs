@@ -70,32 +70,24 @@ pub(super) fn retry_delay(
     jittered.max(retry_after.unwrap_or_default().min(cap))
 }
 
-/// Acquire or renew: v1 `protocol::held_by`, bounded by a third of the duration (a later answer
-/// could not keep the Lease anyway); v2 `protocol::acquired_v2` (always a new hold, the
-/// generation moves; v2 never renews a target Lease), bounded by two thirds, the member Lease's
-/// renew deadline: the hold lasts as long as the member's authority, so a slow answer is still
-/// one (`protocol::member::after_acquire` decides what it is worth), and a write given up while
+/// Acquire: `protocol::acquired` (always a new hold, the generation moves; a target Lease is
+/// never renewed), bounded by two thirds of `D`, the member Lease's renew deadline: the hold
+/// lasts as long as the member's authority, so a slow answer is still one
+/// (`protocol::member::after_acquire` decides what it is worth), and a write given up while
 /// the server works on it would only be sent again, into a 409 and a re-read.
-pub(super) async fn hold(
+pub(super) async fn acquire(
     api: &Api<Lease>,
     name: &str,
     lease: &Lease,
     me: &str,
     duration: Duration,
-    v2: bool,
 ) -> Result<Lease, WriteError> {
     let secs = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
-    let write = if v2 {
-        protocol::acquired_v2
-    } else {
-        protocol::held_by
-    };
-    let next = write(lease, me, jiff::Timestamp::now(), secs);
-    let timeout = if v2 { duration * 2 / 3 } else { duration / 3 };
-    put(api, name, &next, timeout).await
+    let next = protocol::acquired(lease, me, jiff::Timestamp::now(), secs);
+    put(api, name, &next, duration * 2 / 3).await
 }
 
-/// Protocol v2: a member Lease write of `me`, built by `protocol::member::member_lease_write`
+/// A member Lease write of `me`, built by `protocol::member::member_lease_write`
 /// (register — create —, take again in a new term, or renew) — `next`, and whether it is a
 /// create — carrying the member's last overrun,
 /// if any, waiting `timeout` for the answer (`protocol::member::Authority::write_timeout`). A
@@ -129,7 +121,7 @@ pub(super) async fn heartbeat(
 }
 
 /// Publishes an overrun report as a Warning Event (`PausedPastHold`) about the member's pod,
-/// with its member Lease as the related object in protocol v2; bounded in time.
+/// with its member Lease as the related object; bounded in time.
 pub(super) async fn publish_overrun(
     recorder: &Recorder,
     pod: &ObjectReference,
@@ -149,7 +141,8 @@ pub(super) async fn publish_overrun(
     }
 }
 
-/// Release: `protocol::released` — with `hand_over` (v2 target Leases) `protocol::given_up`, which hands the Lease straight
+/// Release: `protocol::released` (the member Lease) — with `hand_over` (target Leases)
+/// `protocol::given_up`, which hands the Lease straight
 /// to its desired owner when the control plane wrote down that owner's term; on a 409, release
 /// (or hand over) the fresh copy again only if it still names us. Returns the Lease as last
 /// written or read (None when it is gone).

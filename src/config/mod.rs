@@ -79,12 +79,11 @@ pub struct Cluster {
     /// Who drives the Leases.
     #[serde(default = "default_protocol")]
     pub protocol: Protocol,
-    /// Version of the native protocol: 1 (each holder renews every target Lease) or 2 (one
-    /// member Lease per member; target Leases written only when ownership changes). Members
-    /// must run `leasehold agent --protocol-version` with the same value.
-    #[serde(default = "default_protocol_version")]
-    pub protocol_version: u8,
-    /// Protocol v2: the namespace of the member Leases, when not `namespace` (members run
+    /// Gone: Leasehold speaks one member protocol. Kept only so that a configuration that
+    /// still sets it is refused with a message saying why (`validate`), not as an unknown field.
+    #[serde(default, skip_serializing)]
+    protocol_version: Option<serde::de::IgnoredAny>,
+    /// The namespace of the member Leases, when not `namespace` (members run
     /// `leasehold agent --member-lease-namespace` with the same value). Only the control plane
     /// watches it; the API server hands every Lease event to every watcher of its namespace, so
     /// with hundreds of members, member renewals kept apart from the target Leases the members
@@ -115,7 +114,7 @@ impl Cluster {
         }
     }
 
-    /// Protocol v2: the namespace of the member Leases (`member_lease_namespace`, else
+    /// The namespace of the member Leases (`member_lease_namespace`, else
     /// `namespace`).
     pub fn member_namespace(&self) -> &str {
         self.member_lease_namespace
@@ -123,7 +122,7 @@ impl Cluster {
             .unwrap_or(&self.namespace)
     }
 
-    /// Protocol v2: member Leases live in a namespace of their own, watched apart.
+    /// Member Leases live in a namespace of their own, watched apart.
     pub fn separate_member_namespace(&self) -> bool {
         self.member_namespace() != self.namespace
     }
@@ -252,7 +251,7 @@ pub enum OnJoin {
 #[serde(deny_unknown_fields)]
 pub struct Policy {
     /// Duration members promise on target Leases.
-    #[serde(default = "default_lease_duration", with = "duration")]
+    #[serde(default = "lease_duration", with = "duration")]
     pub lease_duration: Duration,
     /// What a joining member triggers.
     #[serde(default = "default_on_join")]
@@ -270,7 +269,7 @@ pub struct Policy {
     /// Retries of a timed-out move before it fails.
     #[serde(default = "default_move_retries")]
     pub move_retries: u32,
-    /// Protocol v2: when at least this share of the members (and at least two) lapse together,
+    /// When at least this share of the members (and at least two) lapse together,
     /// it is taken for a slow API server rather than dead members — a mass lapse: at most one
     /// lapsed member is failed over per lease duration, and the cluster shows why.
     #[serde(default = "default_mass_lapse_share")]
@@ -283,7 +282,7 @@ pub struct Policy {
 impl Default for Policy {
     fn default() -> Self {
         Self {
-            lease_duration: default_lease_duration(),
+            lease_duration: lease_duration(),
             on_join: default_on_join(),
             join_settle: default_join_settle(),
             max_concurrent_moves: default_max_moves(),
@@ -376,15 +375,11 @@ fn default_cp_lease() -> String {
 fn default_cp_duration() -> Duration {
     Duration::from_secs(15)
 }
-fn default_protocol_version() -> u8 {
-    1
-}
-
 fn default_protocol() -> Protocol {
     Protocol::Native
 }
 /// client-go's default lease duration.
-fn default_lease_duration() -> Duration {
+fn lease_duration() -> Duration {
     Duration::from_secs(15)
 }
 fn default_on_join() -> OnJoin {
@@ -662,23 +657,23 @@ impl Cluster {
                 ));
             }
         }
-        if !matches!(self.protocol_version, 1 | 2) {
-            return Err(bad("protocol_version", "must be 1 or 2"));
-        }
-        if self.protocol == Protocol::Gnmic && self.protocol_version != 1 {
+        if self.protocol_version.is_some() {
             return Err(bad(
                 "protocol_version",
-                "applies to native clusters only (gnmic's layout is observed as it is)",
+                "is no longer a setting: Leasehold speaks one member protocol (what was version 2: \
+                 member Leases, target Leases written only when ownership changes). Version 1 was \
+                 removed; remove this line, and run members with this release's `leasehold agent` \
+                 (docs/protocol.md)",
             ));
         }
         if let Some(ns) = &self.member_lease_namespace {
             if !names::is_dns_label(ns) {
                 return Err(bad("member_lease_namespace", "must be a DNS label"));
             }
-            if self.protocol != Protocol::Native || self.protocol_version != 2 {
+            if self.protocol != Protocol::Native {
                 return Err(bad(
                     "member_lease_namespace",
-                    "applies to protocol_version 2 only (protocol v1 has no member Leases)",
+                    "applies to native clusters only (gnmic has no member Leases)",
                 ));
             }
         }
@@ -854,30 +849,41 @@ mod tests {
     }
 
     #[test]
-    fn member_leases_may_live_apart_in_protocol_v2_only() {
+    fn member_leases_may_live_apart_in_native_clusters() {
         let base = "clusters:\n- name: a\n  namespace: ns\n  selector: {app: a}\n  targets: {inline: [x]}\n";
-        let c = parse(&format!(
-            "{base}  protocol_version: 2\n  member_lease_namespace: ns-members\n"
-        ))
-        .unwrap();
+        let c = parse(&format!("{base}  member_lease_namespace: ns-members\n")).unwrap();
         assert_eq!(c.clusters[0].member_namespace(), "ns-members");
         assert!(c.clusters[0].separate_member_namespace());
-        let c = parse(&format!("{base}  protocol_version: 2\n")).unwrap();
+        let c = parse(base).unwrap();
         assert_eq!(c.clusters[0].member_namespace(), "ns");
         assert!(!c.clusters[0].separate_member_namespace());
-        let e = parse(&format!("{base}  member_lease_namespace: ns-members\n")).unwrap_err();
+        let gnmic =
+            "clusters:\n- name: a\n  namespace: ns\n  selector: {app: a}\n  protocol: gnmic\n";
+        let e = parse(&format!("{gnmic}  member_lease_namespace: ns-members\n")).unwrap_err();
         assert!(
-            e.contains("member_lease_namespace: applies to protocol_version 2 only"),
+            e.contains("member_lease_namespace: applies to native clusters only"),
             "{e}"
         );
-        let e = parse(&format!(
-            "{base}  protocol_version: 2\n  member_lease_namespace: Members_NS\n"
-        ))
-        .unwrap_err();
+        let e = parse(&format!("{base}  member_lease_namespace: Members_NS\n")).unwrap_err();
         assert!(
             e.contains("member_lease_namespace: must be a DNS label"),
             "{e}"
         );
+    }
+
+    /// The first member protocol was removed: a configuration that still names a version is
+    /// refused, saying why, whatever the value (the one protocol is what version 2 was).
+    #[test]
+    fn a_protocol_version_is_refused_with_the_reason() {
+        let base = "clusters:\n- name: a\n  namespace: ns\n  selector: {app: a}\n  targets: {inline: [x]}\n";
+        for v in ["1", "2", "\"2\""] {
+            let e = parse(&format!("{base}  protocol_version: {v}\n")).unwrap_err();
+            assert!(
+                e.contains("protocol_version: is no longer a setting")
+                    && e.contains("Version 1 was removed; remove this line"),
+                "{v}: {e}"
+            );
+        }
     }
 
     #[test]

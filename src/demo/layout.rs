@@ -67,7 +67,6 @@ clusters:
   selector: {{app: {COLLECTOR}}}
   headless_service: {COLLECTOR}
   load_balancer_service: {COLLECTOR}-api
-  protocol_version: 2
   targets: {{inline: [{devices}]}}
   policy: {policy}
 - name: {REPLICAS}
@@ -75,7 +74,6 @@ clusters:
   selector: {{app: {REPLICAS}}}
   headless_service: {REPLICAS}
   load_balancer_service: {REPLICAS}-api
-  protocol_version: 2
   roles:
   - {{name: controlling, selector: {{role: controlling}}}}
   - {{name: copy, selector: {{role: copy}}}}

@@ -1,6 +1,6 @@
 //! The demo's members: one agent task per member pod, owned here (a `JoinSet`, with a stop
 //! signal and an abort handle kept per member), and the demo controls that change them. A
-//! member is added as the next ordinal's pod plus its agent (protocol v2); stopped gracefully
+//! member is added as the next ordinal's pod plus its agent; stopped gracefully
 //! (the agent asks for its targets to be moved away, hands each over, exits; then the pod is
 //! deleted); or crashed (the agent dies without releasing and the pod is marked Failed, so its
 //! member Lease must expire, and be fenced, before the control plane's failover hands its
@@ -140,11 +140,10 @@ impl Members {
         let name = format!("{cluster}-{ordinal}");
         let next = self.next.entry(cluster.to_owned()).or_default();
         *next = (*next).max(ordinal + 1);
-        // Protocol v2: one member Lease per member; its app's work must stop within a third of
-        // its duration.
+        // One member Lease per member; its app's work must stop within a third of its
+        // duration.
         let cfg = AgentConfig {
-            default_lease_duration: self.lease_duration,
-            protocol_version: 2,
+            lease_duration: self.lease_duration,
             hook_timeout: self.lease_duration / 3,
             drain_timeout: DRAIN_TIMEOUT,
             ..AgentConfig::new(cluster, NAMESPACE, &name)

@@ -353,7 +353,7 @@ fn unless_decided(
     (now == *expect).then(|| desire.clone())
 }
 
-/// Protocol v2: one write to target `key` that clears `holder`'s hold if its member Lease is
+/// One write to target `key` that clears `holder`'s hold if its member Lease is
 /// still fenced or released on a fresh read, and sets `desire` (`(expect, desire)`, as
 /// [`unless_decided`]) if given.
 async fn revoke(
@@ -549,8 +549,8 @@ async fn supersede(inner: &Inner, cluster: &str, newest: &str) {
     }
 }
 
-/// Whether member `name` stays known to the join policy while it is not eligible: in protocol
-/// v2, one whose member Lease merely expired (neither fenced nor released) and whose pod is
+/// Whether member `name` stays known to the join policy while it is not eligible: one whose
+/// member Lease merely expired (neither fenced nor released) and whose pod is
 /// still there. A mass lapse makes every member look so; when its renewals come back nothing of
 /// it has moved, so it has not joined, and a rebalance then would move its targets (those of a
 /// member still in its grace among them) for nothing. Fenced, released or gone, it is

@@ -2,8 +2,7 @@
 //! model: give a home to every target without a live desired owner (first placement, or
 //! failover when its owner's pod is gone, not ready, terminating, or stopped renewing), adopt
 //! targets already held before Leasehold managed them, and remove Leases of targets no longer
-//! configured. Targets inside a running operation are left to it. Protocol v2: fence silent
-//! members, revoke the holds of fenced and stopped ones, delete the member Leases of departed
+//! configured. Targets inside a running operation are left to it. Fence silent members, revoke the holds of fenced and stopped ones, delete the member Leases of departed
 //! pods — except when many members lapse at once ([`MassLapse`]: more likely a slow API server
 //! than dead members), when at most one lapsed member is failed over per lease duration — none
 //! once the lapse has shown the server slow ([`Decision::server_slow`]) — and
@@ -31,17 +30,17 @@ pub enum Action {
         desire: Desire,
         /// The desired owner seen when deciding.
         expect: Option<String>,
-        /// Protocol v2: the holder to clear in the same write, if its member Lease is still
+        /// The holder to clear in the same write, if its member Lease is still
         /// fenced or released on a fresh read.
         revoke: Option<String>,
     },
-    /// Protocol v2: fence `member`'s member Lease — its record was seen unchanged for a full
+    /// Fence `member`'s member Lease — its record was seen unchanged for a full
     /// duration (or it has none) — so that its holds can be revoked.
     Fence {
         /// The member.
         member: String,
     },
-    /// Protocol v2: clear the holder of target `key`, held by `holder` whose member Lease is
+    /// Clear the holder of target `key`, held by `holder` whose member Lease is
     /// fenced or released, leaving the desired owner as it is.
     Revoke {
         /// Target key.
@@ -49,7 +48,7 @@ pub enum Action {
         /// The holder to clear.
         holder: String,
     },
-    /// Protocol v2: delete the member Lease of a member whose pod is gone, that holds nothing
+    /// Delete the member Lease of a member whose pod is gone, that holds nothing
     /// and stopped (released) or was fenced — if a fresh read still says so.
     DeleteMember {
         /// The member.
@@ -64,7 +63,7 @@ pub enum Action {
     },
 }
 
-/// A live member: a ready pod, not terminating, and in protocol v2 a live member Lease that
+/// A live member: a ready pod, not terminating, and a live member Lease that
 /// does not say it is leaving (cordoned members are live: they keep what they have).
 pub fn alive(i: &Instance) -> bool {
     i.ready && !i.ghost && !i.terminating && i.heartbeat_ok()
@@ -218,7 +217,7 @@ fn targets_sparing(
         .collect()
 }
 
-/// Many members' liveness lapsing at once (protocol v2): member Leases seen unchanged for a
+/// Many members' liveness lapsing at once: member Leases seen unchanged for a
 /// full duration while their holds expired. Members rarely die together; an API server too slow
 /// to take their renewals makes them all look dead together, and failing them all over would
 /// move work off healthy members onto members just as late — a failover storm.
@@ -278,7 +277,7 @@ pub fn mass_lapse(
     share: f64,
     failed_over: &BTreeSet<String>,
 ) -> Option<MassLapse> {
-    if model.protocol_version != 2 {
+    if model.protocol != Protocol::Native {
         return None;
     }
     // Cheap first (this runs for every page and scrape): fewer than two candidates among the
@@ -387,7 +386,7 @@ pub struct Guard {
     pub were_late: BTreeSet<String>,
     /// A pass of the current mass lapse has shown the server slow ([`Decision::server_slow`]).
     pub server_slow: bool,
-    /// Protocol v2: the model was stale (its watches not proven current) after having been
+    /// The model was stale (its watches not proven current) after having been
     /// current, less than a lease duration ago. Members seen expired then get the grace of
     /// [`Guard::held_back`]: the same slow API server that kept the control plane's probes
     /// from returning may have kept their renewals out, and both come back together.
@@ -574,7 +573,7 @@ pub struct Decision {
     pub server_slow: bool,
 }
 
-/// Protocol v2: `member`'s current term as the model shows it (live or leaving), written with a
+/// `member`'s current term as the model shows it (live or leaving), written with a
 /// desired owner so that the holder can hand the target straight over.
 pub fn member_term(model: &ClusterModel, member: &str) -> Option<String> {
     model.instance(member)?.member_lease.as_ref()?.term.clone()
@@ -652,7 +651,7 @@ pub fn decide_guarded(
             .map(String::as_str)
             .filter(|m| holding.contains(m))
             .collect();
-        if guard.after_stale && model.protocol_version == 2 {
+        if guard.after_stale {
             // Only members whose pod is there and whose member Lease merely expired: a gone
             // pod or a fenced Lease is no slow server's doing.
             recovering.extend(holding.iter().copied().filter(|h| {
@@ -683,29 +682,26 @@ fn decide_sparing(
     let targets = targets_sparing(model, busy, duration_ms, spared);
     let plan = planner::place(&members, &targets);
     let mut actions = Vec::new();
-    // Protocol v2: holds of members whose member Lease is no longer live are revoked once the
+    // Holds of members whose member Lease is no longer live are revoked once the
     // member Lease is fenced (or released by the member); a member Lease seen unchanged for a
     // full duration (or missing) is fenced first, in the same pass (see docs/protocol.md). The
     // write re-reads the member Lease and revokes only if it is still fenced or released.
-    let mut fence: Vec<&str> = Vec::new();
-    if model.protocol_version == 2 {
-        fence = expired_holders(model)
-            .into_iter()
-            .filter(|h| !spared.contains(h))
-            .filter(|h| {
-                model.instance(h).is_none_or(|i| {
-                    i.member_lease
-                        .as_ref()
-                        .is_none_or(|m| matches!(m.liveness, Liveness::Expired | Liveness::Absent))
-                })
+    let mut fence: Vec<&str> = expired_holders(model)
+        .into_iter()
+        .filter(|h| !spared.contains(h))
+        .filter(|h| {
+            model.instance(h).is_none_or(|i| {
+                i.member_lease
+                    .as_ref()
+                    .is_none_or(|m| matches!(m.liveness, Liveness::Expired | Liveness::Absent))
             })
-            .collect();
-        fence.sort_unstable();
-        fence.dedup();
-        actions.extend(fence.iter().map(|m| Action::Fence {
-            member: (*m).to_owned(),
-        }));
-    }
+        })
+        .collect();
+    fence.sort_unstable();
+    fence.dedup();
+    actions.extend(fence.iter().map(|m| Action::Fence {
+        member: (*m).to_owned(),
+    }));
     let revocable: HashSet<&str> = model
         .instances
         .iter()
@@ -839,9 +835,9 @@ mod tests {
         out
     }
 
-    /// Protocol v2 members `names` (`Some(age)`: lapsed for that long; `None`: live), two
+    /// Members `names` (`Some(age)`: lapsed for that long; `None`: live), two
     /// targets each, held and desired where they are (expired on the lapsed).
-    fn v2_cluster(members: &[(&str, Option<i64>)]) -> ClusterModel {
+    fn cluster_of(members: &[(&str, Option<i64>)]) -> ClusterModel {
         use crate::k8s::model::MemberLease;
         let mut instances = Vec::new();
         let mut targets = Vec::new();
@@ -869,9 +865,7 @@ mod tests {
                 targets.push(Target::for_tests(&key, Some(name), Some(name), state, true));
             }
         }
-        let mut m = model(instances, targets);
-        m.protocol_version = 2;
-        m
+        model(instances, targets)
     }
 
     fn fenced(actions: &[Action]) -> Vec<String> {
@@ -892,7 +886,7 @@ mod tests {
     #[test]
     fn a_mass_lapse_fails_over_at_most_one_member_and_spares_the_rest() {
         let none = BTreeSet::new();
-        let m = v2_cluster(&[
+        let m = cluster_of(&[
             ("a", Some(12_000)),
             ("b", Some(11_000)),
             ("c", Some(10_500)),
@@ -957,7 +951,7 @@ mod tests {
         assert!(mass_lapse(&after, 0.7, &during.failed_over).is_some());
 
         // Every member silent at once: nobody could take the targets, so nobody is fenced.
-        let all = v2_cluster(&[("a", Some(12_000)), ("b", Some(11_000))]);
+        let all = cluster_of(&[("a", Some(12_000)), ("b", Some(11_000))]);
         let d = decide_guarded(&all, 10, &HashSet::new(), &Guard::default());
         assert!(
             d.mass_lapse.is_some() && d.actions.is_empty(),
@@ -966,7 +960,7 @@ mod tests {
         );
 
         // One lapse is not a mass lapse, whatever the share; nor is a share below the threshold.
-        let one = v2_cluster(&[("a", Some(12_000)), ("b", None)]);
+        let one = cluster_of(&[("a", Some(12_000)), ("b", None)]);
         assert!(mass_lapse(&one, 0.1, &none).is_none());
         assert_eq!(
             fenced(&decide_guarded(&one, 10, &HashSet::new(), &held).actions),
@@ -981,9 +975,9 @@ mod tests {
         assert!(d.mass_lapse.is_none());
         assert_eq!(fenced(&d.actions), ["a", "b", "c"]);
         // A member that lapsed holding nothing needs no failover and does not count.
-        let mut idle = v2_cluster(&[("a", Some(12_000)), ("b", None), ("c", None)]);
+        let mut idle = cluster_of(&[("a", Some(12_000)), ("b", None), ("c", None)]);
         idle.targets.retain(|t| t.owner.as_deref() != Some("a"));
-        let mut gone = v2_cluster(&[("x", Some(11_000))]);
+        let mut gone = cluster_of(&[("x", Some(11_000))]);
         idle.instances.push(gone.instances.remove(0));
         idle.targets.append(&mut gone.targets);
         idle.targets.sort_by(|a, b| a.key.cmp(&b.key));
@@ -994,7 +988,7 @@ mod tests {
         // A live member whose member Lease is unchanged for over D/3 + D/10 is late: with one
         // expired, 2 of 4 lapsed together; a little earlier it is not.
         let mut one_late =
-            v2_cluster(&[("a", Some(12_000)), ("b", None), ("c", None), ("d", None)]);
+            cluster_of(&[("a", Some(12_000)), ("b", None), ("c", None), ("d", None)]);
         one_late.instances[1]
             .member_lease
             .as_mut()
@@ -1014,8 +1008,8 @@ mod tests {
 
         // Suspects (e, late or held back within the last duration, now live) get nothing
         // new, and a failover needs a live member outside them: with only e live, nobody.
-        let mut e = v2_cluster(&[("e", None)]);
-        let mut returning = v2_cluster(&[("a", Some(12_000)), ("b", Some(11_000))]);
+        let mut e = cluster_of(&[("e", None)]);
+        let mut returning = cluster_of(&[("a", Some(12_000)), ("b", Some(11_000))]);
         returning.instances.append(&mut e.instances);
         returning.targets.append(&mut e.targets);
         returning.targets.sort_by(|a, b| a.key.cmp(&b.key));
@@ -1039,7 +1033,7 @@ mod tests {
 
         // After a stale model, a member whose member Lease merely expired is in its grace; a
         // fenced one or one without a pod is not.
-        let mut after = v2_cluster(&[("a", Some(13_000)), ("b", None), ("c", None)]);
+        let mut after = cluster_of(&[("a", Some(13_000)), ("b", None), ("c", None)]);
         let stale_guard = Guard {
             after_stale: true,
             ..Guard::default()
@@ -1053,7 +1047,7 @@ mod tests {
 
         // The lapse over (b and c renewed) while a, the straggler, is in its grace: spared,
         // nothing moves; without the grace it is failed over as usual.
-        let back = v2_cluster(&[("a", Some(13_000)), ("b", None), ("c", None), ("d", None)]);
+        let back = cluster_of(&[("a", Some(13_000)), ("b", None), ("c", None), ("d", None)]);
         let grace = Guard {
             held_back: BTreeSet::from(["a".to_owned(), "b".to_owned()]),
             ..Guard::default()
@@ -1081,7 +1075,7 @@ mod tests {
     fn late_members_show_a_slow_server_only_once_a_renewal_lands() {
         const D: i64 = 10_000;
         // Two late (renewals overdue), one lapsed, one on time: a lapse forming.
-        let mut m = v2_cluster(&[("a", None), ("b", None), ("c", Some(10_500)), ("d", None)]);
+        let mut m = cluster_of(&[("a", None), ("b", None), ("c", Some(10_500)), ("d", None)]);
         for i in &mut m.instances[..2] {
             i.member_lease.as_mut().unwrap().unchanged_ms = Some(5_000);
         }
@@ -1119,7 +1113,7 @@ mod tests {
     #[test]
     fn a_lapse_watch_paces_failovers_and_graces_the_held_back() {
         const D: i64 = 10_000;
-        let m = v2_cluster(&[
+        let m = cluster_of(&[
             ("a", Some(12_000)),
             ("b", Some(11_000)),
             ("c", Some(10_500)),
@@ -1494,7 +1488,7 @@ mod tests {
     }
 
     #[test]
-    fn v2_fences_a_silent_member_and_revokes_only_what_is_revocable() {
+    fn fences_a_silent_member_and_revokes_only_what_is_revocable() {
         use crate::k8s::model::{Liveness, MemberLease};
         let ml = |liveness, revocable| {
             Some(MemberLease {
@@ -1517,8 +1511,7 @@ mod tests {
             Target::for_tests("t3", Some("c"), Some("a"), TargetState::Expired, true),
         ];
         t.sort_by(|x, y| x.key.cmp(&y.key));
-        let mut m = ClusterModel::for_tests(vec![a, b, c], t);
-        m.protocol_version = 2;
+        let m = ClusterModel::for_tests(vec![a, b, c], t);
         let actions = decide(&m, 10, &HashSet::new());
         // b's member Lease went silent: fenced, and its target moved with a revoke (the write
         // checks the fence took). c released its member Lease: t3, already desired on a, has
@@ -1542,22 +1535,5 @@ mod tests {
         );
         assert!(!actions.iter().any(|x| matches!(x,
             Action::Desire { key, .. } | Action::Revoke { key, .. } if key == "t1")));
-        // The same model in v1 fences and revokes nothing.
-        m.protocol_version = 1;
-        for i in &mut m.instances {
-            i.member_lease = None;
-        }
-        let v1 = decide(&m, 10, &HashSet::new());
-        assert!(
-            !v1.iter()
-                .any(|x| matches!(x, Action::Fence { .. } | Action::Revoke { .. }))
-        );
-        assert!(!v1.iter().any(|x| matches!(
-            x,
-            Action::Desire {
-                revoke: Some(_),
-                ..
-            }
-        )));
     }
 }

@@ -1,4 +1,4 @@
-//! A seeded deterministic simulation of protocol v2 (tests only): the control plane's real
+//! A seeded deterministic simulation of the member protocol (tests only): the control plane's real
 //! decision core — the [`Index`] fed watch events at the control plane's own clock, with watch
 //! probes, [`placement::decide_guarded`] and [`placement::LapseWatch`] — and the members' real
 //! decision core — [`protocol::member`]'s `Authority`, `take` and `keep`, the functions
@@ -367,7 +367,7 @@ fn config(targets: &[String]) -> Config {
     let list = targets.join(", ");
     let yaml = format!(
         "clusters:\n- name: {CLUSTER}\n  namespace: {NS}\n  selector: {{app: c}}\n  headless_service: c\n  \
-         protocol_version: 2\n  targets: {{inline: [{list}]}}\n  \
+         targets: {{inline: [{list}]}}\n  \
          policy: {{lease_duration: {}s, on_join: off}}\n",
         D / 1000
     );
@@ -824,7 +824,7 @@ impl Sim {
                         m,
                         MemberReq::Acquire {
                             target: target.clone(),
-                            lease: protocol::acquired_v2(&lease, &me, ts, secs),
+                            lease: protocol::acquired(&lease, &me, ts, secs),
                             tenure,
                         },
                     );

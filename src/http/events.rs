@@ -88,7 +88,7 @@ pub enum Event {
         /// Cluster.
         cluster: String,
     },
-    /// Protocol v2: a member's Lease changed what is shown of it (taken, leaving, released,
+    /// A member's Lease changed what is shown of it (taken, leaving, released,
     /// fenced, deleted; renewals are not events).
     Members {
         /// Cluster.

@@ -2,7 +2,7 @@
 //! Lease fresh from the API server, let the caller decide on what is really there, write with
 //! the version read. A 409 means someone else wrote in between: read again (after a short
 //! jittered pause) and decide again, never retry blindly. Members' writes (holder) live in
-//! `agent`; this module touches `spec` only in protocol v2: to fence a dead member's member
+//! `agent`; this module touches `spec` only to fence a dead member's member
 //! Lease, to revoke its holds, and to grant a target that has no holder to its desired owner
 //! under the owner's term (`protocol::granted`).
 
@@ -96,7 +96,7 @@ pub async fn set_desire(
     Ok(Outcome::Unchanged)
 }
 
-/// Protocol v2: fences `member`'s member Lease. If it is missing, creates it fenced
+/// Fences `member`'s member Lease. If it is missing, creates it fenced
 /// ([`Fence::Absent`]; a create is a compare-and-swap on absence). If it exists, fences it
 /// ([`Fence::Expired`]) only when `expired()` — the record the index saw unchanged for a full
 /// duration — is exactly the record read now: then the member's renew deadline has passed,
@@ -135,7 +135,7 @@ pub async fn fence(
     }
 }
 
-/// Protocol v2: whether the holds of `member` may be revoked, on a fresh read of its member
+/// Whether the holds of `member` may be revoked, on a fresh read of its member
 /// Lease: released by the member, or fenced after its renew deadline had passed — or, when the
 /// control plane created it fenced for want of one ([`Fence::Absent`]), only once the index
 /// has seen exactly the record read now unchanged for the longer of its duration and the
@@ -168,7 +168,7 @@ pub async fn may_revoke(
     })
 }
 
-/// Protocol v2: sets the desired owner of target `key` (as [`set_desire`]; `desire` `None`
+/// Sets the desired owner of target `key` (as [`set_desire`]; `desire` `None`
 /// keeps the annotations) and clears its holder in the same write if the holder is still
 /// `holder` and `revocable(hold duration)` says so — asked *after* the target was read, so that a member
 /// that registers again and re-takes the target in between makes this write fail with 409

@@ -16,11 +16,8 @@ pub struct ClusterModel {
     pub name: String,
     /// Its namespace.
     pub namespace: String,
-    /// Its Lease layout.
+    /// Its Lease layout: Leasehold's protocol (`docs/protocol.md`), or gnmic's, observed.
     pub protocol: Protocol,
-    /// The version of the native protocol in force: 1 (every target Lease renewed by its
-    /// holder) or 2 (one member Lease per member; see `docs/protocol.md`).
-    pub protocol_version: u8,
     /// Every watch it depends on has synced at least once.
     pub synced: bool,
     /// A watch it depends on is down: this is the last known state, not to be acted on.
@@ -37,7 +34,7 @@ pub struct ClusterModel {
     pub counts: TargetCounts,
     /// Why the target list (a ConfigMap) could not be used, if so; the last good list stays.
     pub targets_error: Option<String>,
-    /// Protocol v2: members whose pod is gone, who hold no target, and whose member Lease says
+    /// Members whose pod is gone, who hold no target, and whose member Lease says
     /// they stopped (released) or were fenced — garbage the control plane deletes.
     pub departed_member_leases: Vec<String>,
 }
@@ -84,19 +81,19 @@ pub struct Instance {
     pub ghost: bool,
     /// Holds the cluster's leader Lease.
     pub leader: bool,
-    /// Its member Lease (protocol v2 only; `None` in v1 clusters).
+    /// Its member Lease (`None` in gnmic clusters, which have none).
     pub member_lease: Option<MemberLease>,
 }
 
 impl Instance {
-    /// May receive targets: a ready pod, not cordoned, and in protocol v2 a live member Lease
-    /// that does not say it is leaving.
+    /// May receive targets: a ready pod, not cordoned, and a live member Lease that does not
+    /// say it is leaving.
     pub fn eligible(&self) -> bool {
         self.ready && !self.cordoned && !self.ghost && !self.terminating && self.heartbeat_ok()
     }
 
-    /// In protocol v2, whether its member Lease is live (renewed within its duration, as we
-    /// observed it) and not leaving; always true in v1.
+    /// Whether its member Lease is live (renewed within its duration, as we observed it) and
+    /// not leaving; always true in gnmic clusters.
     pub fn heartbeat_ok(&self) -> bool {
         self.member_lease
             .as_ref()
@@ -104,7 +101,7 @@ impl Instance {
     }
 }
 
-/// A member's liveness as its member Lease shows it (protocol v2).
+/// A member's liveness as its member Lease shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Liveness {
@@ -122,7 +119,7 @@ pub enum Liveness {
     Absent,
 }
 
-/// What the control plane knows of a member Lease (protocol v2).
+/// What the control plane knows of a member Lease.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct MemberLease {
     /// How alive it is.
@@ -267,7 +264,6 @@ impl ClusterModel {
             name: "c".into(),
             namespace: "ns".into(),
             protocol: Protocol::Native,
-            protocol_version: 1,
             synced: true,
             stale: false,
             leader: None,

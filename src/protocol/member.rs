@@ -1,9 +1,9 @@
-//! Protocol v2's member rules as pure decisions — the one copy of them. `agent::member` runs
+//! The member rules as pure decisions — the one copy of them. `agent::member` runs
 //! them against the API server; `engine::simulation` runs the same functions against its
 //! modelled server, with crashes, stalls, partitions, delayed watch events and clocks that
 //! drift, so what the simulation checks is what the agent does.
 //!
-//! The rules (docs/protocol.md, "Protocol v2"):
+//! The rules (docs/protocol.md, "Member rules"):
 //! - [`Authority`]: the member Lease is renewed every `D/3` by the member's own monotonic clock
 //!   and is the authority for all its work, until the renew deadline — `2D/3` after the last
 //!   successful write was *sent*. Past it, or when a write finds the Lease fenced or deleted,
@@ -370,7 +370,7 @@ impl Listing {
 pub enum Take {
     /// Nothing (not desired for it, another member holds it, or no authority to take).
     Skip,
-    /// Take it with a write ([`acquired_v2`](super::acquired_v2)), then work.
+    /// Take it with a write ([`acquired`](super::acquired)), then work.
     Acquire,
     /// Handed to it under its current term: work on it as it is, no write.
     Adopt,
@@ -559,7 +559,7 @@ mod tests {
         if let Some(h) = holder {
             lease = match handed_term {
                 Some(term) => protocol::handed_over(&lease, h, term, Timestamp::UNIX_EPOCH, 9),
-                None => protocol::acquired_v2(&lease, h, Timestamp::UNIX_EPOCH, 9),
+                None => protocol::acquired(&lease, h, Timestamp::UNIX_EPOCH, 9),
             };
         }
         protocol::parse_native(&lease, "c").unwrap()

@@ -2,8 +2,7 @@
 //! `docs/protocol.md`, shared by the control plane (`engine`), the members (`agent`) and the
 //! index (`k8s`). It owns the names, labels and annotations, reads a Lease into a
 //! [`LeaseView`], and builds the one change each party is allowed to make: the control plane
-//! writes the desired owner (annotations and a label), and in protocol v2 also revokes a dead
-//! member's holds and fences its member Lease; members write the holder (`spec`, and the holder
+//! writes the desired owner (annotations and a label), revokes a dead member's holds and fences its member Lease; members write the holder (`spec`, and the holder
 //! label) and their own member Lease. Every write built here is sent as a compare-and-swap on
 //! `resourceVersion` by the caller. Pure: no I/O, no clock (`now` is passed in).
 
@@ -26,7 +25,7 @@ pub const LABEL_ROLE: &str = "leasehold.io/lease-role";
 pub const ROLE_LEADER: &str = "leader";
 /// Value of [`LABEL_ROLE`] on a target Lease.
 pub const ROLE_TARGET: &str = "target";
-/// Value of [`LABEL_ROLE`] on a member Lease (protocol v2).
+/// Value of [`LABEL_ROLE`] on a member Lease.
 pub const ROLE_MEMBER: &str = "member";
 /// Value of [`LABEL_ROLE`] on a control-plane replica's watch probe (`k8s::probe`): no
 /// cluster's Lease, never read as one.
@@ -36,7 +35,7 @@ pub const ANN_PROBE: &str = "leasehold.io/probe";
 /// Label on a target Lease: the desired owner as a label value
 /// ([`names::identity_label`]), so a member can watch the Leases desired for it.
 pub const LABEL_DESIRED_OWNER: &str = "leasehold.io/desired-owner";
-/// Label on a target Lease: the holder as a label value, written with the holder (v2 members).
+/// Label on a target Lease: the holder as a label value, written with the holder by members.
 pub const LABEL_HOLDER: &str = "leasehold.io/holder";
 /// Annotation on a member Lease: the member's identity, raw (the name may be hashed).
 pub const ANN_IDENTITY: &str = "leasehold.io/identity";
@@ -48,7 +47,9 @@ pub const ANN_FENCED: &str = "leasehold.io/fenced";
 /// Annotation on a member Lease: the member's last [`Overrun`] (JSON), written by the member
 /// with every write of its member Lease once it has had one.
 pub const ANN_OVERRUN: &str = "leasehold.io/last-overrun";
-/// Annotation on a member Lease: the protocol versions the member speaks (`"2"`).
+/// Annotation on a member Lease: the protocol versions the member speaks (`"2"`: the one
+/// protocol; the number stays what the member Leases' first release wrote, so that a later
+/// version can be told apart).
 pub const ANN_PROTOCOL_VERSIONS: &str = "leasehold.io/protocol-versions";
 /// Annotation holding the raw target key (names may be hashed; this never is).
 pub const ANN_TARGET_KEY: &str = "leasehold.io/target-key";
@@ -61,10 +62,10 @@ pub const ANN_CAUSE: &str = "leasehold.io/cause";
 pub const ANN_OPERATION: &str = "leasehold.io/operation";
 /// Annotation with the lease duration (seconds) members should use when they hold the Lease.
 pub const ANN_DURATION: &str = "leasehold.io/lease-duration-seconds";
-/// Annotation on a target Lease (protocol v2), written with the desired owner: the desired
+/// Annotation on a target Lease, written with the desired owner: the desired
 /// owner's term ([`member_term`]) as the control plane saw its member Lease when it chose it.
 pub const ANN_DESIRED_TERM: &str = "leasehold.io/desired-term";
-/// Annotation on a target Lease (protocol v2) handed straight to its desired owner by the
+/// Annotation on a target Lease handed straight to its desired owner by the
 /// member that held it ([`handed_over`]): the term of the new holder the hold was handed to. The
 /// new holder works under it without a write of its own only while that is its current term.
 pub const ANN_HANDED_TERM: &str = "leasehold.io/handed-term";
@@ -106,7 +107,7 @@ pub enum LeaseRole {
     Leader,
     /// Ownership of one target.
     Target(String),
-    /// A member's liveness (protocol v2): the identity it stands for.
+    /// A member's liveness: the identity it stands for.
     Member(String),
 }
 
@@ -351,7 +352,7 @@ pub struct Desire {
     pub operation: Option<String>,
     /// Seconds members should promise when holding it.
     pub duration_s: i32,
-    /// Protocol v2: the owner's current term ([`member_term`]) as the control plane saw it, so
+    /// The owner's current term ([`member_term`]) as the control plane saw it, so
     /// that the member holding the target can hand it straight over ([`handed_over`]); `None`
     /// when not known (the holder then releases, and the owner acquires).
     pub term: Option<String>,
@@ -429,15 +430,16 @@ pub fn with_desire(lease: &Lease, desire: &Desire) -> Lease {
     out
 }
 
-/// `lease` revoked by the control plane (protocol v2): no holder, and the new desired owner in
+/// `lease` revoked by the control plane: no holder, and the new desired owner in
 /// the same write. Sent only once the holder's member Lease is fenced or released (see
 /// `docs/protocol.md`).
 pub fn revoked(lease: &Lease, desire: &Desire, now: Timestamp) -> Lease {
     released(&with_desire(lease, desire), now)
 }
 
-/// `lease` taken or renewed by `me` at `now` (member side): a holder change bumps
-/// `leaseTransitions` and sets `acquireTime`, as client-go does.
+/// `lease` taken or renewed by `me` at `now`, as client-go's leader election writes it: a
+/// holder change bumps `leaseTransitions` and sets `acquireTime`. Used for the leader Lease
+/// (`k8s::election`); target Leases are taken with [`acquired`] and never renewed.
 pub fn held_by(lease: &Lease, me: &str, now: Timestamp, duration_s: i32) -> Lease {
     let mut out = lease.clone();
     out.metadata.managed_fields = None;
@@ -457,10 +459,10 @@ pub fn held_by(lease: &Lease, me: &str, now: Timestamp, duration_s: i32) -> Leas
     out
 }
 
-/// `lease` acquired by `me` at `now` in protocol v2: always a new hold (a Lease still naming
+/// `lease` acquired by `me` at `now` (member side): always a new hold (a Lease still naming
 /// `me` from an earlier term is taken again, never continued), so `acquireTime` and the fencing
 /// generation (`leaseTransitions`) move; the holder label is written with the holder.
-pub fn acquired_v2(lease: &Lease, me: &str, now: Timestamp, duration_s: i32) -> Lease {
+pub fn acquired(lease: &Lease, me: &str, now: Timestamp, duration_s: i32) -> Lease {
     let mut out = lease.clone();
     out.metadata.managed_fields = None;
     set_label(&mut out.metadata, LABEL_HOLDER, Some(me));
@@ -486,13 +488,13 @@ pub fn acquired_v2(lease: &Lease, me: &str, now: Timestamp, duration_s: i32) -> 
     out
 }
 
-/// `lease` handed by its holder straight to `to` (protocol v2, member side), after the holder
+/// `lease` handed by its holder straight to `to` (member side), after the holder
 /// stopped working on it: `to` holds it from `now` (`acquireTime`, the fencing generation
 /// `leaseTransitions` + 1, the holder label), under the term `term` of `to` the control plane
 /// wrote with the desired owner ([`ANN_HANDED_TERM`]). One write instead of a release and an
 /// acquire: `to` starts working when it sees it, if `term` is still its term.
 pub fn handed_over(lease: &Lease, to: &str, term: &str, now: Timestamp, duration_s: i32) -> Lease {
-    let mut out = acquired_v2(lease, to, now, duration_s);
+    let mut out = acquired(lease, to, now, duration_s);
     out.metadata
         .annotations
         .get_or_insert_with(Default::default)
@@ -500,7 +502,7 @@ pub fn handed_over(lease: &Lease, to: &str, term: &str, now: Timestamp, duration
     out
 }
 
-/// `lease` as the control plane writes it for `desire` (protocol v2): when it has no holder —
+/// `lease` as the control plane writes it for `desire`: when it has no holder —
 /// a new Lease, a free one, or one just revoked — and the desired owner's term is known, it is
 /// **granted** to the owner in the same write ([`handed_over`], from nobody): the owner works
 /// on it without a write of its own, as on a handed target. Otherwise unchanged.
@@ -512,8 +514,7 @@ pub fn granted(lease: &Lease, desire: &Desire, now: Timestamp) -> Lease {
     }
 }
 
-/// What the holder `me` of `lease` writes when it gives it up after stopping work (protocol
-/// v2): handed straight to the desired owner when that is another member whose term the
+/// What the holder `me` of `lease` writes when it gives it up after stopping work: handed straight to the desired owner when that is another member whose term the
 /// control plane wrote down ([`handed_over`]), else released.
 pub fn given_up(lease: &Lease, me: &str, now: Timestamp) -> Lease {
     let meta = &lease.metadata;
@@ -547,7 +548,7 @@ pub fn released(lease: &Lease, now: Timestamp) -> Lease {
     out
 }
 
-/// A new member Lease of `identity` (protocol v2), held by it from `now`.
+/// A new member Lease of `identity`, held by it from `now`.
 pub fn new_member_lease(
     prefix: &str,
     cluster: &str,
@@ -757,7 +758,7 @@ mod tests {
         assert_eq!(view.term.as_deref(), Some("1@u-1"));
 
         let lease = new_target_lease("lh", "c", "t", &desire("m-0"));
-        let held = acquired_v2(&lease, "m-0", ts(100), 10);
+        let held = acquired(&lease, "m-0", ts(100), 10);
         let termed = |owner: &str| Desire {
             term: Some(term.clone()),
             ..desire(owner)
@@ -802,7 +803,7 @@ mod tests {
         // The handed mark goes with any later holder write: the new owner's own acquire, a
         // release, a revoke.
         for later in [
-            acquired_v2(&out, "m-1", ts(120), 10),
+            acquired(&out, "m-1", ts(120), 10),
             released(&out, ts(120)),
             revoked(&out, &desire("m-2"), ts(120)),
         ] {
@@ -957,13 +958,13 @@ mod tests {
             labels(&t).get(LABEL_DESIRED_OWNER),
             Some(&names::identity_label("Odd/Name"))
         );
-        let a = acquired_v2(&t, "m-0", ts(200), 10);
+        let a = acquired(&t, "m-0", ts(200), 10);
         assert_eq!(
             labels(&a).get(LABEL_HOLDER).map(String::as_str),
             Some("m-0")
         );
         assert_eq!(Holding::of(a.spec.as_ref()).transitions, 0);
-        let again = acquired_v2(&a, "m-0", ts(210), 10);
+        let again = acquired(&a, "m-0", ts(210), 10);
         assert_eq!(Holding::of(again.spec.as_ref()).transitions, 1);
         let r = revoked(&again, &desire("m-1"), ts(220));
         assert_eq!(Holding::of(r.spec.as_ref()).holder, None);

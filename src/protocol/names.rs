@@ -1,5 +1,5 @@
 //! Lease names for the member protocol: `<prefix>-<cluster>-leader`,
-//! `<prefix>-<cluster>-targets-<key>`, (protocol v2) `<prefix>-<cluster>-member-<identity>`, a
+//! `<prefix>-<cluster>-targets-<key>`, `<prefix>-<cluster>-member-<identity>`, a
 //! control-plane replica's watch probe `<control-plane lease>-probe-<identity>`, and the label value that stands for an identity. A target key that would not make a valid Lease name
 //! (upper case, `/`, `_`, non-ASCII, too long, …) gets a stable hashed name instead; the raw key
 //! always travels in an annotation, so the mapping never has to be reversed. Pure functions only.
@@ -20,7 +20,7 @@ pub fn leader_lease(prefix: &str, cluster: &str) -> String {
 /// Hex digits of SHA-256 in a hashed label value (`h-` + 20 digits: 80 bits).
 const LABEL_HASH_HEX: usize = 20;
 
-/// The member Lease of `identity` (protocol v2): `<prefix>-<cluster>-member-<identity>` when
+/// The member Lease of `identity`: `<prefix>-<cluster>-member-<identity>` when
 /// that is a valid name, else `<prefix>-<cluster>-member--<sha256 hex>` (as for target keys).
 pub fn member_lease(prefix: &str, cluster: &str, identity: &str) -> String {
     stem_and(&format!("{prefix}-{cluster}-member-"), identity)
@@ -42,7 +42,7 @@ pub fn probe_lease(stem: &str, identity: &str) -> String {
 }
 
 /// The label value standing for member `identity` (the `leasehold.io/desired-owner` and
-/// `leasehold.io/holder` labels of protocol v2): the identity itself when it is a valid label
+/// `leasehold.io/holder` labels): the identity itself when it is a valid label
 /// value, else `h-` and the first 20 hex digits of its SHA-256 — which no pod name can be
 /// confused with, since a valid label value is used as it is.
 pub fn identity_label(identity: &str) -> String {

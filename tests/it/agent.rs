@@ -1,17 +1,15 @@
 //! The member side against the simulator (or a real kube-apiserver) over real HTTP:
 //! `k8s::election` (leader election on a Lease) and `agent` (acquire what is desired for us,
-//! hand over, release; renew). The tests play the control plane themselves: they create target
-//! Leases with `protocol::new_target_lease` and move desired owners with `protocol::with_desire`
-//! (PUT with resourceVersion) — in protocol v2 also as its control plane does, with the desired
-//! owner's term (so the holder hands the target straight over), granting a target without a
-//! holder to an owner whose term they know, and fencing and revoking. Short durations (2 s) keep
-//! the file quick.
+//! hand over, release; renew the member Lease). The tests play the control plane themselves:
+//! they create target Leases with `protocol::new_target_lease` and move desired owners with
+//! `protocol::with_desire` (PUT with resourceVersion) as its control plane does, with the
+//! desired owner's term (so the holder hands the target straight over), granting a target
+//! without a holder to an owner whose term they know, and fencing and revoking. Short durations
+//! (2 s) keep the file quick.
 //!
-//! The agent tests run protocol v2, the protocol users should run, and check the work at the
-//! work level: the invariant checker records the hooks (who works on what), and a target counts
-//! as moved once its new owner works on it, not when a Lease names it. A few stay on v1 (the
-//! default, kept for upgrades), each saying why: they check mechanics only v1 has (target Leases
-//! renewed by their holders, taken by others once seen expired, two writes per handover).
+//! The agent tests check the work at the work level: the invariant checker records the hooks
+//! (who works on what), and a target counts as moved once its new owner works on it, not when a
+//! Lease names it.
 
 use crate::common;
 
@@ -37,21 +35,15 @@ const PREFIX: &str = "leasehold";
 /// Lease duration used throughout (seconds).
 const DUR_S: i32 = 2;
 const DUR: Duration = Duration::from_secs(DUR_S as u64);
-/// Protocol versions, as `AgentConfig::protocol_version`.
-const V1: u8 = 1;
-const V2: u8 = 2;
 
 // ---------------------------------------------------------------------------------------------
 // The control plane's side, done by hand.
 
-/// What the control plane asks of a target for `owner`; in protocol v2 with the owner's current
-/// term when it has one (then the holder hands the target straight over, or the control plane
-/// grants it when nobody holds it).
-async fn desire(client: &kube::Client, owner: &str, version: u8) -> Desire {
-    let term = match version {
-        V1 => None,
-        _ => member_term(client, owner).await,
-    };
+/// What the control plane asks of a target for `owner`, with the owner's current term when it
+/// has one (then the holder hands the target straight over, or the control plane grants it when
+/// nobody holds it).
+async fn desire(client: &kube::Client, owner: &str) -> Desire {
+    let term = member_term(client, owner).await;
     Desire {
         term,
         owner: owner.into(),
@@ -61,7 +53,7 @@ async fn desire(client: &kube::Client, owner: &str, version: u8) -> Desire {
     }
 }
 
-/// The term of `identity`'s member Lease while the member holds it (protocol v2).
+/// The term of `identity`'s member Lease while the member holds it.
 async fn member_term(client: &kube::Client, identity: &str) -> Option<String> {
     let api: Api<Lease> = Api::default_namespaced(client.clone());
     let lease = api
@@ -76,11 +68,10 @@ fn lease_name(key: &str) -> String {
     names::target_lease(PREFIX, CLUSTER, key)
 }
 
-/// Creates a target Lease desired for `owner`: in protocol v2, granted to it at once when its
-/// term is known (as the control plane's first placement does), else left for it to acquire.
-async fn create_target(client: &kube::Client, key: &str, owner: &str, version: u8) {
+/// Creates a target Lease desired for `owner`: granted to it at once when its term is known (as the control plane's first placement does), else left for it to acquire.
+async fn create_target(client: &kube::Client, key: &str, owner: &str) {
     let api: Api<Lease> = Api::default_namespaced(client.clone());
-    let d = desire(client, owner, version).await;
+    let d = desire(client, owner).await;
     let lease = protocol::granted(
         &protocol::new_target_lease(PREFIX, CLUSTER, key, &d),
         &d,
@@ -92,11 +83,10 @@ async fn create_target(client: &kube::Client, key: &str, owner: &str, version: u
 }
 
 /// Sets the desired owner as the control plane does: read, change, PUT with the
-/// resourceVersion read; a 409 means read again. In protocol v2 a target nobody holds is
-/// granted to an owner whose term is known in the same write.
-async fn set_desired(client: &kube::Client, key: &str, owner: &str, version: u8) {
+/// resourceVersion read; a 409 means read again. A target nobody holds is granted to an owner whose term is known in the same write.
+async fn set_desired(client: &kube::Client, key: &str, owner: &str) {
     let api: Api<Lease> = Api::default_namespaced(client.clone());
-    let d = desire(client, owner, version).await;
+    let d = desire(client, owner).await;
     for _ in 0..50 {
         let lease = api.get(&lease_name(key)).await.expect("get target lease");
         let next = protocol::granted(
@@ -157,7 +147,7 @@ async fn wait_holders(
 }
 
 /// Waits until every key is held by `owner` and — at the work level — `owner`'s app works on
-/// it alone (its `on_acquire` ran; nobody else's work goes on): in protocol v2 a target handed
+/// it alone (its `on_acquire` ran; nobody else's work goes on): a target handed
 /// or granted to a member names it as holder before the member has started work.
 async fn wait_owned(
     client: &kube::Client,
@@ -188,16 +178,15 @@ async fn wait_owned(
 // ---------------------------------------------------------------------------------------------
 // Running agents.
 
-/// How long a v2 agent drains when stopped: these tests' control plane never moves a leaving
+/// How long an agent drains when stopped: these tests' control plane never moves a leaving
 /// member's targets away, so each stop waits out the whole drain before releasing.
 const DRAIN: Duration = Duration::from_secs(1);
 
-fn agent_cfg(ns: &str, identity: &str, version: u8) -> AgentConfig {
+fn agent_cfg(ns: &str, identity: &str) -> AgentConfig {
     AgentConfig {
-        default_lease_duration: DUR,
-        // In protocol v2 at most a third of the member Lease's duration.
+        lease_duration: DUR,
+        // At most a third of the member Lease's duration.
         hook_timeout: Duration::from_millis(500),
-        protocol_version: version,
         drain_timeout: DRAIN,
         ..AgentConfig::new(CLUSTER, ns, identity)
     }
@@ -210,16 +199,8 @@ struct Running {
     leader: watch::Receiver<bool>,
 }
 
-fn spawn_agent(
-    client: &kube::Client,
-    identity: &str,
-    hooks: Arc<dyn Hooks>,
-    version: u8,
-) -> Running {
-    let agent = Agent::new(
-        agent_cfg(client.default_namespace(), identity, version),
-        hooks,
-    );
+fn spawn_agent(client: &kube::Client, identity: &str, hooks: Arc<dyn Hooks>) -> Running {
+    let agent = Agent::new(agent_cfg(client.default_namespace(), identity), hooks);
     let held = agent.held();
     let leader = agent.leader();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -457,7 +438,7 @@ async fn elector_graceful_release_hands_over_within_a_retry_period() {
 // ---------------------------------------------------------------------------------------------
 // The agent.
 
-/// Protocol v2: targets desired for members whose term nobody knew yet (created before the
+/// Targets desired for members whose term nobody knew yet (created before the
 /// agents ran) are acquired by each member's own write; a desire without the annotation (the
 /// label alone still names m-0) gives nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -468,11 +449,11 @@ async fn agent_acquires_exactly_the_leases_desired_for_it() {
     let mc = &accounts.member;
     let ks = keys("dev", 6);
     for (i, k) in ks.iter().enumerate() {
-        create_target(c, k, &format!("m-{}", i % 2), V2).await;
+        create_target(c, k, &format!("m-{}", i % 2)).await;
     }
-    create_target(c, "nobody", "m-9", V2).await;
+    create_target(c, "nobody", "m-9").await;
     // A target whose desired owner was removed.
-    create_target(c, "undesired", "m-0", V2).await;
+    create_target(c, "undesired", "m-0").await;
     let api: Api<Lease> = Api::default_namespaced(c.clone());
     let mut l = get_target(c, "undesired").await;
     l.metadata
@@ -485,8 +466,8 @@ async fn agent_acquires_exactly_the_leases_desired_for_it() {
         .unwrap();
 
     let checker = InvariantChecker::new();
-    let m0 = spawn_agent(mc, "m-0", checker.hooks("m-0", Duration::ZERO), V2);
-    let m1 = spawn_agent(mc, "m-1", checker.hooks("m-1", Duration::ZERO), V2);
+    let m0 = spawn_agent(mc, "m-0", checker.hooks("m-0", Duration::ZERO));
+    let m1 = spawn_agent(mc, "m-1", checker.hooks("m-1", Duration::ZERO));
     let even: Vec<String> = ks.iter().step_by(2).cloned().collect();
     let odd: Vec<String> = ks.iter().skip(1).step_by(2).cloned().collect();
     wait_owned(c, &checker, &even, "m-0", Duration::from_secs(5)).await;
@@ -515,23 +496,11 @@ async fn agent_acquires_exactly_the_leases_desired_for_it() {
     m1.shutdown().await;
 }
 
-/// Protocol v2: each move is one write by the holder, after its app stopped — the target handed
-/// straight to the new owner under the term the control plane wrote down — and the new owner's
-/// app starts only then.
+/// Each move is one write by the holder, after its app stopped — the target handed straight to
+/// the new owner under the term the control plane wrote down — and the new owner's app starts
+/// only then.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn moving_the_desired_owner_hands_over_release_before_acquire() {
-    moving_the_desired_owner(V2).await;
-}
-
-/// Protocol v1, on purpose: its handover is two writes — the holder releases the Lease once its
-/// app stopped, then the new owner acquires it — which an installation runs until it opts in to
-/// v2 (the upgrade path).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn protocol_v1_moving_the_desired_owner_releases_then_the_new_owner_acquires() {
-    moving_the_desired_owner(V1).await;
-}
-
-async fn moving_the_desired_owner(version: u8) {
     logs();
     let sim = common::start().await;
     let c = &sim.client;
@@ -540,37 +509,25 @@ async fn moving_the_desired_owner(version: u8) {
     let ks = keys("move", 20);
     let checker = InvariantChecker::new();
     // Hooks take 30 ms, to widen any window in which both could be working.
-    let m0 = spawn_agent(
-        mc,
-        "m-0",
-        checker.hooks("m-0", Duration::from_millis(30)),
-        version,
-    );
-    let m1 = spawn_agent(
-        mc,
-        "m-1",
-        checker.hooks("m-1", Duration::from_millis(30)),
-        version,
-    );
-    if version == V2 {
-        // Both registered, so that the control plane knows their terms: m-0 is granted its
-        // targets, and every move is a handover in one write.
-        common::eventually(Duration::from_secs(5), || async {
-            (member_term(c, "m-0").await.is_some() && member_term(c, "m-1").await.is_some())
-                .then_some(())
-        })
-        .await
-        .expect("both members hold their member Leases");
-    }
+    let m0 = spawn_agent(mc, "m-0", checker.hooks("m-0", Duration::from_millis(30)));
+    let m1 = spawn_agent(mc, "m-1", checker.hooks("m-1", Duration::from_millis(30)));
+    // Both registered, so that the control plane knows their terms: m-0 is granted its
+    // targets, and every move is a handover in one write.
+    common::eventually(Duration::from_secs(5), || async {
+        (member_term(c, "m-0").await.is_some() && member_term(c, "m-1").await.is_some())
+            .then_some(())
+    })
+    .await
+    .expect("both members hold their member Leases");
     for k in &ks {
-        create_target(c, k, "m-0", version).await;
+        create_target(c, k, "m-0").await;
     }
     wait_owned(c, &checker, &ks, "m-0", Duration::from_secs(5)).await;
 
     // Move every target to m-1, then back to m-0.
     for (to, from) in [("m-1", "m-0"), ("m-0", "m-1")] {
         let moved = Instant::now();
-        futures::future::join_all(ks.iter().map(|k| set_desired(c, k, to, version))).await;
+        futures::future::join_all(ks.iter().map(|k| set_desired(c, k, to))).await;
         wait_owned(c, &checker, &ks, to, Duration::from_secs(5)).await;
         println!(
             "moved {} targets {from} -> {to} in {:?}",
@@ -600,14 +557,10 @@ async fn moving_the_desired_owner(version: u8) {
         let h = holder(c, k).await;
         assert_eq!(h.as_deref(), Some("m-0"));
         let t = holding(c, &lease_name(k)).await.transitions;
-        if version == V1 {
-            assert_eq!(t, 2, "two changes of hands recorded on {k}");
-        } else {
-            // The fencing generation: one more for each hold. A new owner whose two watches
-            // had not both shown it the handed Lease yet acquires it with a write of its own,
-            // a hold more (the checker saw every acquisition's generation grow).
-            assert!(t >= 2, "two changes of hands recorded on {k}: {t}");
-        }
+        // The fencing generation: one more for each hold. A new owner whose two watches had
+        // not both shown it the handed Lease yet acquires it with a write of its own, a hold
+        // more (the checker saw every acquisition's generation grow).
+        assert!(t >= 2, "two changes of hands recorded on {k}: {t}");
     }
     let mut lat: Vec<Duration> = checker.handoffs().into_iter().map(|(_, d)| d).collect();
     assert_eq!(lat.len(), 2 * ks.len());
@@ -630,74 +583,7 @@ async fn moving_the_desired_owner(version: u8) {
     m1.shutdown().await;
 }
 
-/// Protocol v1, on purpose: a v1 member takes a target whose holder stopped renewing it once it
-/// has seen the Lease unchanged for a full duration. (In v2 a member never takes a target by
-/// observed expiry: the control plane fences the dead member's member Lease and revokes —
-/// `engine::protocol_v2_a_hung_member_is_fenced_and_its_targets_fail_over`, and
-/// `protocol_v2_a_member_cut_off_from_the_api_stops_work_before_it_is_fenced` here.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crashed_agent_loses_its_leases_only_after_the_observed_expiry() {
-    let sim = common::start().await;
-    let c = &sim.client;
-    let accounts = members(&sim).await;
-    let mc = &accounts.member;
-    let ks = keys("crash", 3);
-    for k in &ks {
-        create_target(c, k, "m-0", V1).await;
-    }
-    let checker = InvariantChecker::new();
-    let m0 = spawn_agent(mc, "m-0", checker.hooks("m-0", Duration::ZERO), V1);
-    let m1 = spawn_agent(mc, "m-1", checker.hooks("m-1", Duration::ZERO), V1);
-    wait_holders(c, &ks, Some("m-0"), Duration::from_secs(5)).await;
-
-    // Crash right after a renewal of the first key, so the crash time is the last renewal.
-    let first = holding(c, &lease_name(&ks[0])).await.renew;
-    common::eventually(Duration::from_secs(3), || async {
-        (holding(c, &lease_name(&ks[0])).await.renew != first).then_some(())
-    })
-    .await
-    .expect("m-0 renews");
-    m0.crash().await;
-    let crashed = Instant::now();
-    checker.crashed("m-0");
-    let mut before = Vec::new();
-    for k in &ks {
-        before.push(holding(c, &lease_name(k)).await);
-    }
-    for k in &ks {
-        set_desired(c, k, "m-1", V1).await;
-    }
-    // Not taken early: m-1 must wait out a full duration of its own observation of each
-    // Lease's last renewal — the earliest of them (renewals of the keys drift apart under load).
-    let earliest = before.iter().filter_map(|h| h.renew).min().unwrap();
-    let until = earliest + DUR - Duration::from_millis(150);
-    let left = jiff::Timestamp::now().duration_until(until);
-    tokio::time::sleep(left.try_into().unwrap_or(Duration::ZERO)).await;
-    for k in &ks {
-        assert_eq!(
-            holder(c, k).await.as_deref(),
-            Some("m-0"),
-            "{k} taken before expiry"
-        );
-    }
-    wait_owned(c, &checker, &ks, "m-1", DUR + Duration::from_secs(2)).await;
-    let took = crashed.elapsed();
-    println!("failover after a crash took {took:?} (duration {DUR:?})");
-    for (k, old) in ks.iter().zip(&before) {
-        let new = holding(c, &lease_name(k)).await;
-        let gap = new.acquire.unwrap().duration_since(old.renew.unwrap());
-        assert!(
-            gap >= jiff::SignedDuration::from_secs(DUR_S.into()),
-            "{k} acquired {gap:?} after the last renewal"
-        );
-        assert_eq!(new.transitions, old.transitions + 1);
-    }
-    assert_eq!(m1.held(), ks.iter().cloned().collect());
-    checker.assert_ok();
-    m1.shutdown().await;
-}
-
-/// Protocol v2: a stopping member says it is leaving on its member Lease; nobody moves its
+/// A stopping member says it is leaving on its member Lease; nobody moves its
 /// targets here, so after its drain it tells its app to stop each, releases them, then the
 /// leader Lease and its member Lease — which says it stopped all work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -708,15 +594,10 @@ async fn graceful_shutdown_releases_everything() {
     let mc = &accounts.member;
     let ks = keys("bye", 5);
     for k in &ks {
-        create_target(c, k, "m-0", V2).await;
+        create_target(c, k, "m-0").await;
     }
     let checker = InvariantChecker::new();
-    let m0 = spawn_agent(
-        mc,
-        "m-0",
-        checker.hooks("m-0", Duration::from_millis(20)),
-        V2,
-    );
+    let m0 = spawn_agent(mc, "m-0", checker.hooks("m-0", Duration::from_millis(20)));
     wait_owned(c, &checker, &ks, "m-0", Duration::from_secs(5)).await;
     let mut leader = m0.leader.clone();
     tokio::time::timeout(Duration::from_secs(3), leader.wait_for(|l| *l))
@@ -762,57 +643,6 @@ async fn graceful_shutdown_releases_everything() {
     checker.assert_ok();
 }
 
-/// Protocol v1, on purpose: v1 holders renew every target Lease they hold. (In v2 target Leases
-/// are never renewed: `engine::protocol_v2_holds_targets_without_renewing_them`.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn renewals_keep_leases_beyond_several_durations() {
-    let sim = common::start().await;
-    let c = &sim.client;
-    let accounts = members(&sim).await;
-    let mc = &accounts.member;
-    let ks = keys("keep", 3);
-    for k in &ks {
-        create_target(c, k, "m-0", V1).await;
-    }
-    let checker = InvariantChecker::new();
-    let m0 = spawn_agent(mc, "m-0", checker.hooks("m-0", Duration::ZERO), V1);
-    // A second member that would take any Lease it saw expire: it is not desired, so it must
-    // not.
-    let m1 = spawn_agent(mc, "m-1", checker.hooks("m-1", Duration::ZERO), V1);
-    wait_owned(c, &checker, &ks, "m-0", Duration::from_secs(5)).await;
-    let start: Vec<Holding> = futures::future::join_all(
-        ks.iter()
-            .map(|k| async { holding(c, &lease_name(k)).await }),
-    )
-    .await;
-    let end = Instant::now() + 3 * DUR + Duration::from_millis(500);
-    while Instant::now() < end {
-        for k in &ks {
-            assert_eq!(holder(c, k).await.as_deref(), Some("m-0"), "{k} lost");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    for (k, s) in ks.iter().zip(&start) {
-        let h = holding(c, &lease_name(k)).await;
-        assert_eq!(h.transitions, s.transitions, "{k} never changed hands");
-        assert_eq!(h.acquire, s.acquire);
-        let renewed = h.renew.unwrap().duration_since(s.renew.unwrap());
-        assert!(
-            renewed >= jiff::SignedDuration::from_secs(3 * i64::from(DUR_S)),
-            "{k} renewed only {renewed:?} later"
-        );
-    }
-    assert_eq!(
-        checker.log().len(),
-        ks.len(),
-        "no hook calls beyond the first acquisitions"
-    );
-    assert!(m1.held().is_empty());
-    m0.shutdown().await;
-    m1.shutdown().await;
-}
-
-/// Protocol v2 agents (the members' leader Lease is the same in both protocols).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_agents_elect_exactly_one_leader() {
     logs();
@@ -822,7 +652,7 @@ async fn three_agents_elect_exactly_one_leader() {
     let mc = &accounts.member;
     let agents: Vec<Running> = ["m-0", "m-1", "m-2"]
         .iter()
-        .map(|m| spawn_agent(mc, m, Arc::new(leasehold::agent::NoHooks), V2))
+        .map(|m| spawn_agent(mc, m, Arc::new(leasehold::agent::NoHooks)))
         .collect();
     let leaders = |a: &[Running]| -> Vec<usize> {
         a.iter()
@@ -871,7 +701,7 @@ async fn three_agents_elect_exactly_one_leader() {
     }
 }
 
-/// Protocol v2 (identities and keys also appear in label values and Lease names there).
+/// Identities and keys also appear in label values and Lease names.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn awkward_target_keys_work() {
     let sim = common::start().await;
@@ -889,11 +719,11 @@ async fn awkward_target_keys_work() {
     .map(|s| s.to_string())
     .collect();
     for k in &ks {
-        create_target(c, k, "m-0", V2).await;
+        create_target(c, k, "m-0").await;
     }
     let checker = InvariantChecker::new();
-    let m0 = spawn_agent(mc, "m-0", checker.hooks("m-0", Duration::ZERO), V2);
-    let m1 = spawn_agent(mc, "m-1", checker.hooks("m-1", Duration::ZERO), V2);
+    let m0 = spawn_agent(mc, "m-0", checker.hooks("m-0", Duration::ZERO));
+    let m1 = spawn_agent(mc, "m-1", checker.hooks("m-1", Duration::ZERO));
     wait_owned(c, &checker, &ks, "m-0", Duration::from_secs(5)).await;
     // The Lease names its holder a moment before the member has read its write's answer.
     let all: BTreeSet<String> = ks.iter().cloned().collect();
@@ -903,7 +733,7 @@ async fn awkward_target_keys_work() {
     .await;
     assert_eq!(m0.held(), all);
     for k in &ks {
-        set_desired(c, k, "m-1", V2).await;
+        set_desired(c, k, "m-1").await;
     }
     wait_holders(c, &ks, Some("m-1"), Duration::from_secs(5)).await;
     let mut want = ks.clone();
@@ -959,7 +789,7 @@ async fn hook_app(
     (addr, calls)
 }
 
-/// Protocol v2. The app's calls are the work here (the invariant checker is not involved).
+/// The app's calls are the work here (the invariant checker is not involved).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_hooks_tell_the_app_and_a_failed_acquire_hook_keeps_the_lease() {
     let sim = common::start().await;
@@ -968,13 +798,13 @@ async fn http_hooks_tell_the_app_and_a_failed_acquire_hook_keeps_the_lease() {
     let mc = &accounts.member;
     let fail = Arc::new(Mutex::new(true));
     let (addr, calls) = hook_app(fail.clone()).await;
-    create_target(c, "Spine/7", "m-0", V2).await;
+    create_target(c, "Spine/7", "m-0").await;
     let hooks = Arc::new(HttpHooks::new(
         &format!("http://{addr}/leasehold/{{event}}"),
         CLUSTER,
         "m-0",
     ));
-    let m0 = spawn_agent(mc, "m-0", hooks, V2);
+    let m0 = spawn_agent(mc, "m-0", hooks);
     wait_holders(c, &["Spine/7".into()], Some("m-0"), Duration::from_secs(5)).await;
     common::eventually(Duration::from_secs(2), || async {
         (!calls.lock().unwrap().is_empty()).then_some(())
@@ -986,7 +816,7 @@ async fn http_hooks_tell_the_app_and_a_failed_acquire_hook_keeps_the_lease() {
     tokio::time::sleep(DUR + Duration::from_millis(300)).await;
     assert_eq!(holder(c, "Spine/7").await.as_deref(), Some("m-0"));
     // m-1 has no member Lease: no term to hand it over under, so m-0 releases it.
-    set_desired(c, "Spine/7", "m-1", V2).await;
+    set_desired(c, "Spine/7", "m-1").await;
     wait_holders(c, &["Spine/7".into()], None, Duration::from_secs(3)).await;
     let calls = calls.lock().unwrap().clone();
     // The first hold of a new Lease: generation 0 (the invariant checker sees later ones grow).
@@ -1003,71 +833,12 @@ async fn http_hooks_tell_the_app_and_a_failed_acquire_hook_keeps_the_lease() {
     m0.shutdown().await;
 }
 
-/// Protocol v1, on purpose: a v1 member's authority over a target is its own renewal of that
-/// target's Lease, which another member takes once it has seen it expire. (The v2 rule — the
-/// member Lease's deadline, then a fence and a revoke — is
-/// `protocol_v2_a_member_cut_off_from_the_api_stops_work_before_it_is_fenced`.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_member_cut_off_from_the_api_stops_work_before_its_lease_expires() {
-    let sim = common::start().await;
-    let c = &sim.client;
-    let accounts = members(&sim).await;
-    let mc = &accounts.member;
-    let (cut_client, link) =
-        common::linked_product_client_as(&sim, &accounts.member_kubeconfig).await;
-
-    create_target(c, "island", "m-0", V1).await;
-    let checker = InvariantChecker::new();
-    let m0 = spawn_agent(&cut_client, "m-0", checker.hooks("m-0", Duration::ZERO), V1);
-    let m1 = spawn_agent(mc, "m-1", checker.hooks("m-1", Duration::ZERO), V1);
-    wait_holders(c, &["island".into()], Some("m-0"), Duration::from_secs(5)).await;
-    let last = holding(c, &lease_name("island")).await;
-    link.send_replace(common::Link::Cut);
-    let cut_at = Instant::now();
-    set_desired(c, "island", "m-1", V1).await;
-    // m-0 cannot renew: it must stop the work within the renew deadline (2/3 of the duration
-    // after its last renewal), before m-1 may take the Lease.
-    common::eventually(Duration::from_secs(3), || async {
-        checker.working_on("m-0").is_empty().then_some(())
-    })
-    .await
-    .expect("m-0 stops working when it cannot renew");
-    let stopped = cut_at.elapsed();
-    wait_owned(
-        c,
-        &checker,
-        &["island".into()],
-        "m-1",
-        DUR + Duration::from_secs(2),
-    )
-    .await;
-    let took = cut_at.elapsed();
-    println!("cut-off member stopped work after {stopped:?}; new owner acquired after {took:?}");
-    assert!(
-        stopped < DUR * 2 / 3 + Duration::from_millis(100),
-        "{stopped:?}"
-    );
-    let new = holding(c, &lease_name("island")).await;
-    let gap = new.acquire.unwrap().duration_since(last.renew.unwrap());
-    assert!(
-        gap >= jiff::SignedDuration::from_secs(DUR_S.into()),
-        "{gap:?}"
-    );
-    checker.assert_ok();
-    assert!(
-        m0.held().is_empty(),
-        "m-0 forgot the lease it could not renew"
-    );
-    m0.crash().await;
-    m1.shutdown().await;
-}
-
-/// Protocol v2: a member cut off from the API cannot renew its member Lease; it stops all work
+/// A member cut off from the API cannot renew its member Lease; it stops all work
 /// within its renew deadline (two thirds of the duration after its last renewal), before the
 /// control plane (played here) has seen that Lease unchanged for a full duration, fenced it,
 /// and revoked its target, granting it to another member in the same write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn protocol_v2_a_member_cut_off_from_the_api_stops_work_before_it_is_fenced() {
+async fn a_member_cut_off_from_the_api_stops_work_before_it_is_fenced() {
     let sim = common::start().await;
     let c = &sim.client;
     let accounts = members(&sim).await;
@@ -1075,15 +846,15 @@ async fn protocol_v2_a_member_cut_off_from_the_api_stops_work_before_it_is_fence
     let (cut_client, link) =
         common::linked_product_client_as(&sim, &accounts.member_kubeconfig).await;
     let checker = InvariantChecker::new();
-    let m0 = spawn_agent(&cut_client, "m-0", checker.hooks("m-0", Duration::ZERO), V2);
-    let m1 = spawn_agent(mc, "m-1", checker.hooks("m-1", Duration::ZERO), V2);
+    let m0 = spawn_agent(&cut_client, "m-0", checker.hooks("m-0", Duration::ZERO));
+    let m1 = spawn_agent(mc, "m-1", checker.hooks("m-1", Duration::ZERO));
     common::eventually(Duration::from_secs(5), || async {
         (member_term(c, "m-0").await.is_some() && member_term(c, "m-1").await.is_some())
             .then_some(())
     })
     .await
     .expect("both members hold their member Leases");
-    create_target(c, "island", "m-0", V2).await;
+    create_target(c, "island", "m-0").await;
     wait_owned(
         c,
         &checker,
@@ -1136,7 +907,7 @@ async fn protocol_v2_a_member_cut_off_from_the_api_stops_work_before_it_is_fence
         .await
         .expect("fence m-0's member Lease");
     // Revoke, granting the target to m-1 under its term.
-    let d = desire(c, "m-1", V2).await;
+    let d = desire(c, "m-1").await;
     assert!(d.term.is_some(), "m-1's term is known");
     let target = get_target(c, "island").await;
     let revoked = protocol::granted(
@@ -1156,7 +927,7 @@ async fn protocol_v2_a_member_cut_off_from_the_api_stops_work_before_it_is_fence
     )
     .await;
     println!(
-        "cut-off v2 member stopped work after {stopped:?}; fenced {:?} after its Lease was \
+        "cut-off member stopped work after {stopped:?}; fenced {:?} after its Lease was \
          last seen changing; m-1 works on it {:?} after the cut",
         since.elapsed(),
         cut_at.elapsed()
@@ -1167,37 +938,24 @@ async fn protocol_v2_a_member_cut_off_from_the_api_stops_work_before_it_is_fence
     m1.shutdown().await;
 }
 
-/// A member paused past its Lease (SIGSTOP for longer than the duration, then SIGCONT: a GC
-/// pause, a starved node) still tells its app to stop every target, with the full hook
-/// timeout, says so in its log and reports it: a Warning Event `PausedPastHold` about its pod.
-/// The agent runs as its own process, as in a pod. (The release hook was once bounded by what
-/// was left of the hold — nothing, after such a pause — and killed before it could tell the
-/// app; and the overrun was only counted in memory.)
+/// A member paused past its member Lease (SIGSTOP for longer than the duration, then SIGCONT:
+/// a GC pause, a starved node): every hold ends at once, and it still tells its app to stop
+/// every target, with the full hook timeout, says so in its log and reports it — a Warning
+/// Event `PausedPastHold` about its pod, and on the member Lease
+/// (`leasehold.io/last-overrun`), from which the control plane records it in history. The
+/// agent runs as its own process, as in a pod. (The release hook was once bounded by what was
+/// left of the hold — nothing, after such a pause — and killed before it could tell the app;
+/// and the overrun was only counted in memory.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_member_paused_past_its_lease_still_tells_its_app_to_stop() {
-    paused_past_its_lease(1).await;
-}
-
-/// The same in protocol v2, where the pause outlives the member Lease: every hold ends at
-/// once, and the report also rides the member Lease (`leasehold.io/last-overrun`), from which
-/// the control plane records it in history.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn protocol_v2_a_member_paused_past_its_lease_stops_everything_and_reports_it() {
-    paused_past_its_lease(2).await;
-}
-
-async fn paused_past_its_lease(version: u8) {
-    // v2 wants the release hook's bound within a third of the member Lease's duration.
-    let (dur, hook_timeout) = match version {
-        1 => (DUR, 2),
-        _ => (Duration::from_secs(3), 1),
-    };
+async fn a_member_paused_past_its_lease_stops_everything_and_reports_it() {
+    // The release hook's bound is within a third of the member Lease's duration.
+    let (dur, hook_timeout) = (Duration::from_secs(3), 1);
     let sim = common::start().await;
     let c = &sim.client;
     let accounts = members(&sim).await;
-    let keys = keys(&format!("paused-v{version}"), 3);
+    let keys = keys("paused", 3);
     for k in &keys {
-        create_target(c, k, "m-0", version).await;
+        create_target(c, k, "m-0").await;
     }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("hooks.log");
@@ -1210,8 +968,6 @@ async fn paused_past_its_lease(version: u8) {
             &dur.as_secs().to_string(),
             "--hook-timeout",
             &hook_timeout.to_string(),
-            "--protocol-version",
-            &version.to_string(),
         ])
         .arg("--kubeconfig")
         .arg(&accounts.member_kubeconfig)
@@ -1309,7 +1065,7 @@ async fn paused_past_its_lease(version: u8) {
         assert_eq!(e.type_.as_deref(), Some("Warning"));
         assert_eq!(e.reporting_instance.as_deref(), Some("m-0"));
     }
-    if version == 2 {
+    {
         // All three in one report, carried by the member Lease from its next write on.
         let leases: Api<Lease> = Api::namespaced(c.clone(), &sim.ns);
         let member = names::member_lease(PREFIX, CLUSTER, "m-0");

@@ -87,7 +87,6 @@ clusters:
   namespace: {NS}
   selector: {{app: c}}
   headless_service: c
-  protocol_version: 2
   targets: {{inline: [{list}]}}
   policy: {{lease_duration: {LEASE_S}s, on_join: off, move_timeout: {LEASE_S}s}}
 ",
@@ -148,10 +147,9 @@ clusters:
             .await
             .unwrap();
         let mut cfg = AgentConfig::new(CLUSTER, NS, name);
-        cfg.default_lease_duration = Duration::from_secs(LEASE_S);
-        // Protocol v2, as the cluster: work stops within a third of the member Lease's
-        // duration; at the end every member leaves at once, with nobody to hand over to.
-        cfg.protocol_version = 2;
+        cfg.lease_duration = Duration::from_secs(LEASE_S);
+        // Work stops within a third of the member Lease's duration; at the end every member
+        // leaves at once, with nobody to hand over to.
         cfg.hook_timeout = Duration::from_secs(1);
         cfg.drain_timeout = Duration::from_secs(1);
         let agent = Agent::new(cfg, self.checker.hooks(name, Duration::from_millis(5)));

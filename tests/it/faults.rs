@@ -1,4 +1,4 @@
-//! The fault suite: a protocol v2 cluster of three real `leasehold agent` processes (60
+//! The fault suite: a cluster of three real `leasehold agent` processes (60
 //! targets, member Leases of `PROCESS_LEASE_S` = 3 s) whose HTTP hooks reach an app in the test
 //! that feeds the work-level invariant checker, and the control plane in this process, on the
 //! simulator or the real kube-apiserver. Each scenario injects one fault — a member killed
@@ -10,7 +10,9 @@
 //!
 //! - no two members ever worked on one target at once (hooks, not Leases); after SIGSTOP the
 //!   only overlaps allowed are those a larger fencing generation fences, and they end once the
-//!   paused member runs again;
+//!   paused member runs again — and none at all when the paused member's app is the watchdog
+//!   app `docs/protocol.md` describes (it stops on its own once its agent's authority deadline
+//!   has passed);
 //! - every target is owned again within the bound the scenario states, by a member working on
 //!   it, and by nobody else;
 //! - history is complete: each target's last ownership row names its owner, and an operation's
@@ -64,7 +66,7 @@ fn seeds() -> Vec<u64> {
 /// Three process members sharing the targets evenly, the control plane `cp-a` acting; `policy`
 /// is added to the cluster's policy.
 async fn cluster(policy: &str) -> Harness {
-    let mut h = Harness::new(&v2_yaml(TARGETS, policy)).await;
+    let mut h = Harness::new(&config_yaml(TARGETS, policy)).await;
     start_cluster(&mut h, None).await;
     h
 }
@@ -387,6 +389,71 @@ async fn a_member_paused_past_its_hold_is_fenced_and_stops_when_it_resumes() {
     }
 }
 
+/// The same pause, but the app beside each member is the watchdog app docs/protocol.md
+/// ("Hooks") describes ([`common::invariant::watchdog`]): it stops all its work on its own once
+/// the authority deadline its agent last gave has passed. Then no two members ever work on one
+/// target, fenced or not: the paused member's app has stopped by its renew deadline (2D/3 after
+/// its last renewal was sent) before the control plane may fence it (a full D after it saw that
+/// renewal) and give its targets away. (Without it, issue 32 measured 120 targets worked twice
+/// on the real tier after a 15 s stall of the agent alone.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_paused_past_its_hold_beside_a_watchdog_app_never_overlaps() {
+    for seed in seeds() {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let h = cluster("on_join: off").await;
+        let watchdogs: Vec<_> = MEMBERS
+            .iter()
+            .map(|m| {
+                common::invariant::watchdog(
+                    h.checker.clone(),
+                    (*m).to_owned(),
+                    h.processes[*m].authority,
+                )
+            })
+            .collect();
+        let (victim, moment) = victim_and_moment(&mut rng);
+        tokio::time::sleep(moment).await;
+        let held = h.checker.working_on(victim);
+        assert!(!held.is_empty(), "seed {seed}: {victim} works on nothing");
+        let pause = D + Duration::from_millis(rng.random_range(1_000..3_000));
+        let p = &h.processes[victim];
+        p.signal("-STOP");
+        let paused_at = Instant::now();
+        // Its targets are taken over while it is paused, and its app has stopped by then.
+        let taken = eventually(pause, || async {
+            held.iter()
+                .all(|t| {
+                    let w = h.checker.workers(t);
+                    w.len() == 1 && w[0] != victim
+                })
+                .then_some(())
+        })
+        .await;
+        let stopped = h.checker.working_on(victim);
+        tokio::time::sleep_until((paused_at + pause).into()).await;
+        p.signal("-CONT");
+        assert!(
+            taken.is_some(),
+            "seed {seed}: {victim}'s {} targets were not all taken over during its {pause:?} pause",
+            held.len()
+        );
+        assert!(
+            stopped.is_empty(),
+            "seed {seed}: {victim}'s app still worked on {stopped:?} once others had taken over"
+        );
+        eprintln!(
+            "seed {seed}: {victim} paused {pause:?}: its app stopped {} targets on its own, taken over with no overlap",
+            held.len()
+        );
+        settled(&h, &MEMBERS, Duration::from_secs(10), seed).await;
+        for w in watchdogs {
+            w.abort();
+        }
+        // `finish` fails on any overlap: none was tolerated here.
+        h.finish().await;
+    }
+}
+
 /// The acting control plane killed in the middle of a rebalance (its task aborted: no release
 /// of the control-plane Lease) with a standby replica on the same SQLite history: the standby
 /// takes over and finishes the operation; every move is done once and recorded once.
@@ -417,7 +484,7 @@ async fn control_plane_killed_mid_rebalance(postgres: bool) {
         let policy = "on_join: off, max_concurrent_moves: 2";
         let mut h = if postgres {
             // The cluster comes up with its history on PostgreSQL from the first engine on.
-            let mut h = Harness::new(&v2_yaml(TARGETS, policy)).await;
+            let mut h = Harness::new(&config_yaml(TARGETS, policy)).await;
             if !h.use_postgres().await {
                 eprintln!("skipped: LEASEHOLD_TEST_POSTGRES_URL is not set");
                 return;
@@ -502,7 +569,7 @@ async fn control_plane_killed_mid_rebalance(postgres: bool) {
 async fn api_connection_lost(link_state: common::Link) {
     for seed in seeds() {
         let mut rng = StdRng::seed_from_u64(seed);
-        let mut h = Harness::new(&v2_yaml(TARGETS, "on_join: off")).await;
+        let mut h = Harness::new(&config_yaml(TARGETS, "on_join: off")).await;
         // The members reach the API directly; only the control plane's link fails.
         let (client, link) = h.linked_control_plane_client().await;
         start_cluster(&mut h, Some(client)).await;

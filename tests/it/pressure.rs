@@ -3,7 +3,7 @@
 //! needs is the real server's admission chain).
 //!
 //! What runs is what a user runs: `leasehold serve` and four `leasehold agent` members
-//! (protocol v2) as processes with ServiceAccount tokens from the TokenRequest API, with
+//! as processes with ServiceAccount tokens from the TokenRequest API, with
 //! `deploy/`'s RBAC and API Priority and Fairness objects applied (the control plane's
 //! FlowSchemas and priority levels from `deploy/base`, the members' FlowSchema from the
 //! worker-pool example), so every request they make is classified and authorised by the real
@@ -444,7 +444,7 @@ subjects: [{{kind: ServiceAccount, name: tenant, namespace: {load_ns}}}]
                 "--lease-duration",
                 &LEASE_S.to_string(),
             ])
-            .args(["--protocol-version", "2", "--hook-timeout", "1"])
+            .args(["--hook-timeout", "1"])
             .arg("--kubeconfig")
             .arg(&member_kc)
             .env("RUST_LOG", "info")
@@ -472,7 +472,6 @@ clusters:
   namespace: {ns}
   selector: {{app: {CLUSTER}}}
   headless_service: {CLUSTER}
-  protocol_version: 2
   targets: {{inline: [{}]}}
   policy: {{lease_duration: {LEASE_S}s, on_join: auto, join_settle: 1s, move_timeout: {LEASE_S}s}}
 ",

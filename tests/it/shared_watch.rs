@@ -1,4 +1,4 @@
-//! Protocol-v2 members of one process sharing one watch of the target Leases
+//! Members of one process sharing one watch of the target Leases
 //! (`agent::SharedLeases`, how the 1,000-member benchmark runs): placement, a rebalance when a
 //! member joins, and a planned stop whose targets are all handed over before the member exits,
 //! with the hook-level checker (no two members ever work on one target) over all of it.
@@ -14,7 +14,7 @@ use common::eventually;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn members_sharing_one_lease_watch_place_rebalance_and_hand_over() {
-    let mut h = Harness::new(&v2_yaml(60, "on_join: auto")).await;
+    let mut h = Harness::new(&config_yaml(60, "on_join: auto")).await;
     // The planned stop below drains as an agent does by default.
     h.drain_timeout = DEFAULT_DRAIN_TIMEOUT;
     let feed = SharedLeases::new(h.accounts.member.clone(), &h.ns, CLUSTER);

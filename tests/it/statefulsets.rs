@@ -313,8 +313,6 @@ impl Scenario {
             &hook_url,
             "--lease-duration",
             &LEASE_S.to_string(),
-            "--protocol-version",
-            "2",
             "--hook-timeout",
             "1",
             "--drain-timeout",
@@ -352,7 +350,6 @@ clusters:
   namespace: {ns}
   selector: {{app: {CLUSTER}}}
   headless_service: {CLUSTER}
-  protocol_version: 2
   targets: {{inline: [{list}]}}
   policy: {{lease_duration: {LEASE_S}s, on_join: auto, join_settle: 2s, move_timeout: 6s, max_concurrent_moves: 8}}
 ",

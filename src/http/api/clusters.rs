@@ -66,7 +66,7 @@ pub struct ClusterSummary {
     pub last_operation: Option<OperationSummary>,
     /// Why the target list could not be read, if it could not.
     pub targets_error: Option<String>,
-    /// Protocol v2: why failovers are held back, if they are — many members' liveness lapsed
+    /// Why failovers are held back, if they are — many members' liveness lapsed
     /// together (`policy.mass_lapse_share`), more likely a slow API server than dead members;
     /// at most one lapsed member is failed over per lease duration meanwhile.
     pub degraded: Option<String>,

@@ -170,7 +170,7 @@ impl Base {
         duration(ms.ms())
     }
 
-    /// Protocol v2: what an instance's member Lease says when the member is not simply alive
+    /// What an instance's member Lease says when the member is not simply alive
     /// and working — a tag for the instances tables, so a member whose pod still reads
     /// "ready" but who stopped renewing (crashed, hung, partitioned) does not look healthy.
     pub fn heartbeat(&self, i: &Instance) -> Option<Tag> {
@@ -211,7 +211,7 @@ pub struct Tag {
     pub title: String,
 }
 
-/// See [`Base::heartbeat`]; `None` for a live member renewing on time, and in protocol v1.
+/// See [`Base::heartbeat`]; `None` for a live member renewing on time, and in gnmic clusters.
 pub fn heartbeat(i: &Instance) -> Option<Tag> {
     let tag = |class, word: &str, title: &str| {
         Some(Tag {
@@ -430,7 +430,7 @@ mod tests {
 
     #[test]
     fn a_ready_pod_whose_member_stopped_renewing_is_tagged_so() {
-        // v1, and a live v2 member: nothing beyond the pod's own state.
+        // No member Lease (gnmic), and a live member: nothing beyond the pod's own state.
         assert_eq!(heartbeat(&instance(None)), None);
         assert_eq!(heartbeat(&instance(Some(Liveness::Live))), None);
         let word = |i: Instance| heartbeat(&i).map(|t| (t.class, t.word));

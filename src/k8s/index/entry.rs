@@ -186,12 +186,13 @@ impl LeaseEntry {
     /// holder is seen at `now_ms` (call it before [`LeaseEntry::observe`] takes the new record
     /// in): from the previous holder's last sign of life for it to the new holder's Lease.
     ///
-    /// - Released (or, in protocol v2, revoked) and seen so: from the release being seen —
-    ///   except a v2 failover, which counts from the previous holder's member Lease last seen
+    /// - Released (or revoked) and seen so: from the release being seen — except a failover in
+    ///   a native cluster, which counts from the previous holder's member Lease last seen
     ///   renewed (it may have stopped working any time after that).
-    /// - Taken over with no release seen: in v1, from the last renewal seen if the hold had
-    ///   expired by our clock (its holder went silent), else 0 (its release fell between two
-    ///   observations); in v2, from the member Lease last seen renewed for a failover, else 0.
+    /// - Taken over with no release seen: in gnmic's layout, from the last renewal seen if the
+    ///   hold had expired by our clock (its holder went silent), else 0 (its release fell
+    ///   between two observations); in a native cluster, from the member Lease last seen
+    ///   renewed for a failover, else 0.
     ///
     /// For a failover this is an upper bound: a member that obeys its renew deadline may have
     /// worked up to `2D/3` past its last renewal. `None` unless the new holder differs from the
@@ -223,20 +224,20 @@ impl LeaseEntry {
 /// How a target's previous hold lasted, for [`LeaseEntry::handoff_gap_ms`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum PreviousHold {
-    /// Protocol v1: its holder renewed the target Lease; a record unchanged for its duration
+    /// gnmic's layout: its holder renewed the target Lease; a record unchanged for its duration
     /// had expired.
     Renewed,
-    /// Protocol v2: target Leases are never renewed; the hold lasted while its holder's member
+    /// Native clusters: target Leases are never renewed; the hold lasted while its holder's member
     /// Lease did. `last_alive_ms`: for a failover, when the previous holder's member Lease was
     /// last seen renewed by it (`None` for any other move, or when it is not known).
     Member { last_alive_ms: Option<i64> },
-    /// Protocol v2: handed straight to the new holder by the previous one
+    /// Handed straight to the new holder by the previous one
     /// (`protocol::handed_over`) at `at_ms` (the write's `acquireTime`, by the previous
     /// holder's clock), after its work had stopped.
     Handed { at_ms: Option<i64> },
 }
 
-/// A member Lease (protocol v2) as the index keeps it.
+/// A member Lease as the index keeps it.
 #[derive(Debug, Clone)]
 pub(super) struct MemberEntry {
     pub(super) entry: LeaseEntry,
@@ -409,34 +410,42 @@ mod tests {
         assert_eq!(e.last_holder.as_deref(), Some("b"));
     }
 
-    /// The gap a handoff reports (v1): from the observed release, or from the last renewal of
+    /// The gap a handoff reports in gnmic's layout: from the observed release, or from the last renewal of
     /// a hold that expired by our clock, to the observed acquire; none for a first owner or
     /// the same member again.
     #[test]
     fn handoff_gap_counts_from_release_or_last_renewal() {
-        let v1 = PreviousHold::Renewed;
+        let renewed = PreviousHold::Renewed;
         let mut ix = Interner::default();
         let mut e = LeaseEntry::new("l".into(), &view(None, 1, 1), 0, &mut ix);
-        assert_eq!(e.handoff_gap_ms(Some("a"), 500, v1), None, "first owner");
+        assert_eq!(
+            e.handoff_gap_ms(Some("a"), 500, renewed),
+            None,
+            "first owner"
+        );
         e.observe(&view(Some("a"), 1, 10), 500, &mut ix);
-        assert_eq!(e.handoff_gap_ms(Some("a"), 800, v1), None, "same holder");
-        assert_eq!(e.handoff_gap_ms(None, 800, v1), None, "no new holder");
+        assert_eq!(
+            e.handoff_gap_ms(Some("a"), 800, renewed),
+            None,
+            "same holder"
+        );
+        assert_eq!(e.handoff_gap_ms(None, 800, renewed), None, "no new holder");
         // Released at 2,000, taken by b at 2,750.
         e.observe(&view(None, 2, 1), 2_000, &mut ix);
-        assert_eq!(e.handoff_gap_ms(Some("b"), 2_750, v1), Some(750));
-        assert_eq!(e.handoff_gap_ms(Some("a"), 2_750, v1), None, "a again");
+        assert_eq!(e.handoff_gap_ms(Some("b"), 2_750, renewed), Some(750));
+        assert_eq!(e.handoff_gap_ms(Some("a"), 2_750, renewed), None, "a again");
         // b renews at 3,000 for 10 s and goes silent: expired at 13,000, c takes it at 14,200:
         // b was last seen alive at 3,000.
         e.observe(&view(Some("b"), 3, 10), 3_000, &mut ix);
-        assert_eq!(e.handoff_gap_ms(Some("c"), 14_200, v1), Some(11_200));
+        assert_eq!(e.handoff_gap_ms(Some("c"), 14_200, renewed), Some(11_200));
         // c is seen taking over before b's hold expired by our clock: no gap seen.
-        assert_eq!(e.handoff_gap_ms(Some("c"), 9_000, v1), Some(0));
+        assert_eq!(e.handoff_gap_ms(Some("c"), 9_000, renewed), Some(0));
     }
 
-    /// Protocol v2: a target Lease is never renewed, so its age says nothing; a handoff counts
+    /// A native target Lease is never renewed, so its age says nothing; a handoff counts
     /// from the release seen, a failover from the old holder's member Lease last seen renewed.
     #[test]
-    fn handoff_gap_in_v2_counts_a_failover_from_the_members_last_renewal() {
+    fn handoff_gap_in_native_clusters_counts_a_failover_from_the_members_last_renewal() {
         let handoff = PreviousHold::Member {
             last_alive_ms: None,
         };

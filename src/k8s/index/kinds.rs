@@ -325,7 +325,7 @@ impl Indexed for Lease {
             return;
         };
         let now = emit.now_ms;
-        let v2 = state.v2();
+        let native = state.native();
         let ix = &mut state.interner;
         let key = match &view.role {
             LeaseRole::Leader => {
@@ -394,7 +394,7 @@ impl Indexed for Lease {
             gap_ms,
             replayed: false,
         };
-        let previous = if v2 {
+        let previous = if native {
             // A failover's gap counts from the old holder's last renewal of its member Lease
             // (also when the control plane granted the target to the next owner in the revoke).
             let last_alive_ms = state
@@ -489,7 +489,7 @@ impl Indexed for Lease {
     }
 }
 
-/// Protocol v2: a member Lease's record (from either kind of watch).
+/// A member Lease's record (from either kind of watch).
 fn apply_member(state: &mut ClusterState, identity: &str, view: &LeaseView, emit: &mut Emit<'_>) {
     let now = emit.now_ms;
     let ix = &mut state.interner;

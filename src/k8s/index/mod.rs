@@ -35,7 +35,7 @@ pub enum Kind {
     Lease,
     /// The ConfigMaps holding target lists.
     ConfigMap,
-    /// Protocol v2 member Leases kept in a namespace of their own
+    /// Member Leases kept in a namespace of their own
     /// ([`Cluster::member_lease_namespace`](crate::config::Cluster)); otherwise they come with
     /// [`Kind::Lease`].
     MemberLease,
@@ -97,7 +97,7 @@ pub enum Change {
         /// When it was seen (ms).
         at_ms: i64,
     },
-    /// A member reported an [`Overrun`] on its member Lease (protocol v2): it was paused past
+    /// A member reported an [`Overrun`] on its member Lease: it was paused past
     /// the end of its hold, and another member may have worked on its targets meanwhile.
     Overrun {
         /// Cluster.
@@ -110,7 +110,7 @@ pub enum Change {
         /// (recording it again is a no-op), and it is not counted or broadcast again.
         replayed: bool,
     },
-    /// Protocol v2: a member Lease changed what the model shows of its member (taken, leaving,
+    /// A member Lease changed what the model shows of its member (taken, leaving,
     /// released, fenced, deleted; not a mere renewal). Not recorded; it tells live views to
     /// look again.
     Members {
@@ -131,7 +131,7 @@ pub struct TargetNow {
     pub lease: String,
     /// Who holds it.
     pub holder: Option<String>,
-    /// The holder stopped renewing (by our observation): in v1 this Lease, in v2 its member
+    /// The holder stopped renewing (by our observation): in gnmic's layout this Lease, in Leasehold's its member
     /// Lease (not live).
     pub expired: bool,
     /// Who should hold it.
@@ -188,7 +188,7 @@ pub struct ClusterState {
     /// Target keys by Lease name (names may be hashed, so not derivable from the key).
     lease_keys: HashMap<Arc<str>, Arc<str>>,
     leader: Option<LeaseEntry>,
-    /// Member Leases (protocol v2) by identity.
+    /// Member Leases (native clusters) by identity.
     members: HashMap<Arc<str>, MemberEntry>,
     /// Member identities by Lease name (names may be hashed).
     member_leases: HashMap<Arc<str>, Arc<str>>,
@@ -498,7 +498,7 @@ impl Index {
             .collect()
     }
 
-    /// Protocol v2: a [`Change::Members`] for each cluster in which a member's heartbeat, as
+    /// A [`Change::Members`] for each cluster in which a member's heartbeat, as
     /// live views show it, changed by the clock alone since the last call: its member Lease
     /// now unchanged for over two thirds of its duration (late) or all of it (lost), or
     /// renewed again after that. So a member that stops renewing is shown at once, not at a
@@ -507,7 +507,7 @@ impl Index {
     pub fn heartbeats(&mut self, now: Timestamp) -> Vec<Change> {
         let now_ms = now.as_millisecond();
         let mut out = Vec::new();
-        for state in self.clusters.iter_mut().filter(|c| c.v2()) {
+        for state in self.clusters.iter_mut().filter(|c| c.native()) {
             let mut changed = false;
             for m in state.members.values_mut() {
                 let now_shown = m.heartbeat(now_ms);
@@ -553,8 +553,8 @@ impl Index {
         let state = self.clusters.iter().find(|c| c.spec.name == cluster)?;
         let entry = state.targets.get(key)?;
         let now_ms = now.as_millisecond();
-        let expired = if state.v2() {
-            // Protocol v2, as in the model: a hold is live while its holder's member Lease is
+        let expired = if state.native() {
+            // As in the model: a hold is live while its holder's member Lease is
             // (target Leases are never renewed, so their own age says nothing).
             let judged = state.members_judged_at(now_ms);
             entry.holder.as_deref().is_some_and(|h| {
@@ -586,7 +586,7 @@ impl Index {
     }
 
     /// Whether `instance` of `cluster` is a live member: its pod exists, is ready and is not
-    /// terminating, and in protocol v2 its member Lease is live and not leaving.
+    /// terminating, and (native clusters) its member Lease is live and not leaving.
     pub fn alive(&self, cluster: &str, instance: &str, now: Timestamp) -> bool {
         self.clusters
             .iter()
@@ -596,7 +596,7 @@ impl Index {
                 c.pods
                     .get(instance)
                     .is_some_and(|p| p.ready && !p.terminating)
-                    && (!c.v2()
+                    && (!c.native()
                         || c.members.get(instance).is_some_and(|m| {
                             m.state(instance, now_ms, c.members_judged_at(now_ms))
                                 .liveness
@@ -605,7 +605,7 @@ impl Index {
             })
     }
 
-    /// Protocol v2: `member`'s current term ([`crate::protocol::member_term`]) as last seen on
+    /// `member`'s current term ([`crate::protocol::member_term`]) as last seen on
     /// its member Lease, while it holds it.
     pub fn member_term(&self, cluster: &str, member: &str) -> Option<String> {
         let c = self.clusters.iter().find(|c| c.spec.name == cluster)?;
@@ -645,7 +645,7 @@ impl Index {
         Some((m.entry.record(), now.as_millisecond() - m.entry.since_ms))
     }
 
-    /// Protocol v2: whether `member`'s member Lease may be deleted now: its pod is gone, the
+    /// Whether `member`'s member Lease may be deleted now: its pod is gone, the
     /// Lease says it stopped or was fenced, and no target Lease names it as holder.
     pub fn member_lease_is_garbage(&self, cluster: &str, member: &str, now: Timestamp) -> bool {
         let Some(c) = self.clusters.iter().find(|c| c.spec.name == cluster) else {

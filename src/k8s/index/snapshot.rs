@@ -50,11 +50,12 @@ impl ClusterState {
 
         // Holders are looked up per target: in a hash set of the pod names, not the sorted map.
         let pods: HashSet<&str> = self.pods.keys().map(String::as_str).collect();
-        // Protocol v2: a hold is live while its holder's member Lease is (target Leases are
-        // never renewed). Each member's state is worked out once.
-        let v2 = self.v2();
+        // Native clusters: a hold is live while its holder's member Lease is (target Leases are
+        // never renewed). Each member's state is worked out once. gnmic's holders renew every
+        // Lease: a hold is live while its own record changes.
+        let native = self.native();
         let mut heartbeats: HashMap<&'s str, bool> = HashMap::new();
-        if v2 {
+        if native {
             for (id, m) in &self.members {
                 expiring(m.changes_at_ms(), members_judged);
                 let live = matches!(
@@ -67,7 +68,7 @@ impl ClusterState {
         let mut add = |key: &Arc<str>, conf: Option<&TargetSpec>, entry: Option<&'s LeaseEntry>| {
             let configured = all_configured || conf.is_some();
             let holder = entry.and_then(|e| e.holder.as_ref());
-            let expired = if v2 {
+            let expired = if native {
                 holder.is_some_and(|h| !heartbeats.get(&**h).copied().unwrap_or(false))
             } else {
                 expiring(entry.and_then(LeaseEntry::expires_at_ms), leases_judged);
@@ -204,7 +205,7 @@ impl ClusterState {
         }
         instances.sort_by(|a, b| a.name.cmp(&b.name));
         // A departed member has no pod: whether it holds anything is `podless_holders`.
-        let departed_member_leases = if v2 {
+        let departed_member_leases = if native {
             let mut gone: Vec<String> = self
                 .members
                 .keys()
@@ -221,7 +222,6 @@ impl ClusterState {
             name: spec.name.clone(),
             namespace: spec.namespace.clone(),
             protocol: spec.protocol,
-            protocol_version: if v2 { 2 } else { 1 },
             synced: self.all_synced(),
             stale: self.is_stale(now_ms),
             leader,
@@ -247,7 +247,7 @@ impl ClusterState {
         endpoints: &BTreeMap<&str, bool>,
     ) -> Instance {
         let ns = &self.spec.namespace;
-        let member_lease = self.v2().then(|| {
+        let member_lease = self.native().then(|| {
             self.members.get(name).map_or(
                 MemberLease {
                     liveness: Liveness::Absent,
@@ -301,7 +301,7 @@ impl ClusterState {
         }
     }
 
-    /// Protocol v2: whether `member`'s member Lease is garbage but for the targets it may hold:
+    /// Whether `member`'s member Lease is garbage but for the targets it may hold:
     /// its pod is gone and the Lease says the member stopped (released) or was fenced. Only
     /// then may it be deleted — a member that comes back registers anew.
     pub(super) fn departed_member(&self, member: &str, now_ms: i64) -> bool {
@@ -315,8 +315,9 @@ impl ClusterState {
             })
     }
 
-    /// Whether the cluster runs protocol v2.
-    pub(super) fn v2(&self) -> bool {
-        self.spec.protocol == Protocol::Native && self.spec.protocol_version == 2
+    /// Whether the cluster speaks Leasehold's protocol (member Leases, target Leases never
+    /// renewed), not gnmic's (observed: every Lease renewed by its holder).
+    pub(super) fn native(&self) -> bool {
+        self.spec.protocol == Protocol::Native
     }
 }

@@ -68,9 +68,24 @@ fn mk_lease(key: &str, desired: &str, holder: Option<&str>, acquire_s: i64) -> L
     let mut l = protocol::new_target_lease("leasehold", "c", key, &d);
     l.metadata.namespace = Some("ns".into());
     if let Some(h) = holder {
-        l = protocol::held_by(&l, h, at(acquire_s * 1000), 10);
+        l = protocol::acquired(&l, h, at(acquire_s * 1000), 10);
     }
     l
+}
+
+/// A member Lease of `id`, written by it at `at_ms` (duration 10 s).
+fn mk_member(id: &str, at_ms: i64) -> Lease {
+    let mut l = protocol::new_member_lease("leasehold", "c", id, at(at_ms), 10, false);
+    l.metadata.namespace = Some("ns".into());
+    l.metadata.resource_version = Some(at_ms.to_string());
+    l
+}
+
+/// Members `ids` registered at `at_ms`: their holds are live for 10 s of our clock from then.
+fn live_members(ix: &mut Index, ids: &[&str], at_ms: i64) {
+    for id in ids {
+        ix.apply(&mk_member(id, at_ms), at(at_ms));
+    }
 }
 
 fn ownership(changes: &[Change]) -> Vec<(String, Option<String>, Option<String>, Cause)> {
@@ -132,6 +147,7 @@ fn instances_carry_role_ordinal_dns_and_load() {
     let mut ix = index();
     ix.apply(&mk_pod("c-0", true, json!({"role": "controlling"})), at(0));
     ix.apply(&mk_pod("c-1", true, json!({})), at(0));
+    live_members(&mut ix, &["c-0", "c-1"], 0);
     ix.apply(&mk_lease("t1", "c-0", Some("c-0"), 0), at(0));
     ix.apply(&mk_lease("T/3", "c-0", Some("c-0"), 0), at(0));
     let m = ix.model("c", at(500)).unwrap();
@@ -152,12 +168,13 @@ fn ownership_changes_name_previous_holder_and_cause() {
     let mut ix = index();
     ix.apply(&mk_pod("c-0", true, json!({})), at(0));
     ix.apply(&mk_pod("c-1", true, json!({})), at(0));
+    live_members(&mut ix, &["c-0", "c-1"], 0);
     let l = mk_lease("t1", "c-0", None, 0);
     assert!(
         ix.apply(&l, at(0)).is_empty(),
         "a free lease has no owner yet"
     );
-    let held = protocol::held_by(&l, "c-0", at(1000), 10);
+    let held = protocol::acquired(&l, "c-0", at(1000), 10);
     let mut initial = held.clone();
     initial
         .metadata
@@ -169,11 +186,8 @@ fn ownership_changes_name_previous_holder_and_cause() {
         ownership(&ix.apply(&initial, at(1000))),
         [("t1".into(), None, Some("c-0".into()), Cause::Initial)]
     );
-    // Renewals are not changes.
-    assert!(
-        ix.apply(&protocol::held_by(&initial, "c-0", at(2000), 10), at(2000))
-            .is_empty()
-    );
+    // The same copy again is no change.
+    assert!(ix.apply(&initial, at(2000)).is_empty());
     // Rebalance: desired moves to c-1, c-0 releases, c-1 acquires: one change c-0 -> c-1.
     let d = Desire {
         term: None,
@@ -194,7 +208,10 @@ fn ownership_changes_name_previous_holder_and_cause() {
         ix.model("c", at(3100)).unwrap().target("t1").unwrap().state,
         TargetState::Unassigned
     );
-    let ch = ix.apply(&protocol::held_by(&released, "c-1", at(3200), 10), at(3200));
+    let ch = ix.apply(
+        &protocol::acquired(&released, "c-1", at(3200), 10),
+        at(3200),
+    );
     assert_eq!(
         ownership(&ch),
         [(
@@ -217,7 +234,7 @@ fn ownership_changes_name_previous_holder_and_cause() {
     }
     // Someone other than the desired owner takes it: external.
     let current = mk_lease("t1", "c-1", Some("c-1"), 4);
-    let stolen = protocol::held_by(&protocol::released(&current, at(4000)), "c-0", at(4001), 10);
+    let stolen = protocol::acquired(&protocol::released(&current, at(4000)), "c-0", at(4001), 10);
     assert_eq!(
         ownership(&ix.apply(&stolen, at(4001)))[0].3,
         Cause::External
@@ -234,32 +251,12 @@ fn gaps(changes: &[Change]) -> Vec<Option<i64>> {
         .collect()
 }
 
-/// Ownership changes carry the handoff gap as the index saw it: none for a first owner, from
-/// the seen release to the seen acquire, or for a hold that expired by our clock from its last
-/// renewal seen (its holder's last sign of life) to the acquire.
-#[test]
-fn ownership_changes_carry_the_handoff_gap() {
-    let mut ix = index();
-    let l = mk_lease("t1", "c-0", None, 0);
-    ix.apply(&l, at(0));
-    let held = protocol::held_by(&l, "c-0", at(1000), 10);
-    assert_eq!(gaps(&ix.apply(&held, at(1000))), [None], "first owner");
-    let released = protocol::released(&held, at(5000));
-    assert!(ix.apply(&released, at(5000)).is_empty());
-    let taken = protocol::held_by(&released, "c-1", at(5400), 10);
-    assert_eq!(gaps(&ix.apply(&taken, at(5400))), [Some(400)]);
-    // c-1 goes silent after 5,400; its hold expires at 15,400 by our clock; c-0 takes over
-    // at 16,000: nobody worked on it for up to 10.6 s.
-    let after_expiry = protocol::held_by(&taken, "c-0", at(16_000), 10);
-    assert_eq!(gaps(&ix.apply(&after_expiry, at(16_000))), [Some(10_600)]);
-}
-
-/// Protocol v2: a member Lease that changes what is shown of its member (taken, fenced,
+/// A member Lease that changes what is shown of its member (taken, fenced,
 /// deleted) is a `Members` change for live views; a renewal is not.
 #[test]
-fn v2_member_lease_changes_but_not_renewals_are_reported() {
+fn member_lease_changes_but_not_renewals_are_reported() {
     use crate::protocol::Fence;
-    let mut ix = v2_index("");
+    let mut ix = index_with("");
     let members = |ch: &[Change]| {
         ch.iter()
             .filter(|c| matches!(c, Change::Members { cluster } if cluster == "c"))
@@ -280,12 +277,12 @@ fn v2_member_lease_changes_but_not_renewals_are_reported() {
     );
 }
 
-/// Protocol v2: a member that stops renewing is reported to live views when its member Lease
+/// A member that stops renewing is reported to live views when its member Lease
 /// goes late (over 2/3 of its duration unchanged) and lost (all of it), and again when it
 /// renews; nothing between.
 #[test]
-fn v2_heartbeats_going_late_and_lost_by_the_clock_are_reported() {
-    let mut ix = v2_index("");
+fn heartbeats_going_late_and_lost_by_the_clock_are_reported() {
+    let mut ix = index_with("");
     let mut member = protocol::new_member_lease("leasehold", "c", "c-0", at(0), 9, false);
     member.metadata.namespace = Some("ns".into());
     ix.apply(&member, at(0));
@@ -303,20 +300,18 @@ fn v2_heartbeats_going_late_and_lost_by_the_clock_are_reported() {
     ix.apply(&renewed, at(9_500));
     assert!(reported(&mut ix, 9_600), "renewed again");
     assert!(!reported(&mut ix, 9_900));
-    // v1 clusters have no member Leases: nothing, ever.
-    assert!(index().heartbeats(at(60_000)).is_empty());
 }
 
-/// Protocol v2: target Leases are never renewed, so a failover's gap counts from the old
+/// Target Leases are never renewed, so a failover's gap counts from the old
 /// holder's member Lease last seen renewed (not from the revoke), a handoff's from the release.
 #[test]
-fn v2_a_failover_gap_counts_from_the_members_last_renewal() {
+fn a_failover_gap_counts_from_the_members_last_renewal() {
     use crate::protocol::{Desire, Fence};
-    let mut ix = v2_index("");
+    let mut ix = index_with("");
     let mut member = protocol::new_member_lease("leasehold", "c", "c-0", at(0), 10, false);
     member.metadata.namespace = Some("ns".into());
     ix.apply(&member, at(0));
-    let t1 = protocol::acquired_v2(&mk_lease("t1", "c-0", None, 0), "c-0", at(100), 10);
+    let t1 = protocol::acquired(&mk_lease("t1", "c-0", None, 0), "c-0", at(100), 10);
     assert_eq!(gaps(&ix.apply(&t1, at(100))), [None], "first owner");
     // c-0 renews until 2,000 and goes silent; fenced at 12,500, t1 revoked at 12,600 for
     // c-1, which takes it at 12,650.
@@ -335,7 +330,7 @@ fn v2_a_failover_gap_counts_from_the_members_last_renewal() {
     };
     let revoked = protocol::revoked(&t1, &failover, at(12_600));
     ix.apply(&revoked, at(12_600));
-    let taken = protocol::acquired_v2(&revoked, "c-1", at(12_650), 10);
+    let taken = protocol::acquired(&revoked, "c-1", at(12_650), 10);
     assert_eq!(gaps(&ix.apply(&taken, at(12_650))), [Some(10_650)]);
     // A handoff back (c-1 releases at 30,000, c-0 takes it at 30,040): from the release,
     // though the target Lease was written 17 s before.
@@ -350,7 +345,7 @@ fn v2_a_failover_gap_counts_from_the_members_last_renewal() {
     ix.apply(&desired, at(29_000));
     let released = protocol::released(&desired, at(30_000));
     ix.apply(&released, at(30_000));
-    let back = protocol::acquired_v2(&released, "c-0", at(30_040), 10);
+    let back = protocol::acquired(&released, "c-0", at(30_040), 10);
     assert_eq!(gaps(&ix.apply(&back, at(30_040))), [Some(40)]);
 }
 
@@ -358,6 +353,7 @@ fn v2_a_failover_gap_counts_from_the_members_last_renewal() {
 fn target_states_follow_observation_and_membership() {
     let mut ix = index();
     ix.apply(&mk_pod("c-0", true, json!({})), at(0));
+    live_members(&mut ix, &["c-0"], 0);
     ix.apply(&mk_lease("t1", "c-0", Some("c-0"), 0), at(0));
     ix.apply(&mk_lease("t2", "ghost-7", Some("ghost-7"), 0), at(0));
     ix.apply(&mk_lease("gone", "c-0", Some("c-0"), 0), at(0));
@@ -365,8 +361,8 @@ fn target_states_follow_observation_and_membership() {
     assert_eq!(m.target("t1").unwrap().state, TargetState::Owned);
     assert_eq!(
         m.target("t2").unwrap().state,
-        TargetState::Orphaned,
-        "holder has no pod"
+        TargetState::Expired,
+        "holder has no pod and no member Lease: nobody works on it"
     );
     assert_eq!(
         m.target("gone").unwrap().state,
@@ -376,8 +372,9 @@ fn target_states_follow_observation_and_membership() {
     assert_eq!(m.target("T/3").unwrap().state, TargetState::Unassigned);
     let ghost = m.instance("ghost-7").unwrap();
     assert!(ghost.ghost && !ghost.eligible());
-    assert_eq!(ghost.owned, 1);
-    // Unchanged for a full duration by our clock: expired (whatever renewTime says).
+    assert_eq!(ghost.owned, 0, "an expired hold carries no load");
+    // Its holder's member Lease unchanged for a full duration by our clock: expired (whatever
+    // renewTime says).
     let m = ix.model("c", at(10_000)).unwrap();
     assert_eq!(m.target("t1").unwrap().state, TargetState::Expired);
     assert_eq!(
@@ -527,22 +524,25 @@ fn gnmic_clusters_are_read_from_their_own_layout() {
     assert!(ix.model("c", at(1)).unwrap().target("Router-1").is_none());
 }
 
-/// A renewal of a live hold leaves the revision alone (a model built before it is current but
-/// for ages); everything else the model shows moves it.
+/// A renewal of a live member Lease leaves the revision alone (a model built before it is
+/// current but for ages); everything else the model shows moves it.
 #[test]
 fn the_revision_moves_on_changes_but_not_on_renewals() {
     let mut ix = index();
     let r = ix.revision();
     ix.apply(&mk_pod("c-0", true, json!({})), at(0));
     assert!(ix.revision() > r, "a new pod");
+    let member = mk_member("c-0", 1_000);
+    ix.apply(&member, at(1_000));
     let held = mk_lease("t1", "c-0", Some("c-0"), 1);
     ix.apply(&held, at(1_000));
     let r = ix.revision();
     assert!(r > 0);
 
-    let renewed = protocol::held_by(&held, "c-0", at(4_000), 10);
+    let mut renewed = protocol::member_renewed(&member, "c-0", at(4_000), 10, false);
+    renewed.metadata.resource_version = Some("4000".into());
     ix.apply(&renewed, at(4_000));
-    assert_eq!(ix.revision(), r, "a renewal of a live hold");
+    assert_eq!(ix.revision(), r, "a renewal of a live member Lease");
     ix.apply(&renewed, at(5_000));
     assert_eq!(ix.revision(), r, "the same copy again");
     assert_eq!(
@@ -551,11 +551,21 @@ fn the_revision_moves_on_changes_but_not_on_renewals() {
         "the renewal is in the index all the same"
     );
 
-    // Unchanged for a full duration by our clock, the hold is expired: a renewal now revives
-    // it, which the model shows as a state change.
-    let revived = protocol::held_by(&renewed, "c-0", at(14_000), 10);
+    // Unchanged for a full duration by our clock, the member Lease and its holds are expired:
+    // a renewal now revives them, which the model shows as a state change.
+    assert!(
+        ix.model("c", at(14_000))
+            .unwrap()
+            .target("t1")
+            .unwrap()
+            .state
+            == TargetState::Expired
+    );
+    let mut revived = protocol::member_renewed(&renewed, "c-0", at(14_000), 10, false);
+    revived.metadata.resource_version = Some("14000".into());
     ix.apply(&revived, at(14_000));
     assert!(ix.revision() > r, "a revived hold");
+    let revived = held;
 
     let r = ix.revision();
     let d = Desire {
@@ -623,12 +633,12 @@ fn a_new_desired_owner_restarts_its_own_clock_only() {
     );
 }
 
-/// An index of `CONFIG`'s cluster `c` on protocol v2 with `extra` lines in its spec, its
+/// An index of `CONFIG`'s cluster `c` with `extra` lines in its spec, its
 /// own namespace's kinds listed at 0 (pod `c-0`, ready; nothing else).
-fn v2_index(extra: &str) -> Index {
+fn index_with(extra: &str) -> Index {
     let yaml = CONFIG.replace(
         "  headless_service: c\n",
-        &format!("  headless_service: c\n  protocol_version: 2\n{extra}"),
+        &format!("  headless_service: c\n{extra}"),
     );
     let config = Config::parse(&yaml, Path::new("t.yaml")).unwrap();
     let mut ix = Index::new(&config.clusters);
@@ -641,9 +651,9 @@ fn v2_index(extra: &str) -> Index {
 }
 
 #[test]
-fn v2_member_leases_of_departed_pods_that_hold_nothing_and_stopped_are_garbage() {
+fn member_leases_of_departed_pods_that_hold_nothing_and_stopped_are_garbage() {
     use crate::protocol::Fence;
-    let mut ix = v2_index("");
+    let mut ix = index_with("");
     let member = |id: &str| {
         let mut l = protocol::new_member_lease("leasehold", "c", id, at(0), 10, false);
         l.metadata.namespace = Some("ns".into());
@@ -658,7 +668,7 @@ fn v2_member_leases_of_departed_pods_that_hold_nothing_and_stopped_are_garbage()
         at(1),
     );
     ix.apply(&member("c-3"), at(1));
-    let mut t1 = protocol::acquired_v2(&mk_lease("t1", "c-2", None, 0), "c-2", at(0), 10);
+    let mut t1 = protocol::acquired(&mk_lease("t1", "c-2", None, 0), "c-2", at(0), 10);
     t1.metadata.resource_version = Some("1".into());
     ix.apply(&t1, at(1));
     let now = at(2000);
@@ -676,10 +686,9 @@ fn v2_member_leases_of_departed_pods_that_hold_nothing_and_stopped_are_garbage()
         ["c-1", "c-2"]
     );
     assert!(ix.member_lease_is_garbage("c", "c-2", now));
-    // In v1 there is no such thing.
+    // gnmic clusters have no member Leases.
     assert!(
-        index()
-            .model("c", now)
+        ix.model("g", now)
             .unwrap()
             .departed_member_leases
             .is_empty()
@@ -687,8 +696,8 @@ fn v2_member_leases_of_departed_pods_that_hold_nothing_and_stopped_are_garbage()
 }
 
 #[test]
-fn v2_member_leases_kept_apart_count_only_from_their_own_namespace() {
-    let mut ix = v2_index("  member_lease_namespace: ns-members\n");
+fn member_leases_kept_apart_count_only_from_their_own_namespace() {
+    let mut ix = index_with("  member_lease_namespace: ns-members\n");
     assert_eq!(
         ix.member_namespaces(),
         BTreeSet::from(["ns-members".into()])
@@ -727,14 +736,14 @@ fn v2_member_leases_kept_apart_count_only_from_their_own_namespace() {
     assert!(!ix.alive("c", "c-0", at(6)));
 }
 
-/// A v2 index (member Leases apart in `ns-members` when `apart`) with proofs required, synced
+/// An index (member Leases apart in `ns-members` when `apart`) with proofs required, synced
 /// at 0, with member `c-0` seen renewing at 1 s (its Lease's duration: 10 s).
-fn v2_proving(apart: bool) -> Index {
+fn proving(apart: bool) -> Index {
     let policy = "  policy: {lease_duration: 10s}\n";
     let mut ix = if apart {
-        v2_index(&format!("{policy}  member_lease_namespace: ns-members\n"))
+        index_with(&format!("{policy}  member_lease_namespace: ns-members\n"))
     } else {
-        v2_index(policy)
+        index_with(policy)
     };
     ix.require_proofs();
     let ns = if apart { "ns-members" } else { "ns" };
@@ -751,7 +760,7 @@ fn v2_proving(apart: bool) -> Index {
 #[test]
 fn with_proofs_required_a_hold_expires_only_once_a_probe_sent_a_duration_later_came_back() {
     use crate::k8s::model::Liveness;
-    let mut ix = v2_proving(false);
+    let mut ix = proving(false);
     let liveness = |ix: &Index, ms| {
         ix.model("c", at(ms)).unwrap().instances[0]
             .member_lease
@@ -803,7 +812,7 @@ fn with_proofs_required_a_hold_expires_only_once_a_probe_sent_a_duration_later_c
 #[test]
 fn member_leases_kept_apart_are_proven_by_their_own_watch() {
     use crate::k8s::model::Liveness;
-    let mut ix = v2_proving(true);
+    let mut ix = proving(true);
     let liveness = |ix: &Index| {
         ix.model("c", at(12_000)).unwrap().instances[0]
             .member_lease
@@ -828,19 +837,19 @@ fn member_leases_kept_apart_are_proven_by_their_own_watch() {
     assert!(!ix.model("c", at(12_000)).unwrap().stale);
 }
 
-/// Protocol v2: a target's hold, as `Index::target` tells it (what a move waits for), lasts
+/// A target's hold, as `Index::target` tells it (what a move waits for), lasts
 /// while its holder's member Lease is live, however old the target Lease's own record is —
-/// v2 never renews it. (It expired by that record's age, as in v1: a move resumed by a replica
-/// that saw the handoff more than a duration before waited for a write that never came, and
-/// failed with "c-3 did not take the lease (holder: c-3)".)
+/// a member never renews it. (It once expired by that record's age, as a renewed Lease's does: a
+/// move resumed by a replica that saw the handoff more than a duration before waited for a
+/// write that never came, and failed with "c-3 did not take the lease (holder: c-3)".)
 #[test]
-fn v2_a_targets_hold_lasts_while_its_holders_member_lease_is_live() {
+fn a_targets_hold_lasts_while_its_holders_member_lease_is_live() {
     use crate::protocol::Fence;
-    let mut ix = v2_index("");
+    let mut ix = index_with("");
     let mut member = protocol::new_member_lease("leasehold", "c", "c-0", at(0), 10, false);
     member.metadata.namespace = Some("ns".into());
     ix.apply(&member, at(0));
-    let t1 = protocol::acquired_v2(&mk_lease("t1", "c-0", None, 0), "c-0", at(100), 10);
+    let t1 = protocol::acquired(&mk_lease("t1", "c-0", None, 0), "c-0", at(100), 10);
     ix.apply(&t1, at(100));
     let renewed = protocol::member_renewed(&member, "c-0", at(9_000), 10, false);
     ix.apply(&renewed, at(9_000));
@@ -860,6 +869,7 @@ fn v2_a_targets_hold_lasts_while_its_holders_member_lease_is_live() {
 #[test]
 fn without_proofs_required_expiry_is_by_the_clock() {
     let mut ix = index();
+    live_members(&mut ix, &["c-0"], 0);
     ix.apply(&mk_lease("t1", "c-0", Some("c-0"), 0), at(0));
     let t = ix.target("c", "t1", at(10_000)).unwrap();
     assert!(t.expired);
@@ -872,15 +882,8 @@ fn without_proofs_required_expiry_is_by_the_clock() {
 }
 
 #[test]
-fn v2_overrun_reports_on_member_leases_are_changes_once_each() {
-    let config = Config::parse(
-        &CONFIG.replace(
-            "  headless_service: c\n",
-            "  headless_service: c\n  protocol_version: 2\n",
-        ),
-        Path::new("t.yaml"),
-    )
-    .unwrap();
+fn overrun_reports_on_member_leases_are_changes_once_each() {
+    let config = Config::parse(CONFIG, Path::new("t.yaml")).unwrap();
     let mut ix = Index::new(&config.clusters);
     let report = |at_ms, targets| protocol::Overrun {
         at_ms,

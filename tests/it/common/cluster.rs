@@ -31,20 +31,21 @@ use tokio::task::JoinHandle;
 pub const NS: &str = "apps";
 pub const CLUSTER: &str = "c";
 /// The lease duration of the tests (the shortest the config allows): the cluster's policy's
-/// and, in protocol v2, the in-process members' member Leases' (v2 renews one Lease per member,
-/// however many targets).
+/// and the in-process members' member Leases' (one Lease per member, however many targets).
 pub const LEASE_S: u64 = 2;
-/// Target lease duration of the v1 tests with hundreds of targets: long enough that renewals of
-/// hundreds of target Leases keep up on a busy 2-core machine.
-pub const CALM_LEASE_S: u64 = 10;
-/// The lease duration of member agents run as processes: the flags take whole seconds, and in
-/// protocol v2 the hook timeout (1 s at least) must be within a third of it.
+/// The lease duration of member agents run as processes: the flags take whole seconds, and the
+/// hook timeout (1 s at least) must be within a third of it.
 pub const PROCESS_LEASE_S: u64 = 3;
-/// How long an in-process member drains on shutdown in protocol v2 unless a test says otherwise
+/// How long an in-process member drains on shutdown unless a test says otherwise
 /// ([`Harness::drain_timeout`]). Short: at the end of a test every member stops at once, so
 /// nobody is left to take their targets and each would wait out its whole drain (the product's
 /// 10 s) before releasing them. Tests of a planned stop set the product's default.
 pub const TEARDOWN_DRAIN: Duration = Duration::from_secs(1);
+/// How long an in-process member's app takes to start or stop work on a target.
+pub const HOOK_WORK: Duration = Duration::from_millis(5);
+/// The hook timeout of in-process members: work must stop within a third of the member Lease's
+/// duration.
+pub const HOOK_TIMEOUT: Duration = Duration::from_millis(600);
 
 /// A member agent running in this process.
 pub struct Member {
@@ -57,6 +58,8 @@ pub struct Process {
     pub child: tokio::process::Child,
     /// Its stderr.
     pub log: PathBuf,
+    /// Where it serves its authority (`--authority-listen`).
+    pub authority: std::net::SocketAddr,
 }
 
 impl Process {
@@ -87,7 +90,7 @@ pub struct Harness {
     pub t: super::TestSim,
     /// The namespace of the cluster under test.
     pub ns: String,
-    /// The namespace of its member Leases (protocol v2): `ns`, or one kept apart.
+    /// The namespace of its member Leases: `ns`, or one kept apart.
     pub member_ns: String,
     pub config: Config,
     pub db: tempfile::TempDir,
@@ -103,9 +106,12 @@ pub struct Harness {
     /// The app the process members' HTTP hooks reach: its URL and its server task.
     hook_app: Option<(String, JoinHandle<()>)>,
     pub engines: BTreeMap<String, (Engine, JoinHandle<anyhow::Result<()>>)>,
-    /// Protocol v2: the drain timeout of in-process members started from now on
-    /// ([`TEARDOWN_DRAIN`] unless a test sets another).
+    /// The drain timeout of in-process members started from now on ([`TEARDOWN_DRAIN`] unless a
+    /// test sets another).
     pub drain_timeout: Duration,
+    /// How long the app of in-process members started from now on takes to start or stop
+    /// work on a target ([`HOOK_WORK`] unless a test sets another; within the hook timeout).
+    pub hook_work: Duration,
 }
 
 pub fn config_yaml_with(targets: usize, lease_s: u64, policy: &str) -> String {
@@ -161,6 +167,7 @@ impl Harness {
             hook_app: None,
             engines: BTreeMap::new(),
             drain_timeout: TEARDOWN_DRAIN,
+            hook_work: HOOK_WORK,
         }
     }
 
@@ -245,24 +252,17 @@ impl Harness {
             .unwrap_or_else(|| &self.engines.values().next().unwrap().0)
     }
 
-    /// Whether the cluster runs protocol v2.
-    pub fn v2(&self) -> bool {
-        self.config.clusters[0].protocol_version == 2
-    }
-
-    /// Waits (10 s at most) until the model shows instance `name` ready — in protocol v2, with
-    /// a live member Lease too (an instance without one is given nothing).
+    /// Waits (10 s at most) until the model shows instance `name` ready, with a live member
+    /// Lease too (an instance without one is given nothing).
     pub async fn wait_ready(&self, name: &str) {
-        let v2 = self.v2();
         eventually(Duration::from_secs(10), || async {
             self.model()
                 .instance(name)
                 .is_some_and(|i| {
                     i.ready
-                        && (!v2
-                            || i.member_lease.as_ref().is_some_and(|m| {
-                                m.liveness == leasehold::k8s::model::Liveness::Live
-                            }))
+                        && i.member_lease
+                            .as_ref()
+                            .is_some_and(|m| m.liveness == leasehold::k8s::model::Liveness::Live)
                 })
                 .then_some(())
         })
@@ -312,14 +312,10 @@ impl Harness {
     fn start_agent_on(&mut self, name: &str, client: kube::Client, feed: Option<&SharedLeases>) {
         let mut cfg = AgentConfig::new(CLUSTER, &self.ns, name);
         cfg.member_namespace = self.member_ns.clone();
-        cfg.default_lease_duration = Duration::from_secs(LEASE_S);
-        if self.v2() {
-            cfg.protocol_version = 2;
-            // Work must stop within a third of the member Lease's duration.
-            cfg.hook_timeout = Duration::from_millis(600);
-            cfg.drain_timeout = self.drain_timeout;
-        }
-        let mut agent = Agent::new(cfg, self.checker.hooks(name, Duration::from_millis(5)));
+        cfg.lease_duration = Duration::from_secs(LEASE_S);
+        cfg.hook_timeout = HOOK_TIMEOUT;
+        cfg.drain_timeout = self.drain_timeout;
+        let mut agent = Agent::new(cfg, self.checker.hooks(name, self.hook_work));
         if let Some(feed) = feed {
             agent = agent.sharing(feed);
         }
@@ -383,7 +379,7 @@ impl Harness {
 
     /// Waits until every target is owned, per-member counts are `want`, and — at the work level —
     /// each target's owner works on it alone: its `on_acquire` ran and nobody else's work on it
-    /// is still going (the hooks, not the Leases: in protocol v2 a target handed or granted to a
+    /// is still going (the hooks, not the Leases: a target handed or granted to a
     /// member names it as holder before the member has started work, and a member that never
     /// started would go unseen on the Leases alone).
     pub async fn wait_balanced(&self, want: &[(&str, usize)], timeout: Duration) -> ClusterModel {
@@ -469,7 +465,7 @@ impl Harness {
                 let _ = stop.send(());
             }
         }
-        // Each member stops gracefully (in protocol v2 after a drain of `drain_timeout`: all
+        // Each member stops gracefully (after a drain of `drain_timeout`: all
         // leave at once) and tells its app to stop everything it works on.
         // (Agents a test configured itself may drain for the product's default.)
         let drain = self
@@ -520,7 +516,6 @@ impl Harness {
     pub async fn add_process_member(&mut self, name: &str) {
         self.add_pod(name).await;
         let url = self.hook_app_url().await;
-        let v2 = self.config.clusters[0].protocol_version == 2;
         let log = self.db.path().join(format!("agent-{name}.log"));
         let stderr = std::fs::File::create(&log).unwrap();
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"));
@@ -533,14 +528,24 @@ impl Harness {
             .stdout(std::process::Stdio::null())
             .stderr(stderr)
             .kill_on_drop(true);
-        if v2 {
-            // Work must stop within a third of the member Lease's duration (whole seconds on
-            // the command line).
-            cmd.args(["--protocol-version", "2", "--hook-timeout", "1"]);
-            cmd.args(["--member-lease-namespace", &self.member_ns]);
-        }
+        // Work must stop within a third of the member Lease's duration (whole seconds on the
+        // command line).
+        cmd.args(["--hook-timeout", "1"]);
+        cmd.args(["--member-lease-namespace", &self.member_ns]);
+        // A port free a moment ago (the agent binds it at once).
+        let authority = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap();
+        cmd.args(["--authority-listen", &authority.to_string()]);
         let child = cmd.spawn().expect("leasehold agent starts");
-        self.processes.insert(name.into(), Process { child, log });
+        self.processes.insert(
+            name.into(),
+            Process {
+                child,
+                log,
+                authority,
+            },
+        );
     }
 
     async fn hook_app_url(&mut self) -> String {
@@ -570,12 +575,9 @@ impl Harness {
         self.start_engine(identity).await
     }
 
-    /// Protocol v2: waits (15 s at most) until each of `members` holds its member Lease (its
-    /// agent runs and may be given work; a placement sees only members that do). Nothing in v1.
+    /// Waits (15 s at most) until each of `members` holds its member Lease (its agent runs and
+    /// may be given work; a placement sees only members that do).
     pub async fn wait_registered(&self, members: &[&str]) {
-        if !self.v2() {
-            return;
-        }
         let leases: Api<Lease> = Api::namespaced(self.t.client.clone(), &self.member_ns);
         for m in members {
             let name = leasehold::protocol::names::member_lease("leasehold", CLUSTER, m);
@@ -597,16 +599,8 @@ pub async fn three_members_with(yaml: String) -> Harness {
     h
 }
 
-/// A cluster on protocol v2 (member Leases), with the failover tests' short duration: the
-/// members' member Leases have it too ([`Harness::start_agent`]).
-pub fn v2_yaml(targets: usize, policy: &str) -> String {
-    v2(&config_yaml_with(targets, LEASE_S, policy))
-}
-
-/// `yaml` (a configuration of the cluster `c`, as [`config_yaml_with`] writes it) with the cluster on
-/// protocol v2.
-pub fn v2(yaml: &str) -> String {
-    let selector = "  selector: {app: c}\n";
-    assert!(yaml.contains(selector), "no cluster c in {yaml}");
-    yaml.replacen(selector, &format!("{selector}  protocol_version: 2\n"), 1)
+/// A cluster of `targets` with the failover tests' short duration: the members' member Leases
+/// have it too ([`Harness::start_agent`]).
+pub fn config_yaml(targets: usize, policy: &str) -> String {
+    config_yaml_with(targets, LEASE_S, policy)
 }

@@ -175,9 +175,19 @@ impl InvariantChecker {
 
     /// `member` crashed (its agent task was aborted): all its work ends now.
     pub fn crashed(&self, member: &str) {
+        self.lock().crashed.insert(member.to_owned());
+        self.end_all(member, Kind::Crashed);
+    }
+
+    /// `member`'s app stopped all its work on its own (its agent's authority deadline passed:
+    /// [`watchdog`]); a later acquisition starts work again.
+    pub fn stopped_all(&self, member: &str) {
+        self.end_all(member, Kind::Released);
+    }
+
+    fn end_all(&self, member: &str, kind: Kind) {
         let now = Instant::now();
         let mut g = self.lock();
-        g.crashed.insert(member.to_owned());
         let mut ended = Vec::new();
         for (target, w) in g.working.iter_mut() {
             if w.remove(member).is_some() {
@@ -190,7 +200,7 @@ impl InvariantChecker {
                 at: now,
                 target,
                 member: member.to_owned(),
-                kind: Kind::Crashed,
+                kind,
             });
         }
     }
@@ -380,4 +390,47 @@ impl leasehold::demo::MemberApps for InvariantChecker {
     fn killed(&self, _cluster: &str, member: &str) {
         self.crashed(member);
     }
+}
+
+/// The app beside a process member as `docs/protocol.md` ("Hooks") tells app authors to write
+/// it when two workers on one target must never happen, even while the agent stalls: it polls
+/// the agent's `GET /authority` every 50 ms (each try bounded by 100 ms) and stops all its work
+/// ([`InvariantChecker::stopped_all`]) once the last deadline it was given has passed, or the
+/// agent says it holds none. No answer is no news: the deadline it had stands. Runs until
+/// aborted.
+pub fn watchdog(
+    checker: InvariantChecker,
+    member: String,
+    agent: std::net::SocketAddr,
+) -> tokio::task::JoinHandle<()> {
+    use http_body_util::{BodyExt as _, Empty};
+    use hyper::body::Bytes;
+    tokio::spawn(async move {
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<Empty<Bytes>>();
+        let url: hyper::Uri = format!("http://{agent}/authority").parse().unwrap();
+        let mut deadline: Option<i64> = None;
+        let mut working = true;
+        loop {
+            let answer = tokio::time::timeout(Duration::from_millis(100), async {
+                let resp = client.get(url.clone()).await.ok()?;
+                let body = resp.into_body().collect().await.ok()?.to_bytes();
+                serde_json::from_slice::<leasehold::agent::authority::AuthorityBody>(&body).ok()
+            })
+            .await
+            .ok()
+            .flatten();
+            if let Some(a) = answer {
+                deadline = a.deadline_unix_ms;
+            }
+            let now = jiff::Timestamp::now().as_millisecond();
+            let holds = deadline.is_some_and(|d| now < d);
+            if !holds && working {
+                checker.stopped_all(&member);
+            }
+            working = holds;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
 }
