@@ -11,6 +11,9 @@
 # LEASEHOLD_SKIP_DOCS_CHECK=1 leaves it out). The browser tests (tests/it/browser.rs) need chromium and chromedriver, and npm
 # for axe-core (scripts/fetch-axe.sh): installed here with apt-get when missing
 # (LEASEHOLD_SKIP_BROWSER=1 skips them instead).
+# Helm is built from the Go module proxy when Go is there (scripts/helm.sh, cached), for the
+# chart's tests, and its lint and render counts as one more test (LEASEHOLD_SKIP_HELM=1 leaves
+# both out).
 # Arguments go to `cargo test` instead of the default run (e.g. `-p leasehold --test it engine::`).
 # Ends with one total line, "N passed, N failed".
 set -euo pipefail
@@ -39,6 +42,13 @@ if ! command -v jq >/dev/null 2>&1 && [ "${LEASEHOLD_SKIP_DOCS_CHECK:-}" != 1 ] 
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq curl >/dev/null) \
     || echo "could not install jq; scripts/docs-check.sh will fail (LEASEHOLD_SKIP_DOCS_CHECK=1 skips it)" >&2
 fi
+# Helm, for the chart's tests (tests/it/deploy.rs) and its lint and render below: built from the
+# Go module proxy and cached (scripts/helm.sh; ~4 CPU-minutes the first time). Without Go the
+# chart tests say they skipped (and fail under CI).
+if [ "${LEASEHOLD_SKIP_HELM:-}" != 1 ] && command -v go >/dev/null 2>&1; then
+  echo "== helm for the chart tests (scripts/helm.sh build)"
+  ./scripts/helm.sh build || echo "could not build helm: the chart tests will fail" >&2
+fi
 run=(./scripts/cargo-test.sh "$@")
 if [ -z "${LEASEHOLD_TEST_POSTGRES_URL:-}" ]; then
   if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
@@ -49,6 +59,15 @@ if [ -z "${LEASEHOLD_TEST_POSTGRES_URL:-}" ]; then
 fi
 "${run[@]}" 2>&1 | tee "$log" || status=$?
 extra_passed=0 extra_failed=0
+if [ $# -eq 0 ] && [ "${LEASEHOLD_SKIP_HELM:-}" != 1 ] && command -v go >/dev/null 2>&1; then
+  echo "== helm lint and render of deploy/helm/leasehold, every ci/ values file (scripts/helm.sh check)"
+  if ./scripts/helm.sh check; then
+    extra_passed=$((extra_passed + 1))
+  else
+    extra_failed=$((extra_failed + 1))
+    status=1
+  fi
+fi
 if [ $# -eq 0 ] && [ "${LEASEHOLD_SKIP_SCHEMATHESIS:-}" != 1 ]; then
   echo "== schemathesis: the API against its OpenAPI document on a running demo (scripts/schemathesis.sh)"
   if ./scripts/schemathesis.sh; then

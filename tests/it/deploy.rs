@@ -4,10 +4,14 @@
 //! anything; every Leasehold configuration under deploy/ (the files and the ConfigMaps the
 //! overlays generate) loads with the real loader; the manifests keep the security settings and
 //! the least-privilege RBAC the docs promise; the MMR example is the cluster the demo runs.
+//! The Helm chart (deploy/helm/leasehold), rendered by the Helm of `scripts/helm.sh` with each
+//! of its CI values files, gives the objects of the overlay that file stands for — the same
+//! RBAC rules, pod and container security settings, and effective configuration — and applies
+//! cleanly with a server-side dry run too.
 
 use crate::common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -396,5 +400,371 @@ async fn the_mmr_example_is_the_cluster_the_demo_runs() {
             .find(|c| c["name"] == "leasehold-agent")
             .expect("agent sidecar");
         assert!(strings(&agent["args"]).contains(&"--cluster=replicas"));
+    }
+}
+
+/// The chart, and the overlay each of its CI values files (`deploy/helm/leasehold/ci/`) stands
+/// for. Rendered as release `leasehold` in namespace `leasehold`, as the overlays install.
+const CHART: &str = "deploy/helm/leasehold";
+const CHART_VALUES: &[(&str, &str)] = &[
+    ("ci/single-values.yaml", "deploy/overlays/single"),
+    ("ci/ha-values.yaml", "deploy/overlays/ha"),
+    (
+        "ci/token-auth-values.yaml",
+        "deploy/overlays/single-token-auth",
+    ),
+];
+
+/// The Helm that `scripts/helm.sh build` built (`scripts/helm.sh path`), or `None` when it is
+/// not built: then the test fails under CI (`CI` set), and elsewhere says it skipped.
+fn helm_binary() -> Option<PathBuf> {
+    let out = std::process::Command::new(root().join("scripts/helm.sh"))
+        .arg("path")
+        .output()
+        .expect("scripts/helm.sh runs");
+    if out.status.success() {
+        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        assert!(
+            path.is_file(),
+            "scripts/helm.sh path: {} is no file",
+            path.display()
+        );
+        return Some(path);
+    }
+    let why = String::from_utf8_lossy(&out.stderr);
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "helm is not built, so the chart cannot be checked ({}): run `scripts/helm.sh build` \
+             (it builds Helm from the Go module proxy) before the tests",
+            why.trim()
+        );
+    }
+    eprintln!("skipped: helm is not built (`scripts/helm.sh build` builds it; CI fails here)");
+    None
+}
+
+/// The objects of `helm template leasehold CHART -n leasehold -f VALUES`, test hooks included,
+/// as JSON. Helm's state (repositories, plugins) lives in a throwaway directory.
+async fn helm_render(helm: &Path, values: &str) -> Vec<Value> {
+    let home = tempfile::tempdir().unwrap();
+    let values = root().join(CHART).join(values);
+    let out = tokio::process::Command::new(helm)
+        .args([
+            "template",
+            "leasehold",
+            CHART,
+            "--namespace",
+            "leasehold",
+            "-f",
+        ])
+        .arg(&values)
+        .current_dir(root())
+        .env("HELM_CACHE_HOME", home.path().join("cache"))
+        .env("HELM_CONFIG_HOME", home.path().join("config"))
+        .env("HELM_DATA_HOME", home.path().join("data"))
+        .env_remove("KUBECONFIG")
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(120), out)
+        .await
+        .expect("helm template finishes within 120 s")
+        .expect("helm runs");
+    assert!(
+        out.status.success(),
+        "helm template with {}: {}",
+        values.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    serde_saphyr::from_multiple::<Value>(&yaml)
+        .unwrap_or_else(|e| panic!("{}: {e}", values.display()))
+        .into_iter()
+        .filter(|o| !o.is_null())
+        .collect()
+}
+
+fn is_helm_hook(o: &Value) -> bool {
+    o["metadata"]["annotations"]["helm.sh/hook"].is_string()
+}
+
+/// Every (namespace, API group, resource, resource name or "", verb) the rules bound to the
+/// ServiceAccount leasehold/leasehold grant: the same set however the rules are grouped.
+fn grants(objects: &[Value]) -> BTreeSet<(String, String, String, String, String)> {
+    let mut out = BTreeSet::new();
+    for (ns, r) in rules_bound_to(objects, "leasehold", "leasehold") {
+        let names = strings(&r["resourceNames"]);
+        let names = if names.is_empty() { vec![""] } else { names };
+        for g in strings(&r["apiGroups"]) {
+            for res in strings(&r["resources"]) {
+                for n in &names {
+                    for v in strings(&r["verbs"]) {
+                        out.insert((ns.clone(), g.into(), res.into(), (*n).into(), v.into()));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Labels Helm adds (and the release in selectors, so that two releases in one namespace keep
+/// apart): not in the kustomize manifests.
+const HELM_LABELS: &[&str] = &[
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/version",
+    "helm.sh/chart",
+];
+
+/// Strips what may differ between the chart and kustomize by design: Helm's labels, the
+/// ConfigMap's hash suffix, the pod template's config checksum, the order of lists that are
+/// merged by key (kustomize's patches put their items first). Returns the object's own labels,
+/// which are compared apart (kustomize labels only deploy/base's objects).
+fn normalize(o: &mut Value) -> BTreeMap<String, Value> {
+    fn walk(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                if m.contains_key("app.kubernetes.io/name") {
+                    for k in HELM_LABELS {
+                        m.remove(*k);
+                    }
+                }
+                for key in ["env", "volumes", "volumeMounts"] {
+                    if let Some(Value::Array(items)) = m.get_mut(key) {
+                        items.sort_by_key(|i| {
+                            i["name"].to_string() + i["mountPath"].as_str().unwrap_or("")
+                        });
+                    }
+                }
+                m.values_mut().for_each(walk);
+            }
+            Value::Array(a) => a.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    let is_config_map = o["kind"] == "ConfigMap";
+    let meta = o["metadata"].as_object_mut().unwrap();
+    let labels = meta.remove("labels").unwrap_or_else(|| json!({}));
+    if let Some(Value::String(name)) = meta.get_mut("name")
+        && is_config_map
+        && name.starts_with("leasehold-config-")
+    {
+        *name = "leasehold-config".into();
+    }
+    // (`pointer_mut`, not indexing: indexing would add the missing keys to other kinds.)
+    if let Some(template) = o.pointer_mut("/spec/template/metadata")
+        && let Some(a) = template
+            .get_mut("annotations")
+            .and_then(Value::as_object_mut)
+    {
+        a.remove("checksum/config");
+        if a.is_empty() {
+            template.as_object_mut().unwrap().remove("annotations");
+        }
+    }
+    if let Some(Value::Array(volumes)) = o.pointer_mut("/spec/template/spec/volumes") {
+        for v in volumes {
+            if let Some(Value::String(name)) = v.pointer_mut("/configMap/name")
+                && name.starts_with("leasehold-config-")
+            {
+                *name = "leasehold-config".into();
+            }
+        }
+    }
+    walk(o);
+    let mut labels: BTreeMap<String, Value> = serde_json::from_value(labels).unwrap();
+    for k in HELM_LABELS {
+        labels.remove(*k);
+    }
+    labels
+}
+
+fn object_key(o: &Value) -> String {
+    format!(
+        "{} {}/{}",
+        o["kind"].as_str().unwrap(),
+        o["metadata"]["namespace"].as_str().unwrap_or(""),
+        o["metadata"]["name"].as_str().unwrap()
+    )
+}
+
+#[tokio::test]
+async fn the_chart_gives_the_overlays_objects_rbac_and_security_settings() {
+    // Every values file CI renders (scripts/helm.sh check) is compared with its overlay.
+    let mut on_disk: Vec<String> = std::fs::read_dir(root().join(CHART).join("ci"))
+        .unwrap()
+        .map(|e| format!("ci/{}", e.unwrap().file_name().to_string_lossy()))
+        .collect();
+    on_disk.sort();
+    let mut listed: Vec<String> = CHART_VALUES.iter().map(|(v, _)| v.to_string()).collect();
+    listed.sort();
+    assert_eq!(
+        on_disk, listed,
+        "deploy/helm/leasehold/ci/ against CHART_VALUES"
+    );
+
+    let Some(helm) = helm_binary() else { return };
+    let b = Backend::start().await;
+    for (values, overlay) in CHART_VALUES {
+        let token_mode = overlay.ends_with("token-auth");
+        let chart: Vec<Value> = helm_render(&helm, values)
+            .await
+            .into_iter()
+            .filter(|o| !is_helm_hook(o))
+            .collect();
+        // Where the chart differs by design (deploy/helm/leasehold/README.md): Helm needs the
+        // release namespace before the chart, so the chart has no Namespace; and token mode
+        // calls no review API, so the chart grants nothing cluster-wide then.
+        let kustomize: Vec<Value> = render(&b, overlay)
+            .await
+            .into_iter()
+            .filter(|o| o["kind"] != "Namespace")
+            .filter(|o| {
+                !(token_mode
+                    && o["metadata"]["name"] == "leasehold-auth-delegator"
+                    && (o["kind"] == "ClusterRole" || o["kind"] == "ClusterRoleBinding"))
+            })
+            .collect();
+
+        // The same RBAC: every grant to the ServiceAccount, and nothing else.
+        let (ours, theirs) = (grants(&chart), grants(&kustomize));
+        assert!(!ours.is_empty());
+        assert!(
+            ours == theirs,
+            "{values} vs {overlay}: RBAC differs. Only in the chart: {:?}; only in kustomize: {:?}",
+            ours.difference(&theirs).collect::<Vec<_>>(),
+            theirs.difference(&ours).collect::<Vec<_>>()
+        );
+        if token_mode {
+            assert!(ours.iter().all(|(ns, ..)| !ns.is_empty()), "{ours:?}");
+        }
+
+        // The same pod and container security settings.
+        let pod_of = |objects: &[Value]| {
+            find(objects, "Deployment", "leasehold")[0]["spec"]["template"]["spec"].clone()
+        };
+        let (pod, their_pod) = (pod_of(&chart), pod_of(&kustomize));
+        assert_eq!(
+            pod["securityContext"], their_pod["securityContext"],
+            "{values} vs {overlay}: pod securityContext"
+        );
+        assert_eq!(pod["containers"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            pod["containers"][0]["securityContext"], their_pod["containers"][0]["securityContext"],
+            "{values} vs {overlay}: container securityContext"
+        );
+        assert_eq!(pod["serviceAccountName"], their_pod["serviceAccountName"]);
+
+        // The same configuration, as the real loader reads it.
+        let config_of = |objects: &[Value]| {
+            let cm = find(objects, "ConfigMap", "leasehold-config")[0];
+            let text = cm["data"]["leasehold.yaml"]
+                .as_str()
+                .expect("key leasehold.yaml");
+            Config::parse(text, Path::new(overlay)).unwrap_or_else(|e| panic!("{e}"))
+        };
+        assert_eq!(
+            config_of(&chart),
+            config_of(&kustomize),
+            "{values} vs {overlay}: leasehold.yaml"
+        );
+
+        // And the same objects otherwise: names, specs, rules, the labels kustomize sets.
+        let index = |objects: Vec<Value>| -> BTreeMap<String, (BTreeMap<String, Value>, Value)> {
+            objects
+                .into_iter()
+                .map(|mut o| {
+                    let labels = normalize(&mut o);
+                    if o["kind"] == "ConfigMap" {
+                        o.as_object_mut().unwrap().remove("data"); // compared above
+                    }
+                    (object_key(&o), (labels, o))
+                })
+                .collect()
+        };
+        let (ours, theirs) = (index(chart), index(kustomize));
+        assert_eq!(
+            ours.keys().collect::<Vec<_>>(),
+            theirs.keys().collect::<Vec<_>>(),
+            "{values} vs {overlay}: the objects"
+        );
+        for (key, (labels, o)) in &ours {
+            let (their_labels, theirs) = &theirs[key];
+            for (k, v) in their_labels {
+                assert_eq!(labels.get(k), Some(v), "{values}: {key}: label {k}");
+            }
+            assert_eq!(
+                o,
+                theirs,
+                "{values} vs {overlay}: {key} differs:\nchart: {}\nkustomize: {}",
+                serde_json::to_string_pretty(o).unwrap(),
+                serde_json::to_string_pretty(theirs).unwrap()
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_chart_render_applies_with_a_server_dry_run() {
+    let Some(helm) = helm_binary() else { return };
+    let b = Backend::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    for (values, _) in CHART_VALUES {
+        let objects = helm_render(&helm, values).await;
+        // The `helm test` Pod: GETs /readyz through the Service, as a restricted pod.
+        let tests: Vec<&Value> = objects.iter().filter(|o| is_helm_hook(o)).collect();
+        assert_eq!(tests.len(), 1, "{values}");
+        assert_eq!(tests[0]["kind"], "Pod");
+        assert_eq!(tests[0]["metadata"]["annotations"]["helm.sh/hook"], "test");
+        let test = &tests[0]["spec"];
+        assert!(
+            strings(&test["containers"][0]["args"])
+                .last()
+                .is_some_and(|url| url.ends_with("leasehold.leasehold.svc:8080/readyz")),
+            "{test}"
+        );
+        assert_eq!(test["securityContext"]["runAsNonRoot"], true);
+        assert_eq!(
+            test["containers"][0]["securityContext"]["capabilities"]["drop"],
+            json!(["ALL"])
+        );
+
+        for ns in namespaces_of(&objects) {
+            b.ensure_namespace(&ns).await;
+        }
+        let file = dir.path().join(values.replace('/', "-"));
+        let docs: Vec<String> = objects
+            .iter()
+            .map(|o| serde_json::to_string(o).unwrap())
+            .collect();
+        std::fs::write(&file, docs.join("\n---\n")).unwrap();
+        let file = file.to_str().unwrap();
+        let (ok, out, err) = b
+            .kubectl(&["apply", "--dry-run=server", "-f", file, "-o", "json"])
+            .await;
+        assert!(
+            ok,
+            "kubectl apply --dry-run=server the chart with {values}:\n{err}"
+        );
+        let applied: Value = serde_json::from_str(&out).expect("JSON");
+        let items = applied["items"].as_array().cloned().unwrap_or_default();
+        assert_eq!(
+            items.len(),
+            objects.len(),
+            "{values}: every object answered"
+        );
+        for o in &items {
+            assert!(o["metadata"]["uid"].is_string(), "{values}: {o}");
+            let ns = o["metadata"]["namespace"].as_str().unwrap_or("");
+            let kind = o["kind"].as_str().unwrap().to_lowercase();
+            let name = o["metadata"]["name"].as_str().unwrap();
+            let mut args = vec!["get", &kind, name, "--ignore-not-found", "-o", "name"];
+            if !ns.is_empty() {
+                args.extend(["-n", ns]);
+            }
+            let (ok, got, err) = b.kubectl(&args).await;
+            assert!(ok, "{values}: kubectl get {kind} {name}: {err}");
+            assert_eq!(got, "", "{values}: {kind} {name} was stored by a dry run");
+        }
     }
 }
