@@ -17,7 +17,7 @@ VERSION="${1:-${VERSION:-v1.33.5}}"
 # The served set: "<group-version path as in /openapi/v3> <resource>[/<subresource>] ...".
 # A resource listed without subresources keeps none; add "pods/log" etc. to keep more.
 SERVED=(
-  "api/v1 namespaces pods pods/status services services/status configmaps secrets events serviceaccounts persistentvolumeclaims persistentvolumeclaims/status"
+  "api/v1 namespaces pods pods/status services services/status endpoints configmaps secrets events serviceaccounts persistentvolumeclaims persistentvolumeclaims/status"
   "apis/apps/v1 deployments deployments/status statefulsets statefulsets/status"
   "apis/coordination.k8s.io/v1 leases"
   "apis/discovery.k8s.io/v1 endpointslices"

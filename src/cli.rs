@@ -166,6 +166,18 @@ pub struct SimArgs {
     /// A JSON file of extra users and rules (see docs/simulator.md); its tokens are never logged.
     #[arg(long)]
     pub auth_file: Option<PathBuf>,
+    /// Serve HTTPS with a CA generated at start-up (in the kubeconfig written), as in-cluster
+    /// clients (client-go's `rest.InClusterConfig`, gnmic) require.
+    #[arg(long)]
+    pub tls: bool,
+    /// With `--tls`: write the admin's `token`, `ca.crt` and `namespace` here, the layout of an
+    /// in-cluster client's service-account directory.
+    #[arg(long, requires = "tls")]
+    pub service_account_dir: Option<PathBuf>,
+    /// Accept loopback addresses in v1 Endpoints (kube-apiserver refuses them), so that
+    /// processes on this machine can be a Service's members.
+    #[arg(long)]
+    pub loopback_endpoints: bool,
 }
 
 /// Runs the parsed command.
@@ -443,9 +455,21 @@ async fn run_sim(args: SimArgs) -> anyhow::Result<()> {
         bookmark_interval: Duration::from_secs(args.bookmark_interval.max(1)),
         auth,
         anonymous: !args.no_anonymous,
+        tls: args.tls,
+        loopback_endpoints: args.loopback_endpoints,
         ..Default::default()
     };
+    let admin_token = opts.admin_token.clone();
     let mut simulator = Simulator::start(args.listen, opts).await?;
+    if let Some(dir) = &args.service_account_dir {
+        simulator
+            .write_service_account(dir, &admin_token)
+            .with_context(|| format!("writing {}", dir.display()))?;
+        println!("service-account files (token, ca.crt, namespace) written to {}", dir.display());
+        for (k, v) in simulator.in_cluster_env() {
+            println!("  {k}={v}");
+        }
+    }
     if let Some(path) = &args.kubeconfig_out {
         std::fs::write(path, simulator.kubeconfig())
             .with_context(|| format!("writing {}", path.display()))?;

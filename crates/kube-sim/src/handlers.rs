@@ -940,7 +940,10 @@ fn create_in(
     let (name, view) = prepare_new(ctx, txn, v, applied.is_some())?;
     // Admission (NamespaceLifecycle) runs before the strategy's validation.
     admit_namespace(ctx, txn, &name)?;
-    let causes = strategy::validate(rt, v, None);
+    let mut causes = strategy::validate(rt, v, None);
+    if ctx.shared.options.loopback_endpoints {
+        strategy::allow_loopback_endpoints(rt, &mut causes);
+    }
     if !causes.is_empty() {
         return Err(StatusError::invalid(rt, &name, &causes));
     }
@@ -1115,7 +1118,10 @@ fn finish_update(
         super::services::keep_allocations(&old_v, &mut new);
     }
     strategy::prepare_update(rt, &old_v, &mut new, ctx.req.subresource.as_deref());
-    let causes = strategy::validate(rt, &new, Some(&old_v));
+    let mut causes = strategy::validate(rt, &new, Some(&old_v));
+    if ctx.shared.options.loopback_endpoints {
+        strategy::allow_loopback_endpoints(rt, &mut causes);
+    }
     if !causes.is_empty() {
         return Err(StatusError::invalid(rt, &name, &causes));
     }

@@ -7,7 +7,11 @@
 //!   deletion, as a kubelet's SIGTERM-then-SIGKILL does (or at once, through [`finish`]);
 //!   [`crash`] removes a pod with no grace at all, [`fail`] marks it Failed;
 //! - `type: LoadBalancer` Services get `status.loadBalancer.ingress`;
-//! - each Service with a selector gets an EndpointSlice listing its pods' IPs and readiness.
+//! - each Service with a selector gets an EndpointSlice listing its pods' IPs and readiness,
+//!   and a v1 Endpoints of its name (the endpoints controller's, which in-cluster clients such
+//!   as gnmic's Kubernetes locker still read): ready pods in `addresses`, the others in
+//!   `notReadyAddresses`, each with its `targetRef`; Endpoints whose Service is gone are
+//!   deleted.
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::Ipv4Addr;
@@ -15,7 +19,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -36,6 +40,11 @@ const LB_BASE: u32 = u32::from_be_bytes([172, 18, 255, 1]);
 const TICK: Duration = Duration::from_millis(250);
 /// Label the EndpointSlice controller sets.
 const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
+/// Label and value the endpoints controller marks its Endpoints with (kube 1.33).
+const ENDPOINTS_MANAGED_BY: (&str, &str) =
+    ("endpoints.kubernetes.io/managed-by", "endpoint-controller");
+/// Label the endpoints controller sets on a headless Service's Endpoints.
+const HEADLESS: &str = "service.kubernetes.io/headless";
 
 /// Settings of the fake kubelet.
 #[derive(Debug, Clone)]
@@ -204,7 +213,83 @@ impl State {
             }
         }
         self.load_balancers(svcs).await;
-        self.endpoint_slices(pods, svcs).await
+        let endpoints = self.endpoints(pods, svcs).await;
+        self.endpoint_slices(pods, svcs).await?;
+        endpoints
+    }
+
+    /// The endpoints controller (`pkg/controller/endpoint`): one Endpoints per Service with a
+    /// selector, named like it, listing its pods.
+    async fn endpoints(
+        &self,
+        pods: &[std::sync::Arc<Pod>],
+        svcs: &[std::sync::Arc<Service>],
+    ) -> anyhow::Result<()> {
+        let all: Api<Endpoints> = match &self.opts.namespace {
+            Some(ns) => Api::namespaced(self.client.clone(), ns),
+            None => Api::all(self.client.clone()),
+        };
+        let existing: BTreeMap<(String, String), Endpoints> = all
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .map(|e| ((e.namespace().unwrap_or_default(), e.name_any()), e))
+            .collect();
+        let mut wanted = HashSet::new();
+        for svc in svcs {
+            let Some(desired) = desired_endpoints(svc, pods) else {
+                continue;
+            };
+            let ns = svc.namespace().unwrap_or_default();
+            let name = svc.name_any();
+            let api: Api<Endpoints> = Api::namespaced(self.client.clone(), &ns);
+            wanted.insert((ns.clone(), name.clone()));
+            match existing.get(&(ns.clone(), name.clone())) {
+                Some(current) => {
+                    let now = json!({
+                        "labels": serde_json::to_value(&current.metadata.labels)?,
+                        "subsets": serde_json::to_value(&current.subsets)?,
+                    });
+                    let want = json!({
+                        "labels": desired["metadata"]["labels"],
+                        "subsets": desired.get("subsets").cloned().unwrap_or(Value::Null),
+                    });
+                    if now != want {
+                        // A PUT, as the controller does: the subsets and labels are replaced.
+                        let mut put = desired.clone();
+                        put["metadata"]["resourceVersion"] =
+                            json!(current.resource_version().unwrap_or_default());
+                        put["metadata"]["annotations"] =
+                            serde_json::to_value(&current.metadata.annotations)?;
+                        let obj: Endpoints = serde_json::from_value(put)?;
+                        api.replace(&name, &post_params(), &obj).await?;
+                    }
+                }
+                None => {
+                    let obj: Endpoints = serde_json::from_value(desired)?;
+                    api.create(&post_params(), &obj).await?;
+                }
+            }
+        }
+        // A Service deleted (or no longer selecting): its controller-made Endpoints go.
+        for ((ns, name), ep) in &existing {
+            let ours = ep.labels().get(ENDPOINTS_MANAGED_BY.0).map(String::as_str)
+                == Some(ENDPOINTS_MANAGED_BY.1);
+            if !ours || wanted.contains(&(ns.clone(), name.clone())) {
+                continue;
+            }
+            let api: Api<Endpoints> = Api::namespaced(self.client.clone(), ns);
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: ep.uid(),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            let _ = api.delete(name, &dp).await;
+        }
+        Ok(())
     }
 
     async fn load_balancers(&self, svcs: &[std::sync::Arc<Service>]) {
@@ -395,6 +480,142 @@ impl State {
         }
         Ok(())
     }
+}
+
+fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(MANAGER.into()),
+        ..Default::default()
+    }
+}
+
+/// What the endpoints controller's `syncService` would write for `svc` (JSON), or `None` for
+/// a Service without a selector (its Endpoints are its users' to write).
+///
+/// Pods in the Service's namespace that match the selector and have an IP and are not
+/// finished; a terminating pod only with `publishNotReadyAddresses`. Ready pods (or all, with
+/// `publishNotReadyAddresses`) go to `addresses`, the others to `notReadyAddresses`, sorted by
+/// IP; one subset for the Service's ports (a named `targetPort` resolved against the pod's
+/// container ports, a pod lacking it left out). No subsets without a matching pod.
+fn desired_endpoints(svc: &Service, pods: &[std::sync::Arc<Pod>]) -> Option<Value> {
+    let spec = svc.spec.as_ref()?;
+    let selector = spec.selector.clone().filter(|s| !s.is_empty())?;
+    let ns = svc.namespace().unwrap_or_default();
+    let name = svc.name_any();
+    let publish_not_ready = spec.publish_not_ready_addresses.unwrap_or(false);
+    let svc_ports = spec.ports.clone().unwrap_or_default();
+    let mut ready: Vec<(String, Value)> = Vec::new();
+    let mut not_ready: Vec<(String, Value)> = Vec::new();
+    let mut ports: Option<Vec<Value>> = None;
+    for pod in pods.iter().map(|p| p.as_ref()) {
+        if pod.namespace().as_deref() != Some(&ns)
+            || !selector.iter().all(|(k, v)| pod.labels().get(k) == Some(v))
+        {
+            continue;
+        }
+        let status = pod.status.as_ref();
+        let Some(ip) = status
+            .and_then(|s| s.pod_ip.clone())
+            .filter(|i| !i.is_empty())
+        else {
+            continue;
+        };
+        let phase = status.and_then(|s| s.phase.as_deref());
+        if matches!(phase, Some("Failed" | "Succeeded")) {
+            continue;
+        }
+        let terminating = pod.metadata.deletion_timestamp.is_some();
+        if terminating && !publish_not_ready {
+            continue;
+        }
+        // The Service's ports as this pod serves them.
+        let mut pod_ports = Vec::new();
+        for sp in &svc_ports {
+            use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+            let protocol = sp.protocol.clone().unwrap_or_else(|| "TCP".into());
+            let port = match &sp.target_port {
+                None => Some(sp.port),
+                Some(IntOrString::Int(i)) => Some(*i),
+                Some(IntOrString::String(port_name)) => pod
+                    .spec
+                    .as_ref()
+                    .into_iter()
+                    .flat_map(|s| s.containers.iter())
+                    .flat_map(|c| c.ports.iter().flatten())
+                    .find(|cp| {
+                        cp.name.as_deref() == Some(port_name)
+                            && cp.protocol.as_deref().unwrap_or("TCP") == protocol
+                    })
+                    .map(|cp| cp.container_port),
+            };
+            let Some(port) = port else { continue };
+            let mut ep = json!({ "port": port, "protocol": protocol });
+            if let Some(n) = sp.name.as_ref().filter(|n| !n.is_empty()) {
+                ep["name"] = json!(n);
+            }
+            if let Some(a) = &sp.app_protocol {
+                ep["appProtocol"] = json!(a);
+            }
+            pod_ports.push(ep);
+        }
+        if pod_ports.is_empty() && !svc_ports.is_empty() {
+            continue;
+        }
+        ports.get_or_insert(pod_ports);
+        let mut addr = json!({
+            "ip": ip,
+            "targetRef": { "kind": "Pod", "namespace": ns, "name": pod.name_any(), "uid": pod.uid().unwrap_or_default() }
+        });
+        let pod_spec = pod.spec.as_ref();
+        if let Some(node) = pod_spec
+            .and_then(|s| s.node_name.as_ref())
+            .filter(|n| !n.is_empty())
+        {
+            addr["nodeName"] = json!(node);
+        }
+        // A pod's hostname is published when its subdomain is this Service.
+        if let (Some(h), Some(sub)) = (
+            pod_spec.and_then(|s| s.hostname.as_ref()),
+            pod_spec.and_then(|s| s.subdomain.as_ref()),
+        ) && *sub == name
+            && !h.is_empty()
+        {
+            addr["hostname"] = json!(h);
+        }
+        if publish_not_ready || (is_ready(pod) && !terminating) {
+            ready.push((ip, addr));
+        } else {
+            not_ready.push((ip, addr));
+        }
+    }
+    // LessEndpointAddress: by IP (as bytes of its string), then by the pod's uid.
+    let key = |(ip, a): &(String, Value)| (ip.clone(), a["targetRef"]["uid"].to_string());
+    ready.sort_by_key(key);
+    not_ready.sort_by_key(key);
+    let mut labels = svc.labels().clone();
+    labels.insert(ENDPOINTS_MANAGED_BY.0.into(), ENDPOINTS_MANAGED_BY.1.into());
+    if spec.cluster_ip.as_deref() == Some("None") {
+        labels.insert(HEADLESS.into(), String::new());
+    }
+    let mut out = json!({
+        "apiVersion": "v1", "kind": "Endpoints",
+        "metadata": { "name": name, "namespace": ns, "labels": labels },
+    });
+    if !ready.is_empty() || !not_ready.is_empty() {
+        let mut subset = json!({});
+        if !ready.is_empty() {
+            subset["addresses"] = Value::Array(ready.into_iter().map(|(_, a)| a).collect());
+        }
+        if !not_ready.is_empty() {
+            subset["notReadyAddresses"] =
+                Value::Array(not_ready.into_iter().map(|(_, a)| a).collect());
+        }
+        if let Some(p) = ports.filter(|p| !p.is_empty()) {
+            subset["ports"] = Value::Array(p);
+        }
+        out["subsets"] = json!([subset]);
+    }
+    Some(out)
 }
 
 fn is_ready(p: &Pod) -> bool {

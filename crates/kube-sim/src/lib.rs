@@ -36,6 +36,7 @@ mod strategy;
 mod table;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+mod tls;
 mod watch;
 
 pub use store::DEFAULT_HISTORY;
@@ -70,6 +71,16 @@ pub struct SimOptions {
     /// The WatchList feature gate: `sendInitialEvents` watches (kube-rs `streaming_lists`).
     /// Off by default, as in kube-apiserver 1.33 (it was on in 1.32); off, such a watch is a 422.
     pub watch_list: bool,
+    /// Serve HTTPS with a CA generated at start-up ([`Simulator::ca_pem`]; the kubeconfig
+    /// carries it as `certificate-authority-data`), as every real API server does. client-go
+    /// sends bearer tokens only over HTTPS, and its in-cluster configuration always uses it
+    /// ([`Simulator::write_service_account`]). Off: plain HTTP.
+    pub tls: bool,
+    /// Accept loopback addresses (127.0.0.0/8, ::1) in v1 Endpoints, which kube-apiserver
+    /// refuses (422, "may not be in the loopback range"): so that processes on one machine
+    /// (tests, the demo) can be a Service's members — gnmic's Kubernetes locker finds its
+    /// members' API addresses in Endpoints. Off by default (faithful).
+    pub loopback_endpoints: bool,
 }
 
 impl Default for SimOptions {
@@ -81,6 +92,8 @@ impl Default for SimOptions {
             admin_token: auth::DEFAULT_ADMIN_TOKEN.into(),
             anonymous: true,
             watch_list: false,
+            tls: false,
+            loopback_endpoints: false,
         }
     }
 }
@@ -95,6 +108,8 @@ pub(crate) struct RuntimeOptions {
     pub(crate) anonymous: bool,
     /// See [`SimOptions::watch_list`].
     pub(crate) watch_list: bool,
+    /// See [`SimOptions::loopback_endpoints`].
+    pub(crate) loopback_endpoints: bool,
 }
 
 /// State shared by every request.
@@ -118,8 +133,13 @@ pub struct Simulator {
     addr: SocketAddr,
     shared: Arc<Shared>,
     admin_token: String,
+    /// The CA's certificate (PEM) when serving HTTPS.
+    ca_pem: Option<String>,
     tasks: JoinSet<anyhow::Result<()>>,
 }
+
+/// The namespace a service-account directory names (the pod's own namespace in a cluster).
+pub const SERVICE_ACCOUNT_NAMESPACE: &str = "default";
 
 impl Simulator {
     /// Binds `listen` (port 0 for an ephemeral port), seeds the built-in namespaces and
@@ -141,23 +161,37 @@ impl Simulator {
                 server_address: addr.to_string(),
                 anonymous: opts.anonymous,
                 watch_list: opts.watch_list,
+                loopback_endpoints: opts.loopback_endpoints,
             },
         });
         seed(&shared)?;
         let mut tasks = JoinSet::new();
         let app = server::router(shared.clone());
-        tasks.spawn(async move {
-            axum::serve(listener, app)
-                .await
-                .context("simulator HTTP server")
-        });
+        let ca_pem = if opts.tls {
+            let tls = tls::generate(addr).context("generating the simulator's certificates")?;
+            let listener = tls::TlsListener::new(listener, tls.config);
+            tasks.spawn(async move {
+                axum::serve(listener, app)
+                    .await
+                    .context("simulator HTTPS server")
+            });
+            Some(tls.ca_pem)
+        } else {
+            tasks.spawn(async move {
+                axum::serve(listener, app)
+                    .await
+                    .context("simulator HTTP server")
+            });
+            None
+        };
         let ctl = shared.clone();
         tasks.spawn(async move { controllers::namespaces(ctl).await });
-        tracing::info!(%addr, "kubernetes simulator listening");
+        tracing::info!(%addr, tls = opts.tls, "kubernetes simulator listening");
         Ok(Self {
             addr,
             shared,
             admin_token: opts.admin_token,
+            ca_pem,
             tasks,
         })
     }
@@ -167,9 +201,53 @@ impl Simulator {
         self.addr
     }
 
-    /// `http://host:port`.
+    /// `http://host:port`, or `https://host:port` with [`SimOptions::tls`].
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.ca_pem.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The generated CA's certificate (PEM) when serving HTTPS ([`SimOptions::tls`]).
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
+    /// Writes the layout kubelet mounts at `/var/run/secrets/kubernetes.io/serviceaccount/`
+    /// into `dir` (created if missing): `token` (a bearer token of the auth table, e.g. the
+    /// admin's), `ca.crt` (the simulator's CA; the simulator must serve HTTPS) and `namespace`
+    /// ([`SERVICE_ACCOUNT_NAMESPACE`]). With it and [`Simulator::in_cluster_env`], client-go's
+    /// `rest.InClusterConfig()` reaches the simulator — once the directory is at that fixed
+    /// path in the client's mount namespace (client-go reads no other path; see
+    /// docs/simulator.md).
+    pub fn write_service_account(&self, dir: &std::path::Path, token: &str) -> anyhow::Result<()> {
+        let ca = self
+            .ca_pem
+            .as_deref()
+            .context("the in-cluster layout needs HTTPS: start the simulator with `tls: true`")?;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        for (name, text) in [
+            ("token", token),
+            ("ca.crt", ca),
+            ("namespace", SERVICE_ACCOUNT_NAMESPACE),
+        ] {
+            let path = dir.join(name);
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(())
+    }
+
+    /// `KUBERNETES_SERVICE_HOST` and `KUBERNETES_SERVICE_PORT` as kubelet sets them in a pod,
+    /// pointing at this simulator (client-go's in-cluster configuration dials
+    /// `https://HOST:PORT`).
+    pub fn in_cluster_env(&self) -> [(&'static str, String); 2] {
+        [
+            ("KUBERNETES_SERVICE_HOST", self.addr.ip().to_string()),
+            ("KUBERNETES_SERVICE_PORT", self.addr.port().to_string()),
+        ]
     }
 
     /// The newest resourceVersion the store has handed out, for in-process observers (tests).
@@ -184,10 +262,16 @@ impl Simulator {
 
     /// A kubeconfig for any token of the auth table.
     pub fn kubeconfig_for(&self, token: &str) -> String {
+        use base64::Engine as _;
+        let mut cluster = json!({ "server": self.url() });
+        if let Some(ca) = &self.ca_pem {
+            cluster["certificate-authority-data"] =
+                json!(base64::engine::general_purpose::STANDARD.encode(ca));
+        }
         let cfg = json!({
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{ "name": "leasehold-sim", "cluster": { "server": self.url() } }],
+            "clusters": [{ "name": "leasehold-sim", "cluster": cluster }],
             "users": [{ "name": "leasehold-sim-user", "user": { "token": token } }],
             "contexts": [{ "name": "leasehold-sim", "context": { "cluster": "leasehold-sim", "user": "leasehold-sim-user", "namespace": "default" } }],
             "current-context": "leasehold-sim",

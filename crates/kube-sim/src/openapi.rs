@@ -980,8 +980,8 @@ mod tests {
             }
         }
         assert_eq!(
-            patches, 29,
-            "11 in api/v1, 4 in apps/v1 (with /status), 2 in policy/v1, 4 in rbac, 4 in flowcontrol (with /status), one each for \
+            patches, 30,
+            "12 in api/v1, 4 in apps/v1 (with /status), 2 in policy/v1, 4 in rbac, 4 in flowcontrol (with /status), one each for \
              Lease, EndpointSlice, Event, NetworkPolicy"
         );
         for k in [
@@ -1006,6 +1006,7 @@ mod tests {
         for (group, k) in [
             ("", "Pod"),
             ("", "Service"),
+            ("", "Endpoints"),
             ("", "Namespace"),
             ("", "ConfigMap"),
             ("", "Secret"),

@@ -126,6 +126,11 @@ pub static TYPES: &[ResourceType] = &[
     rt!("", "v1", "services", "service", "Service", namespaced: true,
         verbs: &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"], short: &["svc"], cat: &["all"],
         status: true, generation: false, unconditional: true, create_on_update: false, return_deleted: true, names: NameRule::Label1035),
+    // Written by clients: the endpoints controller (here the fake kubelet's loop, `kubelet.rs`)
+    // or a Service's users. Unconditional updates and create-on-update, as
+    // `pkg/registry/core/endpoint/strategy.go`.
+    rt!("", "v1", "endpoints", "endpoints", "Endpoints", namespaced: true, verbs: CRUD, short: &["ep"], cat: &[],
+        status: false, generation: false, unconditional: true, create_on_update: true, return_deleted: false, names: NameRule::Subdomain),
     rt!("", "v1", "configmaps", "configmap", "ConfigMap", namespaced: true, verbs: CRUD, short: &["cm"], cat: &[],
         status: false, generation: false, unconditional: true, create_on_update: false, return_deleted: false, names: NameRule::Subdomain),
     rt!("", "v1", "secrets", "secret", "Secret", namespaced: true, verbs: CRUD, short: &[], cat: &[],

@@ -159,7 +159,7 @@ async fn route(
         who,
     };
     let sub = ctx.req.subresource.as_deref();
-    match (method.as_str(), ctx.req.name.is_some(), sub) {
+    let res = match (method.as_str(), ctx.req.name.is_some(), sub) {
         ("GET", true, _) => handlers::get(&ctx),
         ("GET", false, None) => handlers::list(&ctx).await,
         ("POST", _, None) => handlers::create(&ctx, &body),
@@ -169,8 +169,22 @@ async fn route(
         ("DELETE", true, None) => handlers::delete(&ctx, &body),
         ("DELETE", false, None) => handlers::delete_collection(&ctx, &body),
         _ => Err(StatusError::method_not_allowed()),
+    };
+    // KEP-4974: every answer about v1 Endpoints carries the deprecation warning (kubectl prints
+    // it) since 1.33.
+    if (ctx.req.rt.group, ctx.req.rt.resource) == ("", "endpoints") {
+        return res.map(|mut r| {
+            r.headers_mut()
+                .append("Warning", HeaderValue::from_static(ENDPOINTS_DEPRECATED));
+            r
+        });
     }
+    res
 }
+
+/// The `Warning` header of every v1 Endpoints request.
+const ENDPOINTS_DEPRECATED: &str =
+    "299 - \"v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice\"";
 
 fn non_resource(
     shared: &Shared,

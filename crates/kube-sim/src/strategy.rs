@@ -107,6 +107,7 @@ pub fn typecheck(rt: &ResourceType, v: &Value) -> Result<(), String> {
         ("", "Namespace") => check::<api::core::v1::Namespace>(v),
         ("", "Pod") => check::<api::core::v1::Pod>(v),
         ("", "Service") => check::<api::core::v1::Service>(v),
+        ("", "Endpoints") => check::<api::core::v1::Endpoints>(v),
         ("", "ConfigMap") => check::<api::core::v1::ConfigMap>(v),
         ("", "Secret") => check::<api::core::v1::Secret>(v),
         ("", "Event") => check::<api::core::v1::Event>(v),
@@ -238,6 +239,25 @@ fn default_on_decode(rt: &ResourceType, v: &mut Value) {
                         k,
                         json!(base64::engine::general_purpose::STANDARD.encode(text)),
                     );
+                }
+            }
+        }
+        ("", "Endpoints") => {
+            // SetDefaults_EndpointPort: the protocol is TCP unless given.
+            for subset in v
+                .get_mut("subsets")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                for port in subset
+                    .get_mut("ports")
+                    .and_then(Value::as_array_mut)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_object_mut)
+                {
+                    port.entry("protocol").or_insert(json!("TCP"));
                 }
             }
         }
@@ -646,6 +666,7 @@ pub fn validate(rt: &ResourceType, v: &Value, old: Option<&Value>) -> Vec<Cause>
         ("coordination.k8s.io", "Lease") => validate_lease(v, &mut errs),
         ("", "Pod") => validate_pod(v, old, &mut errs),
         ("", "Service") => validate_service(v, &mut errs),
+        ("", "Endpoints") => validate_endpoints(v, &mut errs),
         ("", "ConfigMap") | ("", "Secret") => validate_data_keys(v, &mut errs),
         (group, kind) => super::kinds::validate(group, kind, v, &mut errs),
     }
@@ -771,6 +792,116 @@ fn validate_service(v: &Value, errs: &mut Vec<Cause>) {
         {
             errs.push(Cause::required(&format!("spec.ports[{i}].name"), ""));
         }
+    }
+}
+
+/// The detail `ValidateNonSpecialIP` gives a loopback address.
+const LOOPBACK_DETAIL: &str = "may not be in the loopback range (127.0.0.0/8, ::1/128)";
+
+/// `ValidateEndpoints` (`pkg/apis/core/validation`): every address a valid IP that is not
+/// special (`ValidateNonSpecialIP`), hostnames DNS-1123 labels, ports in range with a known
+/// protocol, and a name on each port when a subset has several.
+fn validate_endpoints(v: &Value, errs: &mut Vec<Cause>) {
+    let subsets = v.get("subsets").and_then(Value::as_array);
+    for (i, ss) in subsets.into_iter().flatten().enumerate() {
+        let at = format!("subsets[{i}]");
+        let addrs = ss.get("addresses").and_then(Value::as_array);
+        let not_ready = ss.get("notReadyAddresses").and_then(Value::as_array);
+        if addrs.is_none_or(Vec::is_empty) && not_ready.is_none_or(Vec::is_empty) {
+            errs.push(Cause::required(
+                &at,
+                "must specify `addresses` or `notReadyAddresses`",
+            ));
+        }
+        for (list, items) in [("addresses", addrs), ("notReadyAddresses", not_ready)] {
+            for (j, a) in items.into_iter().flatten().enumerate() {
+                let field = format!("{at}.{list}[{j}]");
+                if let Some(h) = a
+                    .get("hostname")
+                    .and_then(Value::as_str)
+                    .filter(|h| !h.is_empty())
+                {
+                    for p in names::dns1123_label(h) {
+                        errs.push(Cause::invalid(&format!("{field}.hostname"), &json!(h), &p));
+                    }
+                }
+                let ip = a.get("ip").and_then(Value::as_str).unwrap_or_default();
+                for detail in special_ip(ip) {
+                    errs.push(Cause::invalid(&format!("{field}.ip"), &json!(ip), &detail));
+                }
+            }
+        }
+        let ports = ss.get("ports").and_then(Value::as_array);
+        let several = ports.is_some_and(|p| p.len() > 1);
+        for (j, p) in ports.into_iter().flatten().enumerate() {
+            let field = format!("{at}.ports[{j}]");
+            let name = p.get("name").and_then(Value::as_str).unwrap_or_default();
+            if several && name.is_empty() {
+                errs.push(Cause::required(&format!("{field}.name"), ""));
+            } else if !name.is_empty() {
+                for msg in names::dns1123_label(name) {
+                    errs.push(Cause::invalid(&format!("{field}.name"), &json!(name), &msg));
+                }
+            }
+            let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+            if !(1..=65535).contains(&port) {
+                errs.push(Cause::invalid(
+                    &format!("{field}.port"),
+                    &json!(port),
+                    "must be between 1 and 65535, inclusive",
+                ));
+            }
+            let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+            let valid = ["SCTP", "TCP", "UDP"];
+            if !valid.contains(&proto) {
+                errs.push(Cause::not_supported(
+                    &format!("{field}.protocol"),
+                    &json!(proto),
+                    &valid,
+                ));
+            }
+        }
+    }
+}
+
+/// `ValidateNonSpecialIP`'s details for `ip` (none when it is an ordinary unicast address).
+fn special_ip(ip: &str) -> Vec<String> {
+    let Ok(parsed) = ip.parse::<std::net::IpAddr>() else {
+        return vec!["must be a valid IP address".into()];
+    };
+    // Go's net.IP methods see an IPv4-mapped IPv6 address as the IPv4 one.
+    let parsed = match parsed {
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(parsed, std::net::IpAddr::V4),
+        v4 => v4,
+    };
+    let mut out = Vec::new();
+    if parsed.is_unspecified() {
+        out.push(format!("may not be unspecified ({ip})"));
+    }
+    if parsed.is_loopback() {
+        out.push(LOOPBACK_DETAIL.to_owned());
+    }
+    let (link_local, link_local_multicast) = match parsed {
+        std::net::IpAddr::V4(v4) => (v4.is_link_local(), v4.octets()[..3] == [224, 0, 0]),
+        std::net::IpAddr::V6(v6) => (
+            v6.segments()[0] & 0xffc0 == 0xfe80,
+            v6.segments()[0] & 0xff0f == 0xff02,
+        ),
+    };
+    if link_local {
+        out.push("may not be in the link-local range (169.254.0.0/16, fe80::/10)".into());
+    }
+    if link_local_multicast {
+        out.push("may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)".into());
+    }
+    out
+}
+
+/// [`crate::SimOptions::loopback_endpoints`]: drops the loopback refusals from an Endpoints
+/// validation.
+pub fn allow_loopback_endpoints(rt: &ResourceType, causes: &mut Vec<Cause>) {
+    if (rt.group, rt.kind) == ("", "Endpoints") {
+        causes.retain(|c| !c.message.ends_with(LOOPBACK_DETAIL));
     }
 }
 

@@ -101,6 +101,7 @@ pub fn columns(rt: &ResourceType) -> Vec<Value> {
                 1,
             ),
         ],
+        ("", "Endpoints") => vec![name, col("Endpoints", "string", "", ENDPOINTS_DESC, 0), age],
         ("", "Service") => vec![
             name,
             col(
@@ -300,6 +301,62 @@ fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
     v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
 }
 
+/// `v1.Endpoints{}.SwaggerDoc()["subsets"]`, which the printer uses for its column.
+const ENDPOINTS_DESC: &str = "The set of all endpoints is the union of all subsets. Addresses are placed into subsets according to the IPs they share. A single address with multiple ports, some of which are ready and some of which are not (because they come from different containers) will result in the address being displayed in different subsets for the different ports. No address will appear in both Addresses and NotReadyAddresses in the same subset. Sets of addresses and ports that comprise a service.";
+
+/// The printers' `formatEndpoints`: the first three ready `ip:port` pairs (bare IPs for a
+/// subset without ports), then `+ N more...`; `<none>` without subsets.
+fn format_endpoints(v: &Value) -> String {
+    let subsets = v["subsets"].as_array().cloned().unwrap_or_default();
+    if subsets.is_empty() {
+        return "<none>".into();
+    }
+    const MAX: usize = 3;
+    let (mut list, mut count, mut more) = (Vec::new(), 0usize, false);
+    for ss in &subsets {
+        let addrs: Vec<&str> = ss["addresses"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|x| x["ip"].as_str().unwrap_or_default())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let ports = ss["ports"].as_array().cloned().unwrap_or_default();
+        let pairs: Vec<String> = if ports.is_empty() {
+            addrs.iter().map(|a| (*a).to_owned()).collect()
+        } else {
+            ports
+                .iter()
+                .flat_map(|p| {
+                    let port = p["port"].as_i64().unwrap_or(0);
+                    addrs.iter().map(move |a| {
+                        if a.contains(':') {
+                            format!("[{a}]:{port}")
+                        } else {
+                            format!("{a}:{port}")
+                        }
+                    })
+                })
+                .collect()
+        };
+        count += pairs.len();
+        for pair in pairs {
+            if list.len() == MAX {
+                more = true;
+                break;
+            }
+            list.push(pair);
+        }
+    }
+    let ret = list.join(",");
+    if more {
+        format!("{ret} + {} more...", count - MAX)
+    } else {
+        ret
+    }
+}
+
 fn or_none(x: String) -> String {
     if x.is_empty() { "<none>".into() } else { x }
 }
@@ -313,6 +370,7 @@ pub fn cells(rt: &ResourceType, v: &Value, now: Timestamp) -> Vec<Value> {
             vec![name, json!(s(v, "/spec/holderIdentity")), json!(created)]
         }
         ("", "Pod") => pod_cells(v, name, created),
+        ("", "Endpoints") => vec![name, json!(format_endpoints(v)), json!(created)],
         ("", "Service") => {
             let ty = s(v, "/spec/type");
             let ingress: Vec<&str> = v

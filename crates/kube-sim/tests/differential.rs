@@ -770,6 +770,55 @@ async fn d_pods_services_and_tables() {
     .await;
 }
 
+/// v1 Endpoints as gnmic's Kubernetes locker and kubectl use them (issue 33): create with the
+/// port protocol defaulted, validation (loopback and link-local IPs, ports, empty subsets),
+/// create-on-update, the printers' column, a watch of one Endpoints by name with a timeout, and
+/// kubectl's deprecation warning.
+#[tokio::test]
+async fn d_endpoints() {
+    const EPS: &str = "/api/v1/namespaces/{ns}/endpoints";
+    let ep = |name: &str, ip: &str| {
+        json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": name},
+               "subsets": [{"addresses": [{"ip": ip}], "ports": [{"name": "api", "port": 7890}]}]})
+    };
+    check(&[
+        post("endpoints", EPS, ep("web", "10.1.2.3")).save("rv0", "/metadata/resourceVersion"),
+        post("a loopback address: 422", EPS, ep("lo", "127.0.0.1")),
+        post(
+            "no addresses, a link-local address, bad ports: 422",
+            EPS,
+            json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "bad"},
+                   "subsets": [{"ports": [{"port": 80}]},
+                               {"addresses": [{"ip": "169.254.1.1"}],
+                                "ports": [{"name": "a", "port": 0}, {"port": 81, "protocol": "HTTP"}]}]}),
+        ),
+        put("PUT of a missing one creates it", &format!("{EPS}/by-put"), ep("by-put", "10.1.2.4")),
+        post(
+            "addresses out of order, two subsets with the same ports: stored as written or repacked",
+            EPS,
+            json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "order"},
+                   "subsets": [{"addresses": [{"ip": "10.1.2.9"}, {"ip": "10.1.2.1"}], "ports": [{"port": 80}]},
+                               {"addresses": [{"ip": "10.1.2.5"}], "ports": [{"port": 80}]}]}),
+        ),
+        put(
+            "an update adding an address",
+            &format!("{EPS}/web"),
+            json!({"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "web"},
+                   "subsets": [{"addresses": [{"ip": "10.1.2.3"}, {"ip": "10.1.2.5"}],
+                                "ports": [{"name": "api", "port": 7890, "protocol": "TCP"}]}]}),
+        ),
+        get("as a Table", EPS).header("accept", TABLE),
+        watch(
+            "one Endpoints by name from rv0, with a timeout (gnmic's watch)",
+            &format!("{EPS}?watch=true&fieldSelector=metadata.name%3Dweb&resourceVersion={{rv0}}&timeoutSeconds=2"),
+            2,
+            2500,
+        ),
+        kubectl("kubectl get endpoints", &["get", "endpoints", "web", "-o", "name"]),
+    ])
+    .await;
+}
+
 #[tokio::test]
 async fn d_token_and_access_reviews() {
     let sar = |user: &str, groups: Value, verb: &str| {
@@ -829,6 +878,7 @@ fn keep_served(v: &mut Value) {
         "pods/status",
         "services",
         "services/status",
+        "endpoints",
         "configmaps",
         "secrets",
         "events",
