@@ -11,6 +11,10 @@
 # LEASEHOLD_SKIP_DOCS_CHECK=1 leaves it out). The browser tests (tests/it/browser.rs) need chromium and chromedriver, and npm
 # for axe-core (scripts/fetch-axe.sh): installed here with apt-get when missing
 # (LEASEHOLD_SKIP_BROWSER=1 skips them instead).
+# Then scripts/monitoring-check.sh: the alert rules (promtool) and, against a real Prometheus
+# (Debian's package, installed when missing) scraping a demo, the alerts firing and resolving
+# and every Grafana query answering (each check counted; LEASEHOLD_SKIP_MONITORING=1 leaves it
+# out).
 # Helm is built from the Go module proxy when Go is there (scripts/helm.sh, cached), for the
 # chart's tests, and its lint and render counts as one more test (LEASEHOLD_SKIP_HELM=1 leaves
 # both out).
@@ -49,6 +53,13 @@ if [ "${LEASEHOLD_SKIP_HELM:-}" != 1 ] && command -v go >/dev/null 2>&1; then
   echo "== helm for the chart tests (scripts/helm.sh build)"
   ./scripts/helm.sh build || echo "could not build helm: the chart tests will fail" >&2
 fi
+# gnmic, for the simulator's test with a real gnmic (crates/kube-sim/tests/gnmic.rs): built
+# from ../shared/gnmic's archive and cached (scripts/gnmic.sh); without it that test says it
+# skipped (and fails under CI).
+if [ "${LEASEHOLD_SKIP_GNMIC:-}" != 1 ] && command -v go >/dev/null 2>&1; then
+  echo "== gnmic for the simulator's gnmic test (scripts/gnmic.sh build)"
+  ./scripts/gnmic.sh build || echo "could not build gnmic: the gnmic test will skip or fail" >&2
+fi
 run=(./scripts/cargo-test.sh "$@")
 if [ -z "${LEASEHOLD_TEST_POSTGRES_URL:-}" ]; then
   if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
@@ -67,6 +78,20 @@ if [ $# -eq 0 ] && [ "${LEASEHOLD_SKIP_HELM:-}" != 1 ] && command -v go >/dev/nu
     extra_failed=$((extra_failed + 1))
     status=1
   fi
+fi
+if [ $# -eq 0 ] && [ "${LEASEHOLD_SKIP_MONITORING:-}" != 1 ]; then
+  echo "== monitoring: the alert rules and the Grafana dashboard against a real Prometheus scraping a demo (scripts/monitoring-check.sh)"
+  mon_log=$(mktemp)
+  LEASEHOLD_BIN=target/debug/leasehold ./scripts/monitoring-check.sh 2>&1 | tee "$mon_log" || status=1
+  counts=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$mon_log" | tail -1)
+  if [ -n "$counts" ]; then
+    extra_passed=$((extra_passed + ${counts% *}))
+    extra_failed=$((extra_failed + ${counts#* }))
+  else
+    extra_failed=$((extra_failed + 1))
+    status=1
+  fi
+  rm -f "$mon_log"
 fi
 if [ $# -eq 0 ] && [ "${LEASEHOLD_SKIP_SCHEMATHESIS:-}" != 1 ]; then
   echo "== schemathesis: the API against its OpenAPI document on a running demo (scripts/schemathesis.sh)"
