@@ -17,7 +17,9 @@
 //! "owned" is then its `leasehold_targets{state="owned"}` metric), `--overload` (after the
 //! window, another client's load until Lease PUTs are slow, held, then taken away: real tier
 //! only, [`overload`]; `--overload-p99 S`, `--overload-hold S`, `--overload-recovery S`,
-//! `--overload-webhook WORKERS:MS`, `--overload-writers N`). Under `cargo test --all-targets`
+//! `--overload-webhook WORKERS:MS`, `--overload-writers N`), `--stop` (after the window, a
+//! planned stop of member 0: [`stop`]; `--drain-timeout S`, the agents' drain, default 10),
+//! `--max-parallel N` (the agents' limit of target Lease writes in flight). Under `cargo test --all-targets`
 //! it does a small smoke run on the simulator, with member Leases apart.
 //!
 //! Each run gets a fresh backend namespace (real tier) or simulator, member pods made Ready by
@@ -38,6 +40,8 @@
 mod common;
 #[path = "protocol_load/overload.rs"]
 mod overload;
+#[path = "protocol_load/stop.rs"]
+mod stop;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -83,6 +87,12 @@ struct Args {
     serve: bool,
     /// After the window, another client's load until Lease PUTs are slow.
     overload: Option<overload::Settings>,
+    /// After the window, a planned stop of member 0.
+    stop: bool,
+    /// The agents' drain on shutdown.
+    drain: Duration,
+    /// The agents' `--max-parallel` (the product's default when not given).
+    max_parallel: Option<usize>,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -99,6 +109,9 @@ fn args() -> anyhow::Result<Args> {
             shared_watches: 0,
             serve: false,
             overload: None,
+            stop: false,
+            drain: leasehold::agent::DEFAULT_DRAIN_TIMEOUT,
+            max_parallel: None,
         }
     } else {
         Args {
@@ -112,6 +125,9 @@ fn args() -> anyhow::Result<Args> {
             shared_watches: 0,
             serve: false,
             overload: None,
+            stop: true,
+            drain: leasehold::agent::DEFAULT_DRAIN_TIMEOUT,
+            max_parallel: None,
         }
     };
     let argv: Vec<String> = std::env::args().collect();
@@ -157,6 +173,13 @@ fn args() -> anyhow::Result<Args> {
                 i += 1;
                 continue;
             }
+            "--stop" => {
+                a.stop = true;
+                i += 1;
+                continue;
+            }
+            "--drain-timeout" => a.drain = Duration::from_secs(value()?.parse()?),
+            "--max-parallel" => a.max_parallel = Some(value()?.parse()?),
             "--overload" => {
                 a.overload.get_or_insert_with(Default::default);
                 i += 1;
@@ -238,6 +261,7 @@ struct Work {
     working: Arc<Mutex<HashMap<String, String>>>,
     overlaps: Arc<AtomicU64>,
     starts: Arc<AtomicU64>,
+    handoffs: stop::Handoffs,
 }
 
 struct WorkHooks {
@@ -254,6 +278,8 @@ impl Hooks for WorkHooks {
             self.work.overlaps.fetch_add(1, Ordering::Relaxed);
         }
         self.work.starts.fetch_add(1, Ordering::Relaxed);
+        drop(w);
+        self.work.handoffs.acquired(&a.target, &self.member);
         async { Ok(()) }.boxed()
     }
 
@@ -262,6 +288,8 @@ impl Hooks for WorkHooks {
         if w.get(&a.target) == Some(&self.member) {
             w.remove(&a.target);
         }
+        drop(w);
+        self.work.handoffs.released(&a.target, &self.member);
         async { Ok(()) }.boxed()
     }
 }
@@ -667,6 +695,8 @@ struct Row {
     overlaps: u64,
     process_cpu: f64,
     machine_cpu: f64,
+    /// With `--stop`: the planned stop of member 0.
+    stopped: Option<stop::Stopped>,
     /// With `--serve`: the control plane's memory over the window.
     memory: Option<Memory>,
     /// With `--overload`: what it measured after the window.
@@ -746,6 +776,10 @@ async fn run(a: &Args, targets: usize) -> anyhow::Result<Row> {
         feeds.push(feed);
     }
     let mut agents = Vec::new();
+    // Member 0's shutdown and what it holds, for `--stop`; the others' shutdowns, kept so that
+    // they run until aborted.
+    let mut shutdowns = Vec::new();
+    let mut first_held = None;
     for i in 0..a.members {
         let name = member(i);
         let pod = json!({
@@ -759,6 +793,10 @@ async fn run(a: &Args, targets: usize) -> anyhow::Result<Row> {
         cfg.member_namespace = member_ns.clone();
         cfg.lease_duration = d;
         cfg.hook_timeout = cfg.hook_timeout.min(d / 3);
+        cfg.drain_timeout = a.drain;
+        if let Some(n) = a.max_parallel {
+            cfg.max_parallel = n;
+        }
         let hooks = Arc::new(WorkHooks {
             work: work.clone(),
             member: name,
@@ -774,8 +812,17 @@ async fn run(a: &Args, targets: usize) -> anyhow::Result<Row> {
         if !feeds.is_empty() {
             agent = agent.sharing(&feeds[i % feeds.len()]);
         }
+        if i == 0 {
+            first_held = Some(agent.held());
+        }
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        shutdowns.push(stop_tx);
         agents.push(tokio::spawn(async move {
-            agent.run(client, std::future::pending()).await
+            agent
+                .run(client, async {
+                    let _ = stop_rx.await;
+                })
+                .await
         }));
     }
     let dir = tempfile::tempdir()?;
@@ -905,6 +952,33 @@ async fn run(a: &Args, targets: usize) -> anyhow::Result<Row> {
         }
         None => None,
     };
+    let stopped = if a.stop {
+        *work
+            .handoffs
+            .stopping
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(member(0));
+        let intervals = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = oneshot::channel();
+        let renewals = renewal_intervals(client.clone(), member_ns.clone(), intervals.clone(), tx);
+        rx.await?;
+        let writes = async || apiserver_counts(&client).await.map(|c| c.writes);
+        let held = first_held.clone().expect("member 0 runs");
+        let result = stop::run(
+            shutdowns.remove(0),
+            agents.remove(0),
+            held,
+            &work.handoffs,
+            a.drain,
+            writes,
+            &intervals,
+        )
+        .await?;
+        renewals.abort();
+        Some(result)
+    } else {
+        None
+    };
     for c in &counters {
         c.abort();
     }
@@ -940,6 +1014,7 @@ async fn run(a: &Args, targets: usize) -> anyhow::Result<Row> {
         machine_cpu,
         memory,
         overload,
+        stopped,
     })
 }
 
@@ -1034,6 +1109,9 @@ async fn main() -> anyhow::Result<()> {
         if let Some(o) = &r.overload {
             o.print();
         }
+        if let Some(s) = &r.stopped {
+            s.print(a.drain, Duration::from_secs(a.lease_s));
+        }
     }
     // The overload's acceptance (issue 19): failing it is a finding, not a harness error.
     for r in &rows {
@@ -1054,6 +1132,15 @@ async fn main() -> anyhow::Result<()> {
                 r.counts.member > 0,
                 "no member Lease renewal seen (where the cluster keeps them)"
             );
+            if let Some(s) = &r.stopped {
+                anyhow::ensure!(
+                    s.held > 0 && s.handed == s.held && s.left_at_drain_end.unwrap_or(0) == 0,
+                    "the planned stop did not hand every target over: held {}, next owner started on {}, left at the drain's end {:?}",
+                    s.held,
+                    s.handed,
+                    s.left_at_drain_end
+                );
+            }
         }
     }
     Ok(())

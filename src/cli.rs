@@ -78,8 +78,8 @@ pub struct AgentArgs {
     /// Bound on one hook call (seconds).
     #[arg(long, default_value_t = 5)]
     pub hook_timeout: u64,
-    /// Most target Lease writes in flight at once (the limit adapts to the API server's latency
-    /// below it; member Lease renewals never wait for it).
+    /// Most target Lease writes in flight at once, and so most handovers under way (the limit
+    /// adapts to the API server's latency below it; member Lease renewals never wait for it).
     #[arg(long, default_value_t = crate::agent::DEFAULT_MAX_PARALLEL)]
     pub max_parallel: usize,
     /// On SIGTERM, how long (seconds) to wait for the control plane to move this
@@ -465,7 +465,10 @@ async fn run_sim(args: SimArgs) -> anyhow::Result<()> {
         simulator
             .write_service_account(dir, &admin_token)
             .with_context(|| format!("writing {}", dir.display()))?;
-        println!("service-account files (token, ca.crt, namespace) written to {}", dir.display());
+        println!(
+            "service-account files (token, ca.crt, namespace) written to {}",
+            dir.display()
+        );
         for (k, v) in simulator.in_cluster_env() {
             println!("  {k}={v}");
         }

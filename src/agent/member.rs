@@ -11,9 +11,13 @@
 //!
 //! Per target the phases are: acquiring (PUT in flight) → starting (held, `on_acquire`
 //! running) → working → stopping (`on_release` running) → releasing (PUT of
-//! `protocol::given_up`: handed straight to the next owner, or released). At most
-//! [`HANDOVERS_AT_ONCE`] targets are stopping or releasing for a handover at a time; the
-//! others moved away go on working until a slot frees.
+//! `protocol::given_up`: handed straight to the next owner, or released). At most as many
+//! targets are stopping or releasing for a handover at a time as an adaptive limit of their
+//! own allows (`handovers`: from [`HANDOVERS_AT_START`], growing while handover writes are
+//! answered promptly, shrinking when they slow down or are refused, at most `--max-parallel`):
+//! a target's stop and its handover write stay together, and the others moved away go on
+//! working until a slot frees. Hook calls run under an adaptive limit of
+//! their own (`hook_gate`), but a stop for a lost authority never waits for it.
 //!
 //! Holds are never renewed: the member Lease (`Heart`) is, and past its renew deadline — or
 //! when it is found fenced or deleted — every hold is lost at once, without a write. What was
@@ -50,7 +54,7 @@ use tokio::time::Instant;
 use super::AgentConfig;
 use super::hooks::{Assignment, HookEvent, Hooks, call_bounded};
 use super::shared::{SharedLeases, WatchItem};
-use super::state::{Gate, Heart, Held, Overruns, Phase, Seen, is_newer};
+use super::state::{Gate, Heart, Held, Overruns, Permits, Phase, Seen, is_newer};
 use super::writes::{self, WriteError};
 use crate::k8s::pacing::Sample;
 use crate::protocol::member::{self, Acquired, Answer, Authority, Keep, Listing, Outcome, Take};
@@ -63,14 +67,19 @@ const TICK: Duration = Duration::from_secs(1);
 const WRITE_BACKOFF: Duration = Duration::from_millis(250);
 /// The `reportingController` of the Kubernetes Events a member publishes.
 const REPORTING_CONTROLLER: &str = "leasehold.io/agent";
-/// Most targets a member hands over at once (`--max-parallel` if lower): the others wait,
-/// still worked on, until one of these is released. A handoff's gap (work stopped here →
-/// started by the next owner) is mostly the release write's latency; a member that stopped 30
-/// targets together sent 30 writes into the API server at once, and the last were answered
-/// 35–66 ms later even on one HTTP/2 connection on the whole-cluster tier
-/// (docs/real-apiserver.md). Waiting costs no gap: the work goes on meanwhile, and the next
-/// owner starts only on the handover.
-const HANDOVERS_AT_ONCE: usize = 4;
+/// Handovers a member begins at once before its limit adapts (`handovers`). Small: a handoff's
+/// gap is mostly its write's latency, and writes sent together are answered one behind the
+/// other — 30 at once took 35–66 ms on the whole-cluster tier, and beginning 16 at once (the
+/// write gate's limit) made a rolling update's gap p99 110 ms there, against 61–82 ms with 4
+/// (docs/real-apiserver.md). The limit then grows by about one per round of prompt answers,
+/// so a member stopping thousands of targets hands them over as fast as the server answers.
+const HANDOVERS_AT_START: usize = 4;
+/// Most hook calls running at once, before the limit adapts to how long the app takes
+/// (`Gate`: a call slower than the hook timeout counts as overload). A member stopping
+/// thousands of targets once started a process per target within 0.18 s (load 1,103 with nine
+/// members stopping, issue 32): the machine stalled and the member missed its own renewals.
+/// A stop for a lost authority never waits for a slot (the app must stop by the deadline).
+const HOOKS_AT_ONCE: usize = 32;
 /// Most watch events and finished tasks taken in before one decision pass.
 const MAX_BATCH: usize = 1024;
 
@@ -91,6 +100,8 @@ enum Done {
         name: String,
         event: HookEvent,
         result: Result<(), String>,
+        /// When it started and how long it took, if it ran under `hook_gate`.
+        gated: Option<(Instant, Duration)>,
     },
     /// An overrun report published as a Kubernetes Event.
     Reported { result: Result<(), String> },
@@ -129,7 +140,7 @@ pub(super) struct Member {
     /// Leases handed to us under our current term that one watch lists and the other not
     /// yet, and until when (our clock, ms) we wait for it before taking them with a write.
     handed_wait: BTreeMap<String, i64>,
-    /// Targets to hand over that wait for one of the [`HANDOVERS_AT_ONCE`] slots (still
+    /// Targets to hand over that wait for a slot ([`Member::handover_slots`]; still
     /// worked on), and how many handovers are under way (`on_release` running or the release
     /// write due or in flight) in the current pass, counted when first needed (a pass without
     /// handovers does not walk what is held).
@@ -142,6 +153,11 @@ pub(super) struct Member {
     tasks: JoinSet<Done>,
     /// The target Lease writes' adaptive limit (the member Lease's writes are not under it).
     gate: Gate,
+    /// Hook calls' adaptive limit ([`HOOKS_AT_ONCE`]); a stop for a lost authority is not
+    /// under it.
+    hook_gate: Gate,
+    /// How many handovers may be under way ([`HANDOVERS_AT_START`]; `Member::handover_slots`).
+    handovers: crate::k8s::pacing::Limiter,
     /// Target Lease writes that failed in a row (not 409s), for the backoff.
     failures: BTreeMap<String, u32>,
     /// Target Lease writes the server turned away in a row (429, 5xx, no answer in time), any
@@ -186,6 +202,8 @@ impl Member {
             api: Api::namespaced(client.clone(), &cfg.namespace),
             member_api: Api::namespaced(client, &cfg.member_namespace),
             gate: Gate::new(cfg.max_parallel, cfg.lease_duration / 3),
+            hook_gate: Gate::new(HOOKS_AT_ONCE, cfg.hook_timeout),
+            handovers: crate::k8s::pacing::Limiter::starting_at(HANDOVERS_AT_START),
             failures: BTreeMap::new(),
             busy_in_a_row: 0,
             cfg,
@@ -220,9 +238,14 @@ impl Member {
         }
     }
 
-    /// How many targets may be handed over at once ([`HANDOVERS_AT_ONCE`]).
+    /// How many targets may be handed over at once: the `handovers` limit, at most
+    /// `--max-parallel`. Handovers are begun only as fast as their writes are answered, not all
+    /// at once; waiting costs no gap: the work goes on meanwhile, and the next owner starts
+    /// only on the handover. (A constant 4 until issue 32: a member holding 5,000 targets then
+    /// handed 618 of them over within its 10 s drain on the real tier; docs/benchmarks.md,
+    /// "Planned stop".)
     fn handover_slots(&self) -> usize {
-        HANDOVERS_AT_ONCE.min(self.cfg.max_parallel)
+        self.handovers.limit().min(self.cfg.max_parallel)
     }
 
     /// How many handovers are under way in this pass (see `handing_over`).
@@ -445,7 +468,7 @@ impl Member {
                 Self::lose(
                     &mut self.tasks,
                     &self.hooks,
-                    call(self.cfg.hook_timeout, &self.authority),
+                    call(self.cfg.hook_timeout, &self.authority, None),
                     &mut self.overruns,
                     &name,
                     h,
@@ -558,6 +581,9 @@ impl Member {
                     Err(_) => Sample::Overloaded,
                 };
                 self.gate.observe(*sent, sample);
+                self.handovers
+                    .observe(sent.into_std(), sample, now.into_std());
+                self.handovers.cap(self.cfg.max_parallel);
                 match result {
                     Err(_) => self.busy(None),
                     Ok(_) => self.busy_in_a_row = 0,
@@ -593,7 +619,11 @@ impl Member {
                                     &name,
                                     h,
                                     HookEvent::Acquire,
-                                    call(self.cfg.hook_timeout, &self.authority),
+                                    call(
+                                        self.cfg.hook_timeout,
+                                        &self.authority,
+                                        Some(&self.hook_gate),
+                                    ),
                                 ));
                             }
                             // Never started: give it straight back.
@@ -652,7 +682,12 @@ impl Member {
                 name,
                 event,
                 result,
+                gated,
             } => {
+                if let Some((started, took)) = gated {
+                    // A call as long as the hook timeout counts as the app overwhelmed.
+                    self.hook_gate.observe(started, Sample::Answered(took));
+                }
                 let Some(h) = self.held.get_mut(&name) else {
                     return;
                 };
@@ -823,7 +858,7 @@ impl Member {
         );
         let wanted = matches!(decision, Keep::Keep | Keep::Lost);
         let exists = decision != Keep::Gone;
-        // A handover waits for a slot (see HANDOVERS_AT_ONCE); on shutdown everything goes.
+        // A handover waits for a slot (`handover_slots`); on shutdown everything goes.
         let handover = decision == Keep::HandOver && !self.stopping;
         let full = handover
             && self
@@ -860,7 +895,11 @@ impl Member {
                 name,
                 h,
                 HookEvent::Release,
-                call(self.cfg.hook_timeout, &self.authority),
+                call(
+                    self.cfg.hook_timeout,
+                    &self.authority,
+                    Some(&self.hook_gate),
+                ),
             );
         }
         if h.phase == Phase::Releasing && !h.writing {
@@ -974,7 +1013,11 @@ impl Member {
                 &name,
                 &h,
                 HookEvent::Acquire,
-                call(self.cfg.hook_timeout, &self.authority),
+                call(
+                    self.cfg.hook_timeout,
+                    &self.authority,
+                    Some(&self.hook_gate),
+                ),
             ));
             self.held.insert(name.clone(), h);
             self.dirty.insert(name);
@@ -1198,7 +1241,7 @@ impl Member {
             Self::lose(
                 &mut self.tasks,
                 &self.hooks,
-                call(self.cfg.hook_timeout, &self.authority),
+                call(self.cfg.hook_timeout, &self.authority, None),
                 &mut self.overruns,
                 name,
                 h,
@@ -1256,19 +1299,22 @@ fn instant_at(clock: Instant, ms: i64) -> Instant {
     clock + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
-/// How a hook is called now: its bound, and the authority's deadline it carries.
-#[derive(Debug, Clone, Copy)]
+/// How a hook is called now: its bound, the authority's deadline it carries, and the limit it
+/// waits for (none for a stop for a lost authority).
 struct Call {
     timeout: Duration,
     /// Unix ms ([`Assignment::deadline_unix_ms`]).
     until: Option<i64>,
+    permits: Option<Permits>,
 }
 
-/// A hook call bounded by `timeout` that carries the deadline `authority` publishes.
-fn call(timeout: Duration, authority: &watch::Sender<Option<i64>>) -> Call {
+/// A hook call bounded by `timeout` that carries the deadline `authority` publishes and waits
+/// for a slot of `gate`, if given.
+fn call(timeout: Duration, authority: &watch::Sender<Option<i64>>, gate: Option<&Gate>) -> Call {
     Call {
         timeout,
         until: *authority.borrow(),
+        permits: gate.map(Gate::permits),
     }
 }
 
@@ -1287,11 +1333,18 @@ fn spawn_hook(
     // it.
     let work = Assignment::of(&h.target, &h.lease, call.until);
     tasks.spawn(async move {
+        let permit = match &call.permits {
+            Some(p) => p.acquire().await,
+            None => None,
+        };
+        let started = Instant::now();
         let result = call_bounded(hooks, event, work, call.timeout).await;
+        let gated = permit.map(|_| (started, started.elapsed()));
         Done::Hook {
             name,
             event,
             result,
+            gated,
         }
     })
 }
@@ -1304,9 +1357,12 @@ mod tests {
     use crate::protocol::Desire;
 
     fn member() -> Member {
+        member_with(AgentConfig::new("c", "apps", "c-1"))
+    }
+
+    fn member_with(cfg: AgentConfig) -> Member {
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         let client = kube::Client::try_from(config).unwrap();
-        let cfg = AgentConfig::new("c", "apps", "c-1");
         Member::new(
             client,
             cfg,
@@ -1457,11 +1513,14 @@ mod tests {
         }
     }
 
-    /// Targets moved away are handed over [`HANDOVERS_AT_ONCE`] at a time: the others stay
-    /// worked on (no `on_release`, nothing written) until one of those under way is released;
-    /// on shutdown everything is stopped at once.
+    /// Targets moved away are handed over [`HANDOVERS_AT_START`] at a time at first: the
+    /// others stay worked on (no `on_release`, nothing written) until one of those under way
+    /// is released; when the API server's answers turn slow the limit, and with it the
+    /// handovers begun, comes down (and it grows with prompt answers:
+    /// `the_handover_limit_grows_with_prompt_answers`); on shutdown everything is stopped at
+    /// once.
     #[tokio::test]
-    async fn targets_moved_away_are_handed_over_a_few_at_a_time() {
+    async fn targets_moved_away_are_handed_over_as_fast_as_writes_are_answered() {
         let desire = |owner: &str| Desire {
             term: None,
             owner: owner.to_owned(),
@@ -1470,6 +1529,8 @@ mod tests {
             duration_s: 2,
         };
         let mut m = member();
+        let slots = m.handover_slots();
+        assert_eq!(slots, HANDOVERS_AT_START);
         let now = jiff::Timestamp::now();
         let mut names = Vec::new();
         for i in 0..10 {
@@ -1503,11 +1564,11 @@ mod tests {
             (stopping, working)
         };
         m.step();
-        assert_eq!(phases(&m), (HANDOVERS_AT_ONCE, 10 - HANDOVERS_AT_ONCE));
+        assert_eq!(phases(&m), (slots, 10 - slots));
         // Nothing new while all slots are taken, however often the member looks.
         m.dirty.extend(names.iter().cloned());
         m.step();
-        assert_eq!(phases(&m), (HANDOVERS_AT_ONCE, 10 - HANDOVERS_AT_ONCE));
+        assert_eq!(phases(&m), (slots, 10 - slots));
         // Two handovers end (released and forgotten): two more begin.
         let done: Vec<String> = names
             .iter()
@@ -1520,11 +1581,59 @@ mod tests {
         }
         names.retain(|n| !done.contains(n));
         m.step();
-        assert_eq!(phases(&m), (HANDOVERS_AT_ONCE, 8 - HANDOVERS_AT_ONCE));
+        assert_eq!(phases(&m), (slots, 8 - slots));
+        // The server turns slow (a handover write refused for load): the limit comes down to
+        // 2, so two more ending begin none while 2 are still under way.
+        let t = std::time::Instant::now();
+        m.handovers
+            .observe(t, crate::k8s::pacing::Sample::Overloaded, t);
+        assert_eq!(m.handover_slots(), 2);
+        let done: Vec<String> = names
+            .iter()
+            .filter(|n| m.held[*n].phase != Phase::Working)
+            .take(2)
+            .cloned()
+            .collect();
+        for n in &done {
+            m.held.remove(n);
+        }
+        names.retain(|n| !done.contains(n));
+        m.dirty.extend(names.iter().cloned());
+        m.step();
+        assert_eq!(phases(&m), (2, 4));
         // Shutting down: the rest stop at once.
         m.stopping = true;
         m.dirty.extend(names.iter().cloned());
         m.step();
-        assert_eq!(phases(&m), (8, 0));
+        assert_eq!(phases(&m), (6, 0));
+    }
+
+    /// Handover writes answered promptly let more handovers begin at once, up to
+    /// `--max-parallel`: a member stopping thousands of targets hands them over as fast as the
+    /// API server answers.
+    #[test]
+    fn the_handover_limit_grows_with_prompt_answers() {
+        let mut cfg = AgentConfig::new("c", "apps", "c-1");
+        cfg.max_parallel = 12;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let mut m = member_with(cfg);
+        assert_eq!(m.handover_slots(), HANDOVERS_AT_START);
+        let mut grew = vec![m.handover_slots()];
+        for _ in 0..200 {
+            let t = std::time::Instant::now();
+            m.handovers.observe(
+                t,
+                crate::k8s::pacing::Sample::Answered(Duration::from_millis(5)),
+                t,
+            );
+            m.handovers.cap(m.cfg.max_parallel);
+            grew.push(m.handover_slots());
+        }
+        assert!(grew.windows(2).all(|w| w[0] <= w[1]), "{grew:?}");
+        assert_eq!(m.handover_slots(), 12, "capped at --max-parallel");
     }
 }

@@ -63,8 +63,9 @@ pub struct AgentConfig {
     pub lease_duration: Duration,
     /// Bound on each hook call.
     pub hook_timeout: Duration,
-    /// Most target Lease writes in flight at once: the member's limit adapts to the API
-    /// server's latency below it (`k8s::pacing`); its member Lease's writes are not counted.
+    /// Most target Lease writes in flight at once, and so most handovers under way: the
+    /// member's limit adapts to the API server's latency below it (`k8s::pacing`); its member
+    /// Lease's writes are not counted.
     pub max_parallel: usize,
     /// On shutdown, how long to wait for the control plane to move this member's
     /// targets away (it announces `leaving` on its member Lease) before releasing the rest.

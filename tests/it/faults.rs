@@ -418,9 +418,17 @@ async fn a_member_paused_past_its_hold_beside_a_watchdog_app_never_overlaps() {
         let pause = D + Duration::from_millis(rng.random_range(1_000..3_000));
         let p = &h.processes[victim];
         p.signal("-STOP");
-        let paused_at = Instant::now();
-        // Its targets are taken over while it is paused, and its app has stopped by then.
-        let taken = eventually(pause, || async {
+        tokio::time::sleep(pause).await;
+        // Before it runs again its app has stopped on its own (no news: the deadline passed).
+        let stopped = h.checker.working_on(victim);
+        p.signal("-CONT");
+        assert!(
+            stopped.is_empty(),
+            "seed {seed}: {victim}'s app still worked on {stopped:?} after its {pause:?} pause"
+        );
+        // Its targets are taken over (during the pause, or just after it when the fence came
+        // late), each by one other member.
+        let taken = eventually(Duration::from_secs(5), || async {
             held.iter()
                 .all(|t| {
                     let w = h.checker.workers(t);
@@ -429,17 +437,10 @@ async fn a_member_paused_past_its_hold_beside_a_watchdog_app_never_overlaps() {
                 .then_some(())
         })
         .await;
-        let stopped = h.checker.working_on(victim);
-        tokio::time::sleep_until((paused_at + pause).into()).await;
-        p.signal("-CONT");
         assert!(
             taken.is_some(),
-            "seed {seed}: {victim}'s {} targets were not all taken over during its {pause:?} pause",
+            "seed {seed}: {victim}'s {} targets were not all taken over",
             held.len()
-        );
-        assert!(
-            stopped.is_empty(),
-            "seed {seed}: {victim}'s app still worked on {stopped:?} once others had taken over"
         );
         eprintln!(
             "seed {seed}: {victim} paused {pause:?}: its app stopped {} targets on its own, taken over with no overlap",

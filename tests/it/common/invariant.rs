@@ -394,7 +394,7 @@ impl leasehold::demo::MemberApps for InvariantChecker {
 
 /// The app beside a process member as `docs/protocol.md` ("Hooks") tells app authors to write
 /// it when two workers on one target must never happen, even while the agent stalls: it polls
-/// the agent's `GET /authority` every 50 ms (each try bounded by 100 ms) and stops all its work
+/// the agent's `GET /authority` every 50 ms (each try bounded by 300 ms) and stops all its work
 /// ([`InvariantChecker::stopped_all`]) once the last deadline it was given has passed, or the
 /// agent says it holds none. No answer is no news: the deadline it had stands. Runs until
 /// aborted.
@@ -413,7 +413,7 @@ pub fn watchdog(
         let mut deadline: Option<i64> = None;
         let mut working = true;
         loop {
-            let answer = tokio::time::timeout(Duration::from_millis(100), async {
+            let answer = tokio::time::timeout(Duration::from_millis(300), async {
                 let resp = client.get(url.clone()).await.ok()?;
                 let body = resp.into_body().collect().await.ok()?.to_bytes();
                 serde_json::from_slice::<leasehold::agent::authority::AuthorityBody>(&body).ok()

@@ -1,0 +1,154 @@
+//! `--stop`: a planned stop of one member (issue 32), after the steady-state window: member 0
+//! is told to shut down, as SIGTERM tells `leasehold agent` — it says `leaving` on its member
+//! Lease, the control plane moves its targets away, and it hands each over after its app
+//! stopped, within `--drain-timeout` (default the product's 10 s); what is left when the drain
+//! ends is released. Measured, for the targets it held when told: how many were still held
+//! when its drain ended (0: all handed over in time), the gap per target (its app stopping →
+//! the next owner's app starting, from the hooks), how long the member took to exit, the API
+//! server's Lease writes per second over the stop, and the longest interval between two
+//! renewals of any member Lease meanwhile (due every D/3).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+
+/// What the hooks record for the stop: set `stopping` before the stop begins.
+#[derive(Clone, Default)]
+pub struct Handoffs {
+    /// The member being stopped.
+    pub stopping: Arc<Mutex<Option<String>>>,
+    /// Its app stopped working on the target at that instant.
+    pub released_at: Arc<Mutex<HashMap<String, Instant>>>,
+    /// Released by it → started by another member.
+    pub gaps: Arc<Mutex<Vec<Duration>>>,
+}
+
+impl Handoffs {
+    /// `member`'s app stopped working on `target` (an `on_release`).
+    pub fn released(&self, target: &str, member: &str) {
+        if lock(&self.stopping).as_deref() == Some(member) {
+            lock(&self.released_at).insert(target.to_owned(), Instant::now());
+        }
+    }
+
+    /// `member`'s app started working on `target` (an `on_acquire`).
+    pub fn acquired(&self, target: &str, member: &str) {
+        if lock(&self.stopping).as_deref() == Some(member) {
+            return;
+        }
+        if let Some(at) = lock(&self.released_at).remove(target) {
+            lock(&self.gaps).push(at.elapsed());
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The result of one planned stop.
+pub struct Stopped {
+    pub held: usize,
+    /// Still held when the drain ended (`None`: it exited before).
+    pub left_at_drain_end: Option<usize>,
+    /// Targets whose next owner started, and their gaps: p50, p99, max.
+    pub handed: usize,
+    pub gap: [Duration; 3],
+    /// From the stop to the member's exit.
+    pub exited_after: Duration,
+    /// The API server's Lease writes per second over the stop (`None` off the real tier).
+    pub writes_per_s: Option<f64>,
+    /// The longest interval between two renewals of one member Lease during the stop.
+    pub longest_renewal_interval: Option<Duration>,
+}
+
+impl Stopped {
+    pub fn print(&self, drain: Duration, d: Duration) {
+        println!(
+            "\nplanned stop of member 0 (--drain-timeout {} s, D = {} s): held {} · still held when the drain ended: {} · next owner started on {} · gap p50 / p99 / max {:.0?} / {:.0?} / {:.0?} · exited after {:.2} s · apiserver Lease writes/s {} · longest member Lease renewal interval {} (due every {:.2} s)",
+            drain.as_secs(),
+            d.as_secs(),
+            self.held,
+            self.left_at_drain_end
+                .map_or("— (exited before)".to_owned(), |n| n.to_string()),
+            self.handed,
+            self.gap[0],
+            self.gap[1],
+            self.gap[2],
+            self.exited_after.as_secs_f64(),
+            self.writes_per_s
+                .map_or("—".to_owned(), |w| format!("{w:.0}")),
+            self.longest_renewal_interval
+                .map_or("—".to_owned(), |i| format!("{:.2} s", i.as_secs_f64())),
+            (d / 3).as_secs_f64(),
+        );
+    }
+}
+
+/// Stops the member whose shutdown is `stop` and whose task is `task`, holding `held`
+/// (published by the agent), while `handoffs` records its apps' stops and the next owners'
+/// starts. `writes` reads the API server's Lease write count; `renewals` the renewal
+/// intervals (instant seen, interval) of member Leases.
+#[allow(clippy::too_many_arguments)]
+pub async fn run(
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<anyhow::Result<()>>,
+    held: watch::Receiver<std::collections::BTreeSet<String>>,
+    handoffs: &Handoffs,
+    drain: Duration,
+    writes: impl AsyncFn() -> Option<f64>,
+    renewals: &Mutex<Vec<(Instant, Duration)>>,
+) -> anyhow::Result<Stopped> {
+    let held_now = held.borrow().len();
+    let writes0 = writes().await;
+    let t0 = Instant::now();
+    let _ = stop.send(());
+    let mut task = task;
+    let drain_end = tokio::time::sleep(drain);
+    tokio::pin!(drain_end);
+    let mut left_at_drain_end = None;
+    loop {
+        tokio::select! {
+            res = &mut task => {
+                res??;
+                break;
+            }
+            () = &mut drain_end, if left_at_drain_end.is_none() => {
+                left_at_drain_end = Some(held.borrow().len());
+            }
+        }
+    }
+    let exited_after = t0.elapsed();
+    let secs = exited_after.as_secs_f64().max(0.001);
+    let writes_per_s = writes0.zip(writes().await).map(|(a, b)| (b - a) / secs);
+    // The last starts come in after the exit (a handover seen by the next owner's watch).
+    let want = held_now;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while lock(&handoffs.gaps).len() < want && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut gaps = lock(&handoffs.gaps).clone();
+    gaps.sort_unstable();
+    let at = |p: f64| {
+        gaps.get(((gaps.len() as f64 * p) as usize).min(gaps.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or_default()
+    };
+    let longest_renewal_interval = lock(renewals)
+        .iter()
+        .filter(|(seen, _)| *seen >= t0)
+        .map(|(_, i)| *i)
+        .max();
+    Ok(Stopped {
+        held: held_now,
+        left_at_drain_end,
+        handed: gaps.len(),
+        gap: [at(0.5), at(0.99), gaps.last().copied().unwrap_or_default()],
+        exited_after,
+        writes_per_s,
+        longest_renewal_interval,
+    })
+}
