@@ -818,7 +818,25 @@ async fn http_hooks_tell_the_app_and_a_failed_acquire_hook_keeps_the_lease() {
     // m-1 has no member Lease: no term to hand it over under, so m-0 releases it.
     set_desired(c, "Spine/7", "m-1").await;
     wait_holders(c, &["Spine/7".into()], None, Duration::from_secs(3)).await;
-    let calls = calls.lock().unwrap().clone();
+    let mut calls = calls.lock().unwrap().clone();
+    // Each call carries the member's authority deadline: later than the call, and within a
+    // renew deadline (2D/3) of it — the release's later than the acquire's (renewed since).
+    let deadlines: Vec<i64> = calls
+        .iter_mut()
+        .map(|(_, body)| {
+            body.as_object_mut()
+                .unwrap()
+                .remove("deadline_unix_ms")
+                .and_then(|d| d.as_i64())
+                .expect("a deadline in every call")
+        })
+        .collect();
+    let now = jiff::Timestamp::now().as_millisecond();
+    assert!(
+        deadlines.windows(2).all(|w| w[0] < w[1])
+            && deadlines[1] <= now + 2 * DUR_S as i64 * 1000 / 3,
+        "{deadlines:?} at {now}"
+    );
     // The first hold of a new Lease: generation 0 (the invariant checker sees later ones grow).
     let expect_body = serde_json::json!(
         {"target": "Spine/7", "generation": 0, "cluster": CLUSTER, "instance": "m-0"}

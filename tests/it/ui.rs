@@ -112,10 +112,25 @@ fn csrf_of(html: &str) -> String {
     rest[..rest.find('"').unwrap()].to_owned()
 }
 
-/// Two ready members, `c-0` and `c-1` (no kubelet here: the test reports them ready).
+/// Two ready members, `c-0` and `c-1` (no kubelet here: the test reports them ready), each
+/// with a live member Lease (an hour long: no agent renews it here).
 async fn with_member(app: &App) {
     let pods: Api<Pod> = Api::namespaced(app.t.client.clone(), &app.ns);
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(app.t.client.clone(), &app.ns);
     for (name, ip) in [("c-0", "10.0.0.10"), ("c-1", "10.0.0.11")] {
+        let member = leasehold::protocol::new_member_lease(
+            "leasehold",
+            "c",
+            name,
+            jiff::Timestamp::now(),
+            3600,
+            false,
+        );
+        leases
+            .create(&PostParams::default(), &member)
+            .await
+            .unwrap();
         let pod = serde_json::from_value(common::mk_pod(name, serde_json::json!({"app": "c"})));
         pods.create(&PostParams::default(), &pod.unwrap())
             .await
@@ -756,7 +771,7 @@ async fn the_cluster_page_shows_a_move_made_after_it_was_rendered() {
     };
     let lease = protocol::new_target_lease("leasehold", "c", "t-0", &desire);
     let name = lease.metadata.name.clone().unwrap();
-    let lease = protocol::held_by(&lease, "c-0", jiff::Timestamp::now(), 60);
+    let lease = protocol::acquired(&lease, "c-0", jiff::Timestamp::now(), 60);
     leases.create(&PostParams::default(), &lease).await.unwrap();
     // The load table's row of `member`: now, fewest, most.
     let load = |html: &str, member: &str| -> Option<(u32, u32, u32)> {
@@ -785,7 +800,7 @@ async fn the_cluster_page_shows_a_move_made_after_it_was_rendered() {
     assert_eq!(load(&first, "c-1"), Some((0, 0, 0)), "{first}");
 
     let lease = leases.get(&name).await.unwrap();
-    let lease = protocol::held_by(&lease, "c-1", jiff::Timestamp::now(), 60);
+    let lease = protocol::acquired(&lease, "c-1", jiff::Timestamp::now(), 60);
     leases
         .replace(&name, &PostParams::default(), &lease)
         .await
