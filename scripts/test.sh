@@ -79,11 +79,13 @@ if [ $# -eq 0 ] && [ "${LEASEHOLD_SKIP_HELM:-}" != 1 ] && command -v go >/dev/nu
     status=1
   fi
 fi
-if [ $# -eq 0 ] && [ "${LEASEHOLD_SKIP_MONITORING:-}" != 1 ]; then
-  echo "== monitoring: the alert rules and the Grafana dashboard against a real Prometheus scraping a demo (scripts/monitoring-check.sh)"
-  mon_log=$(mktemp)
-  LEASEHOLD_BIN=target/debug/leasehold ./scripts/monitoring-check.sh 2>&1 | tee "$mon_log" || status=1
-  counts=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$mon_log" | tail -1)
+# Runs a checker that ends with "N passed, N failed" and adds its counts (one failure when it
+# printed none).
+run_counted() {
+  local out counts
+  out=$(mktemp)
+  "$@" 2>&1 | tee "$out" || status=1
+  counts=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$out" | tail -1)
   if [ -n "$counts" ]; then
     extra_passed=$((extra_passed + ${counts% *}))
     extra_failed=$((extra_failed + ${counts#* }))
@@ -91,30 +93,24 @@ if [ $# -eq 0 ] && [ "${LEASEHOLD_SKIP_MONITORING:-}" != 1 ]; then
     extra_failed=$((extra_failed + 1))
     status=1
   fi
-  rm -f "$mon_log"
+  rm -f "$out"
+}
+if [ $# -eq 0 ] && [ "${LEASEHOLD_SKIP_MONITORING:-}" != 1 ]; then
+  echo "== monitoring: the alert rules and the Grafana dashboard against a real Prometheus scraping a demo (scripts/monitoring-check.sh)"
+  run_counted env LEASEHOLD_BIN=target/debug/leasehold ./scripts/monitoring-check.sh
 fi
 if [ $# -eq 0 ] && [ "${LEASEHOLD_SKIP_SCHEMATHESIS:-}" != 1 ]; then
   echo "== schemathesis: the API against its OpenAPI document on a running demo (scripts/schemathesis.sh)"
   if ./scripts/schemathesis.sh; then
-    extra_passed=1
+    extra_passed=$((extra_passed + 1))
   else
-    extra_failed=1
+    extra_failed=$((extra_failed + 1))
     status=1
   fi
 fi
 if [ $# -eq 0 ] && [ "${LEASEHOLD_SKIP_DOCS_CHECK:-}" != 1 ]; then
   echo "== docs-check: the commands of the user docs against a running demo (scripts/docs-check.sh)"
-  docs_log=$(mktemp)
-  ./scripts/docs-check.sh 2>&1 | tee "$docs_log" || status=1
-  counts=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$docs_log" | tail -1)
-  if [ -n "$counts" ]; then
-    extra_passed=$((extra_passed + ${counts% *}))
-    extra_failed=$((extra_failed + ${counts#* }))
-  else
-    extra_failed=$((extra_failed + 1))
-    status=1
-  fi
-  rm -f "$docs_log"
+  run_counted ./scripts/docs-check.sh
 fi
 awk -v ep="$extra_passed" -v ef="$extra_failed" \
   '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }

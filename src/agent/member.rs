@@ -1563,23 +1563,27 @@ mod tests {
                 .count();
             (stopping, working)
         };
+        // Two handovers under way end (released and forgotten).
+        let end_two = |m: &mut Member, names: &mut Vec<String>| {
+            let done: Vec<String> = names
+                .iter()
+                .filter(|n| m.held[*n].phase != Phase::Working)
+                .take(2)
+                .cloned()
+                .collect();
+            for n in &done {
+                m.held.remove(n);
+            }
+            names.retain(|n| !done.contains(n));
+        };
         m.step();
         assert_eq!(phases(&m), (slots, 10 - slots));
         // Nothing new while all slots are taken, however often the member looks.
         m.dirty.extend(names.iter().cloned());
         m.step();
         assert_eq!(phases(&m), (slots, 10 - slots));
-        // Two handovers end (released and forgotten): two more begin.
-        let done: Vec<String> = names
-            .iter()
-            .filter(|n| m.held[*n].phase != Phase::Working)
-            .take(2)
-            .cloned()
-            .collect();
-        for n in &done {
-            m.held.remove(n);
-        }
-        names.retain(|n| !done.contains(n));
+        // Two handovers end: two more begin.
+        end_two(&mut m, &mut names);
         m.step();
         assert_eq!(phases(&m), (slots, 8 - slots));
         // The server turns slow (a handover write refused for load): the limit comes down to
@@ -1588,16 +1592,7 @@ mod tests {
         m.handovers
             .observe(t, crate::k8s::pacing::Sample::Overloaded, t);
         assert_eq!(m.handover_slots(), 2);
-        let done: Vec<String> = names
-            .iter()
-            .filter(|n| m.held[*n].phase != Phase::Working)
-            .take(2)
-            .cloned()
-            .collect();
-        for n in &done {
-            m.held.remove(n);
-        }
-        names.retain(|n| !done.contains(n));
+        end_two(&mut m, &mut names);
         m.dirty.extend(names.iter().cloned());
         m.step();
         assert_eq!(phases(&m), (2, 4));
