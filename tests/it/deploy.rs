@@ -151,18 +151,10 @@ async fn every_overlay_and_example_applies_with_a_server_dry_run() {
         assert_eq!(items.len(), objects.len(), "{dir}: every object answered");
         for o in &items {
             // The server's answer: defaulted, with a uid, but nothing stored.
-            assert!(o["metadata"]["uid"].is_string(), "{dir}: {o}");
             if o["kind"] != "Namespace" {
-                let ns = o["metadata"]["namespace"].as_str().unwrap_or("");
-                let kind = o["kind"].as_str().unwrap().to_lowercase();
-                let name = o["metadata"]["name"].as_str().unwrap();
-                let mut args = vec!["get", &kind, name, "--ignore-not-found", "-o", "name"];
-                if !ns.is_empty() {
-                    args.extend(["-n", ns]);
-                }
-                let (ok, got, err) = b.kubectl(&args).await;
-                assert!(ok, "{dir}: kubectl get {kind} {name}: {err}");
-                assert_eq!(got, "", "{dir}: {kind} {name} was stored by a dry run");
+                answered_not_stored(&b, o, dir).await;
+            } else {
+                assert!(o["metadata"]["uid"].is_string(), "{dir}: {o}");
             }
         }
         // Workloads came back defaulted by the server (what kube-apiserver answers too).
@@ -754,17 +746,23 @@ async fn every_chart_render_applies_with_a_server_dry_run() {
             "{values}: every object answered"
         );
         for o in &items {
-            assert!(o["metadata"]["uid"].is_string(), "{values}: {o}");
-            let ns = o["metadata"]["namespace"].as_str().unwrap_or("");
-            let kind = o["kind"].as_str().unwrap().to_lowercase();
-            let name = o["metadata"]["name"].as_str().unwrap();
-            let mut args = vec!["get", &kind, name, "--ignore-not-found", "-o", "name"];
-            if !ns.is_empty() {
-                args.extend(["-n", ns]);
-            }
-            let (ok, got, err) = b.kubectl(&args).await;
-            assert!(ok, "{values}: kubectl get {kind} {name}: {err}");
-            assert_eq!(got, "", "{values}: {kind} {name} was stored by a dry run");
+            answered_not_stored(&b, o, values).await;
         }
     }
+}
+
+/// Object `o` of a server dry run's answer (`what` names the render in messages): answered
+/// (it has a uid) but not stored.
+async fn answered_not_stored(b: &Backend, o: &Value, what: &str) {
+    assert!(o["metadata"]["uid"].is_string(), "{what}: {o}");
+    let ns = o["metadata"]["namespace"].as_str().unwrap_or("");
+    let kind = o["kind"].as_str().unwrap().to_lowercase();
+    let name = o["metadata"]["name"].as_str().unwrap();
+    let mut args = vec!["get", &kind, name, "--ignore-not-found", "-o", "name"];
+    if !ns.is_empty() {
+        args.extend(["-n", ns]);
+    }
+    let (ok, got, err) = b.kubectl(&args).await;
+    assert!(ok, "{what}: kubectl get {kind} {name}: {err}");
+    assert_eq!(got, "", "{what}: {kind} {name} was stored by a dry run");
 }
