@@ -650,18 +650,24 @@ async fn the_overlay_installs_for_real_and_grants_only_what_leasehold_uses() {
     .await;
     let ha = repo().join("deploy/overlays/ha");
     kubectl_ok(&t, &["apply", "-k", ha.to_str().unwrap()]).await;
-    let nodes =
-        eventually(Duration::from_secs(90), || async {
+    // Both replicas available; then on two nodes. The anti-affinity is a preference (a
+    // requirement would wedge a rollout on a two-node cluster), so a scheduler that had one
+    // node to offer at the moment (a node briefly NotReady on a loaded machine) may pair
+    // them: a pod deleted then is placed again by the preference, with the other node free.
+    let mut placements = Vec::new();
+    let mut spread = false;
+    for _ in 0..3 {
+        let pods = eventually(Duration::from_secs(120), || async {
             let replicas = kubectl_stdout(
-            &t,
-            &["-n", "leasehold", "get", "deployment", "leasehold", "-o",
-              "jsonpath={.status.availableReplicas} {.status.updatedReplicas} {.status.replicas}"],
-        )
-        .await;
+                &t,
+                &["-n", "leasehold", "get", "deployment", "leasehold", "-o",
+                  "jsonpath={.status.availableReplicas} {.status.updatedReplicas} {.status.replicas}"],
+            )
+            .await;
             if replicas != "2 2 2" {
                 return None;
             }
-            let nodes: BTreeSet<String> = kubectl_stdout(
+            let pods: Vec<(String, String)> = kubectl_stdout(
                 &t,
                 &[
                     "-n",
@@ -672,19 +678,73 @@ async fn the_overlay_installs_for_real_and_grants_only_what_leasehold_uses() {
                     "app.kubernetes.io/component=control-plane",
                     "--field-selector=status.phase=Running",
                     "-o",
-                    "jsonpath={.items[*].spec.nodeName}",
+                    "jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.metadata.deletionTimestamp}{\"\\n\"}{end}",
                 ],
             )
             .await
-            .split_whitespace()
-            .map(str::to_owned)
+            .lines()
+            // Not terminating: no deletion timestamp after the node.
+            .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+                [p, n] => Some((p.to_owned(), n.to_owned())),
+                _ => None,
+            })
             .collect();
-            (nodes.len() == 2).then_some(nodes)
+            (pods.len() == 2).then_some(pods)
         })
         .await;
+        let Some(pods) = pods else { break };
+        placements.push(pods.clone());
+        if pods[0].1 != pods[1].1 {
+            spread = true;
+            break;
+        }
+        kubectl_ok(
+            &t,
+            &[
+                "-n",
+                "leasehold",
+                "delete",
+                "pod",
+                &pods[0].0,
+                "--wait=false",
+            ],
+        )
+        .await;
+    }
     assert!(
-        nodes.is_some(),
-        "the ha overlay's Deployment never had 2 replicas available on 2 nodes"
+        spread,
+        "the ha overlay's Deployment never had 2 replicas available on 2 nodes (placements \
+         seen: {placements:?}):\n{}\n{}\n{}\n{}",
+        kubectl_stdout(&t, &["get", "nodes", "-o", "wide"]).await,
+        kubectl_stdout(
+            &t,
+            &[
+                "-n",
+                "leasehold",
+                "get",
+                "pods",
+                "-o",
+                "wide",
+                "--show-labels"
+            ]
+        )
+        .await,
+        kubectl_stdout(
+            &t,
+            &["-n", "leasehold", "describe", "deployment", "leasehold"]
+        )
+        .await,
+        kubectl_stdout(
+            &t,
+            &[
+                "-n",
+                "leasehold",
+                "get",
+                "events",
+                "--sort-by=.lastTimestamp"
+            ]
+        )
+        .await
     );
     kubectl_ok(
         &t,
