@@ -29,7 +29,7 @@ pub enum Command {
     Serve(ServeArgs),
     /// Run the member agent beside a member app (sidecar): hold the targets assigned to this
     /// pod and tell the app through hooks.
-    Agent(AgentArgs),
+    Agent(Box<AgentArgs>),
     /// Print the REST API's OpenAPI document (as committed at openapi/openapi.json).
     Openapi,
 }
@@ -102,6 +102,23 @@ pub struct AgentArgs {
     /// `/acquire` and `/release` are appended).
     #[arg(long)]
     pub hook_url: Option<String>,
+    /// Managed gnmic: drive the `gnmic collect` of this pod through its REST API at this
+    /// plain http:// URL (bind gnmic's API to loopback), giving it exactly the targets this
+    /// member holds (docs/gnmic.md).
+    #[arg(long, env = "LEASEHOLD_GNMIC_API", conflicts_with_all = ["hook_url", "on_acquire", "on_release"], requires = "gnmic_targets")]
+    pub gnmic_api: Option<String>,
+    /// Managed gnmic: the target list with each target's `gnmic` definition (the ConfigMap key
+    /// the control plane reads, mounted as a file); read again when it changes.
+    #[arg(long, env = "LEASEHOLD_GNMIC_TARGETS", requires = "gnmic_api")]
+    pub gnmic_targets: Option<PathBuf>,
+    /// Managed gnmic: where the Secrets named by targets' `credentials.secret` are mounted
+    /// (`<dir>/<secret>/username`, `password`, `token`).
+    #[arg(long, default_value = crate::agent::gnmic::DEFAULT_SECRETS_DIR)]
+    pub gnmic_secrets_dir: PathBuf,
+    /// Managed gnmic: how often (ms) gnmic's targets are read when nothing changes (a
+    /// restarted gnmic is given its targets again within this, plus the time to add them).
+    #[arg(long, default_value_t = 500)]
+    pub gnmic_poll_ms: u64,
     /// Kubeconfig to use instead of the in-cluster config or $KUBECONFIG.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
@@ -186,7 +203,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sim(args) => run_sim(args).await,
         Command::Serve(args) => run_serve(args).await,
         Command::Openapi => print_openapi(),
-        Command::Agent(args) => run_agent(args).await,
+        Command::Agent(args) => run_agent(*args).await,
         Command::Demo(a) => {
             let state = crate::demo::StateDir::new(a.state_dir)?;
             let dir = state.path();
@@ -334,7 +351,14 @@ impl AgentArgs {
                 ),
             );
         }
-        if let Some(url) = &self.hook_url {
+        if !(50..=60_000).contains(&self.gnmic_poll_ms) {
+            return bad(
+                "gnmic-poll-ms",
+                format!("{} is not between 50 and 60000", self.gnmic_poll_ms),
+            );
+        }
+        for (flag, url) in [("hook-url", &self.hook_url), ("gnmic-api", &self.gnmic_api)] {
+            let Some(url) = url else { continue };
             let plain_http = url
                 .strip_prefix("http://")
                 .is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'));
@@ -345,7 +369,7 @@ impl AgentArgs {
                     .is_err()
             {
                 return bad(
-                    "hook-url",
+                    flag,
                     format!(
                         "{url:?} is not a plain http:// URL of the local app (https and other schemes are not supported)"
                     ),
@@ -357,13 +381,31 @@ impl AgentArgs {
 }
 
 async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
+    use crate::agent::gnmic::{Gnmic, GnmicSettings};
     use crate::agent::{self, AgentConfig, CommandHooks, Hooks, HttpHooks, NoHooks};
+    use futures::FutureExt as _;
     a.validate()?;
     let client = crate::k8s::client::connect(a.kubeconfig.as_deref()).await?;
-    let hooks: std::sync::Arc<dyn Hooks> = match (&a.hook_url, &a.on_acquire, &a.on_release) {
-        (Some(url), _, _) => std::sync::Arc::new(HttpHooks::new(url, &a.cluster, &a.identity)),
-        (None, None, None) => std::sync::Arc::new(NoHooks),
-        (None, acq, rel) => std::sync::Arc::new(CommandHooks {
+    let gnmic = match (&a.gnmic_api, &a.gnmic_targets) {
+        (Some(api), Some(targets)) => Some(
+            Gnmic::new(GnmicSettings {
+                api: api.clone(),
+                targets_file: targets.clone(),
+                secrets_dir: a.gnmic_secrets_dir.clone(),
+                poll: Duration::from_millis(a.gnmic_poll_ms),
+            })
+            .map_err(|e| anyhow::anyhow!("--gnmic-targets: {e}"))?,
+        ),
+        _ => None,
+    };
+    let hooks: std::sync::Arc<dyn Hooks> = match (&gnmic, &a.hook_url, &a.on_acquire, &a.on_release)
+    {
+        (Some(g), ..) => std::sync::Arc::new(g.clone()),
+        (None, Some(url), _, _) => {
+            std::sync::Arc::new(HttpHooks::new(url, &a.cluster, &a.identity))
+        }
+        (None, None, None, None) => std::sync::Arc::new(NoHooks),
+        (None, None, acq, rel) => std::sync::Arc::new(CommandHooks {
             on_acquire: acq.clone(),
             on_release: rel.clone(),
             cluster: a.cluster.clone(),
@@ -386,29 +428,45 @@ async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal();
     agent::check_grace_period(&client, &cfg).await;
     let agent = agent::Agent::new(cfg, hooks);
-    let Some(addr) = authority_listen else {
-        return agent.run(client, shutdown).await;
+    // gnmic's reconciler runs as long as the member (whose last hook calls need it) and no
+    // longer.
+    let reconcile = match &gnmic {
+        Some(g) => g.clone().reconcile().boxed(),
+        None => futures::future::pending().boxed(),
     };
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("--authority-listen {addr}: {e}"))?;
-    tracing::info!(%addr, "serving this member's authority at GET /authority");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = agent::authority::serve(listener, agent.authority(), async {
-        let _ = stopped.await;
-    });
+    let mut server = match authority_listen {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| anyhow::anyhow!("--authority-listen {addr}: {e}"))?;
+            let mut router = agent::authority::router(agent.authority());
+            if let Some(g) = &gnmic {
+                router = router.merge(agent::gnmic::router(g.clone()));
+            }
+            tracing::info!(%addr, app = gnmic.is_some(), "serving this member's authority at GET /authority");
+            agent::authority::serve(listener, router, async {
+                let _ = stopped.await;
+            })
+            .boxed()
+        }
+        None => futures::future::pending().boxed(),
+    };
     let member = agent.run(client, shutdown);
-    tokio::pin!(server, member);
+    tokio::pin!(member);
     tokio::select! {
         res = &mut member => {
             let _ = stop.send(());
-            server.await?;
+            if authority_listen.is_some() {
+                server.await?;
+            }
             res
         }
         res = &mut server => {
             res?;
             anyhow::bail!("the authority endpoint stopped serving")
         }
+        () = reconcile => unreachable!("gnmic's reconciler runs until dropped"),
     }
 }
 
@@ -514,6 +572,15 @@ mod tests {
         assert_eq!(agent(&[]), Ok(()));
         assert_eq!(agent(&["--member-lease-namespace", "ns-m"]), Ok(()));
         assert_eq!(
+            agent(&[
+                "--gnmic-api",
+                "http://127.0.0.1:7890",
+                "--gnmic-targets",
+                "t.yaml"
+            ]),
+            Ok(())
+        );
+        assert_eq!(
             agent(&["--hook-url", "http://127.0.0.1:8080/{event}"]),
             Ok(())
         );
@@ -536,6 +603,42 @@ mod tests {
                 "--member-lease-namespace: ",
             ),
             (&["--hook-timeout", "6"], "--hook-timeout: "),
+            (
+                &[
+                    "--gnmic-api",
+                    "https://127.0.0.1:7890",
+                    "--gnmic-targets",
+                    "t.yaml",
+                ],
+                "--gnmic-api: ",
+            ),
+            (
+                &[
+                    "--gnmic-api",
+                    "http://127.0.0.1:7890",
+                    "--gnmic-targets",
+                    "t.yaml",
+                    "--gnmic-poll-ms",
+                    "10",
+                ],
+                "--gnmic-poll-ms: ",
+            ),
+            // Managed gnmic needs its definitions, and is the only app.
+            (
+                &["--gnmic-api", "http://127.0.0.1:7890"],
+                "error: the following required",
+            ),
+            (
+                &[
+                    "--gnmic-api",
+                    "http://127.0.0.1:7890",
+                    "--gnmic-targets",
+                    "t.yaml",
+                    "--hook-url",
+                    "http://127.0.0.1:1/",
+                ],
+                "error: the argument",
+            ),
             // The first protocol's flag is gone with it.
             (&["--protocol-version", "2"], "error: unexpected argument"),
         ] {

@@ -3,7 +3,8 @@
 //! Flow: `config` (what to manage) → `k8s` (watchers, the pure index, Lease writes) →
 //! `engine` (planner, operations, control-plane loops) → `store` (history in SQL) → `http`
 //! (REST API, dashboard, event feed, auth). Beside them: `protocol`, the Lease contract members
-//! and control plane share; `agent`, the member side; `model`, the shared vocabulary; `metrics`,
+//! and control plane share; `targets`, the target list (keys, weights, pins and a managed
+//! app's definition of each target), read by both; `agent`, the member side; `model`, the shared vocabulary; `metrics`,
 //! the Prometheus registry the engine records into and `http` serves; `demo`, the one-command
 //! demo on the Kubernetes API simulator (the `kube-sim` crate of this workspace); `cli`, the
 //! command line; `telemetry`, logging.
@@ -13,13 +14,14 @@
 //! | module | may use |
 //! | --- | --- |
 //! | `cli` | everything |
-//! | `demo` | `agent`, `config`, `engine`, `http`, `model`, `net`, `store` |
+//! | `demo` | `agent`, `config`, `engine`, `http`, `model`, `net`, `store`, `targets` |
 //! | `http` | `config`, `engine`, `k8s`, `metrics`, `model`, `net`, `protocol`, `store` |
 //! | `engine` | `config`, `k8s`, `metrics`, `model`, `net`, `protocol`, `store` |
-//! | `agent` | `k8s`, `model`, `net`, `protocol` |
+//! | `agent` | `k8s`, `model`, `net`, `protocol`, `targets` |
 //! | `k8s` | `config`, `metrics`, `model`, `protocol` |
 //! | `store`, `metrics` | `model` |
-//! | `config` | `model`, `protocol` |
+//! | `config` | `model`, `protocol`, `targets` |
+//! | `targets` | `protocol` |
 //! | `protocol` | `model` |
 //! | `model`, `net`, `telemetry` | nothing |
 //!
@@ -37,4 +39,5 @@ pub mod model;
 pub mod net;
 pub mod protocol;
 pub mod store;
+pub mod targets;
 pub mod telemetry;

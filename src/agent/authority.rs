@@ -7,7 +7,8 @@
 //! once the last deadline it got has passed (no answer is no news: the deadline stands); or the
 //! app container's liveness probe points at it, and the kubelet restarts the app when the agent
 //! says it holds no authority or does not answer. Only this module knows the wire format; it
-//! reads the agent's published deadline and nothing else.
+//! reads the agent's published deadline and nothing else. A managed app's report
+//! (`agent::gnmic`, `GET /app`) is served beside it on the same address.
 
 use std::future::Future;
 
@@ -62,13 +63,14 @@ pub fn router(authority: watch::Receiver<Option<i64>>) -> axum::Router {
         .with_state(authority)
 }
 
-/// Serves [`router`] on `listener` until `shutdown`.
+/// Serves `router` ([`router`], with what else the agent offers its app) on `listener` until
+/// `shutdown`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    authority: watch::Receiver<Option<i64>>,
+    router: axum::Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(authority))
+    axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await
 }

@@ -1,5 +1,6 @@
 //! What the member app is told when the agent starts or stops work on a target: a shell
-//! command ([`CommandHooks`]), a local HTTP call ([`HttpHooks`]) or nothing ([`NoHooks`]).
+//! command ([`CommandHooks`]), a local HTTP call ([`HttpHooks`]), nothing ([`NoHooks`]), or a
+//! managed app the agent drives itself (`agent::gnmic`).
 //! Every call names the target and the fencing generation of this member's hold on it
 //! ([`Assignment`]). Hooks only report; the agent bounds every call with its hook timeout
 //! (dropping the future, which kills a command) and decides what a failure means.
@@ -81,6 +82,13 @@ pub trait Hooks: Send + Sync + 'static {
     fn on_acquire(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>>;
     /// Stop working on `work.target` (called before the Lease is released or given up).
     fn on_release(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>>;
+    /// Whether a release that returns `Ok` is proof the work stopped, and an `Err` (or a
+    /// timeout) means it may go on. Then the agent hands a target over only after an `Ok`:
+    /// on a failure it keeps the target and asks again. Otherwise (the default, for hooks that
+    /// only report) a failed release is logged and the hand-over goes ahead.
+    fn confirms_stop(&self) -> bool {
+        false
+    }
 }
 
 impl dyn Hooks {

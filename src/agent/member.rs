@@ -33,7 +33,9 @@
 //!
 //! A failing `on_acquire` is logged and the Lease is kept: the desired owner is still this
 //! member, giving the Lease up would only make the control plane move it back, and the app can
-//! retry on its own. `on_release` failures are logged too; the release goes ahead.
+//! retry on its own. `on_release` failures are logged too; the release goes ahead — unless
+//! the hooks confirm their stops (`Hooks::confirms_stop`, managed gnmic): then the target is
+//! kept, and its stop asked for again, until the app says it stopped.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -697,6 +699,14 @@ impl Member {
                 match (event, h.phase) {
                     (HookEvent::Acquire, Phase::Starting) => {
                         h.starting = None;
+                        h.phase = Phase::Working;
+                    }
+                    (HookEvent::Release, Phase::Stopping { release: true })
+                        if result.is_err() && self.hooks.confirms_stop() =>
+                    {
+                        // The app may still work on it: not handed over; the next pass asks
+                        // again (the hook's own wait paces it).
+                        tracing::warn!(target = %h.target, "the app did not confirm it stopped: keeping the target");
                         h.phase = Phase::Working;
                     }
                     (HookEvent::Release, Phase::Stopping { release: true }) => {

@@ -10,10 +10,11 @@
 //! member Lease, every write a compare-and-swap on `resourceVersion`; it never writes desired
 //! owners.
 //! `member` holds the decision loop, `state` what it keeps per Lease, `writes` the Lease writes,
-//! `hooks` the ways of telling the app, `shared` one watch of the target Leases for the members
+//! `hooks` the ways of telling the app, `gnmic` the managed gnmic kind of them, `shared` one watch of the target Leases for the members
 //! of one process.
 
 pub mod authority;
+pub mod gnmic;
 pub mod hooks;
 mod member;
 mod shared;

@@ -10,10 +10,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
 use self::http::HttpSettings;
 use crate::protocol::{Protocol, names};
+pub use crate::targets::{TargetSpec, parse_target_list};
+use crate::targets::yaml;
 
 /// The whole file.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -148,80 +150,6 @@ pub struct ConfigMapRef {
     pub name: String,
     /// The key holding the target list.
     pub key: String,
-}
-
-/// One target: a key, or `{key, weight, pin}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TargetSpec {
-    /// Any string; it becomes a Lease name directly or hashed.
-    pub key: String,
-    /// Relative load (default 1).
-    pub weight: u32,
-    /// The member that must own it.
-    pub pin: Option<String>,
-}
-
-impl<'de> Deserialize<'de> for TargetSpec {
-    /// A bare scalar is a key (numbers and booleans keep their text as far as YAML lets them:
-    /// quote keys such as `1.50` or `true`); a mapping is `{key, weight, pin}`.
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::{self, MapAccess, Visitor};
-        use std::fmt;
-
-        struct V;
-        impl V {
-            fn key<E>(self, key: String) -> Result<TargetSpec, E> {
-                Ok(TargetSpec {
-                    key,
-                    weight: 1,
-                    pin: None,
-                })
-            }
-        }
-        impl<'de> Visitor<'de> for V {
-            type Value = TargetSpec;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a target key or {key, weight, pin}")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<TargetSpec, E> {
-                self.key(v.to_owned())
-            }
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<TargetSpec, E> {
-                self.key(v.to_string())
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<TargetSpec, E> {
-                self.key(v.to_string())
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<TargetSpec, E> {
-                self.key(v.to_string())
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<TargetSpec, E> {
-                self.key(v.to_string())
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<TargetSpec, A::Error> {
-                #[derive(Deserialize)]
-                #[serde(deny_unknown_fields)]
-                struct Full {
-                    key: String,
-                    #[serde(default = "one")]
-                    weight: u32,
-                    #[serde(default)]
-                    pin: Option<String>,
-                }
-                let f = Full::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Ok(TargetSpec {
-                    key: f.key,
-                    weight: f.weight,
-                    pin: f.pin,
-                })
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-fn one() -> u32 {
-    1
 }
 
 /// A static role: pods matching `selector` play `name`.
@@ -638,18 +566,8 @@ impl Cluster {
         }
         let mut keys = BTreeSet::new();
         for (i, t) in self.targets.inline.iter().enumerate() {
-            if t.key.is_empty() {
-                return Err((
-                    format!("targets.inline[{i}].key"),
-                    "must not be empty".into(),
-                ));
-            }
-            if t.weight == 0 {
-                return Err((
-                    format!("targets.inline[{i}].weight"),
-                    "must be at least 1".into(),
-                ));
-            }
+            t.check()
+                .map_err(|(field, why)| (format!("targets.inline[{i}].{field}"), why))?;
             if !keys.insert(&t.key) {
                 return Err((
                     format!("targets.inline[{i}].key"),
@@ -750,32 +668,6 @@ fn check_placeholders(template: &str) -> Result<(), String> {
         rest = &rest[start + len + 1..];
     }
     Ok(())
-}
-
-/// YAML 1.2 reading: only `true`/`false` are booleans and `0012` stays text, so keys such as
-/// `y`, `on` or `007` arrive as written.
-fn yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_saphyr::Error> {
-    let mut options = serde_saphyr::Options::default();
-    options.strict_booleans = true;
-    options.leading_zero_numbers_as_strings = true;
-    serde_saphyr::from_str_with_options(text, options)
-}
-
-/// Parses a target list as stored in a ConfigMap key (the `inline` format, as YAML).
-pub fn parse_target_list(text: &str) -> Result<Vec<TargetSpec>, String> {
-    let list: Vec<TargetSpec> = yaml(text).map_err(|e| e.to_string())?;
-    let mut keys = BTreeSet::new();
-    for (i, t) in list.iter().enumerate() {
-        if t.key.is_empty() || t.weight == 0 {
-            return Err(format!(
-                "[{i}]: key must not be empty and weight must be ≥ 1"
-            ));
-        }
-        if !keys.insert(&t.key) {
-            return Err(format!("[{i}]: {:?} is listed twice", t.key));
-        }
-    }
-    Ok(list)
 }
 
 #[cfg(test)]

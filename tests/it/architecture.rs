@@ -14,11 +14,12 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("net", &[]),
     ("telemetry", &[]),
     ("protocol", &["model"]),
-    ("config", &["protocol", "model"]),
+    ("targets", &["protocol"]),
+    ("config", &["protocol", "model", "targets"]),
     ("metrics", &["model"]),
     ("store", &["model"]),
     ("k8s", &["config", "metrics", "model", "protocol"]),
-    ("agent", &["k8s", "protocol", "model", "net"]),
+    ("agent", &["k8s", "protocol", "model", "net", "targets"]),
     (
         "engine",
         &[
@@ -33,7 +34,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "demo",
-        &["agent", "config", "engine", "http", "model", "net", "store"],
+        &[
+            "agent", "config", "engine", "http", "model", "net", "store", "targets",
+        ],
     ),
     (
         "cli",
@@ -49,6 +52,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "net",
             "protocol",
             "store",
+            "targets",
             "telemetry",
         ],
     ),

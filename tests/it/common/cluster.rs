@@ -516,11 +516,41 @@ impl Harness {
     pub async fn add_process_member(&mut self, name: &str) {
         self.add_pod(name).await;
         let url = self.hook_app_url().await;
+        self.spawn_process_member(name, &["--hook-url", &url]);
+    }
+
+    /// Creates a member pod and starts its agent as a process in managed gnmic mode, driving
+    /// the `gnmic collect` whose API is at `api` with the definitions in `targets`.
+    pub async fn add_gnmic_member(
+        &mut self,
+        name: &str,
+        api: std::net::SocketAddr,
+        targets: &std::path::Path,
+    ) {
+        self.add_pod(name).await;
+        let api = format!("http://{api}");
+        let targets = targets.to_str().unwrap().to_owned();
+        self.spawn_process_member(
+            name,
+            &[
+                "--gnmic-api",
+                &api,
+                "--gnmic-targets",
+                &targets,
+                "--gnmic-poll-ms",
+                "200",
+            ],
+        );
+    }
+
+    /// Starts `name`'s agent as a `leasehold agent` process with `app` telling it its app.
+    fn spawn_process_member(&mut self, name: &str, app: &[&str]) {
         let log = self.db.path().join(format!("agent-{name}.log"));
         let stderr = std::fs::File::create(&log).unwrap();
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"));
         cmd.args(["agent", "--cluster", CLUSTER, "--namespace", &self.ns])
-            .args(["--identity", name, "--hook-url", &url])
+            .args(["--identity", name])
+            .args(app)
             .args(["--lease-duration", &PROCESS_LEASE_S.to_string()])
             .arg("--kubeconfig")
             .arg(&self.accounts.member_kubeconfig)

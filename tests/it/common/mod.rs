@@ -7,6 +7,7 @@
 pub mod accounts;
 pub mod app;
 pub mod cluster;
+pub mod gnmic;
 pub mod invariant;
 pub mod pod_agents;
 pub mod slow_policy;
