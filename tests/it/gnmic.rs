@@ -46,7 +46,10 @@ async fn collected_by_owners(h: &Harness, watch: &Watch, members: &[&str], withi
             .iter()
             .filter_map(|t| Some((t.key.to_string(), t.owner.clone()?.to_string())))
             .collect();
-        if owners.len() != TARGETS || !owners.values().all(|o| members.contains(o)) {
+        if m.targets.is_empty()
+            || owners.len() != m.targets.len()
+            || !owners.values().all(|o| members.contains(o))
+        {
             return None;
         }
         let collecting = watch.collecting();
@@ -104,6 +107,34 @@ fn gaps(watch: &Watch, phase: &str) -> Duration {
     max
 }
 
+/// The harness for a cluster of `list`, and the agents' copy of the list in `dir`.
+async fn harness(list: &[String], dir: &std::path::Path) -> (Harness, std::path::PathBuf) {
+    let yaml = format!(
+        "control_plane: {{namespace: {NS}, lease_duration: 2s}}
+clusters:
+- name: {CLUSTER}
+  namespace: {NS}
+  selector: {{app: c}}
+  headless_service: c
+  targets:
+    inline:
+{}
+  policy: {{lease_duration: {PROCESS_LEASE_S}s, join_settle: 1s, move_timeout: 20s, on_join: auto}}
+",
+        list.iter()
+            .map(|t| format!("    - {t}\n"))
+            .collect::<String>()
+    );
+    let h = Harness::new(&yaml).await;
+    let targets_file = dir.join("targets.yaml");
+    std::fs::write(
+        &targets_file,
+        list.iter().map(|t| format!("- {t}\n")).collect::<String>(),
+    )
+    .unwrap();
+    (h, targets_file)
+}
+
 /// Fails if any target was run by two gnmics at once so far.
 fn no_overlap(watch: &Watch, phase: &str) {
     let overlaps = watch.overlaps();
@@ -120,29 +151,7 @@ async fn managed_gnmic_never_runs_a_target_twice_through_join_removal_restart_an
     let device = Gnmic::device(&bin, dir.path(), "d");
     device.listening().await;
     let list = target_list(device.addr);
-    let yaml = format!(
-        "control_plane: {{namespace: {NS}, lease_duration: 2s}}
-clusters:
-- name: {CLUSTER}
-  namespace: {NS}
-  selector: {{app: c}}
-  headless_service: c
-  targets:
-    inline:
-{}
-  policy: {{lease_duration: {PROCESS_LEASE_S}s, join_settle: 1s, move_timeout: {PROCESS_LEASE_S}s, on_join: auto}}
-",
-        list.iter()
-            .map(|t| format!("    - {t}\n"))
-            .collect::<String>()
-    );
-    let mut h = Harness::new(&yaml).await;
-    let targets_file = dir.path().join("targets.yaml");
-    std::fs::write(
-        &targets_file,
-        list.iter().map(|t| format!("- {t}\n")).collect::<String>(),
-    )
-    .unwrap();
+    let (mut h, targets_file) = harness(&list, dir.path()).await;
     let watch = Watch::start(POLL);
     let mut collectors = BTreeMap::new();
     for m in ["c-0", "c-1", "c-2"] {
@@ -243,6 +252,104 @@ clusters:
             "{phase}: a target went uncollected for {max:?}"
         );
     }
+    drop(watch);
+    h.finish().await;
+    drop(collectors);
+}
+
+/// gnmic never retries a target whose first start failed; the agent restarts it (disable,
+/// enable, with backoff): a device that comes up after its target is collected. And a gnmic
+/// that does not answer cannot confirm it stopped: its member keeps its targets (nobody else
+/// starts them) until it answers again, and only then hands them over.
+#[tokio::test]
+async fn a_late_device_is_collected_and_a_gnmic_that_cannot_confirm_a_stop_keeps_its_targets() {
+    let Some(bin) = gnmic::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let device = Gnmic::device(&bin, dir.path(), "d");
+    device.listening().await;
+    let late = gnmic::free_addr();
+    let mut list = target_list(device.addr);
+    list.truncate(6);
+    list.push(format!(
+        "{{key: late, gnmic: {{address: '{late}', insecure: true, timeout: 1s}}}}"
+    ));
+    let (mut h, targets_file) = harness(&list, dir.path()).await;
+    let watch = Watch::start(POLL);
+    let mut collectors = BTreeMap::new();
+    for m in ["c-0", "c-1"] {
+        let g = Gnmic::collector(&bin, dir.path(), m);
+        g.listening().await;
+        watch.add(m, g.addr);
+        h.add_gnmic_member(m, g.addr, &targets_file).await;
+        collectors.insert(m, g);
+    }
+    h.wait_pods_ready(2).await;
+    h.wait_registered(&["c-0", "c-1"]).await;
+    h.start_engine("cp-a").await;
+    // Placed; `late`'s device is down, so its gnmic lists it as failed, not collecting.
+    eventually(Duration::from_secs(20), || async {
+        let m = h.model();
+        (m.counts.owned == m.counts.total && m.counts.total == 7).then_some(())
+    })
+    .await
+    .expect("never placed");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!watch.collecting().contains_key("late"));
+    let _late_device = Gnmic::device_at(&bin, dir.path(), "late", late);
+    _late_device.listening().await;
+    let up = tokio::time::Instant::now();
+    collected_by_owners(&h, &watch, &["c-0", "c-1"], Duration::from_secs(20)).await;
+    eprintln!(
+        "gnmic: a device up after its target failed: collected {:?} later",
+        up.elapsed()
+    );
+
+    // c-1's gnmic stops answering (SIGSTOP); c-1 is removed. Its targets must stay with it,
+    // run by nobody else, for as long as its gnmic cannot say it stopped them.
+    let held: Vec<String> = h
+        .model()
+        .targets
+        .iter()
+        .filter(|t| t.owner.as_deref() == Some("c-1"))
+        .map(|t| t.key.to_string())
+        .collect();
+    assert!(!held.is_empty());
+    collectors["c-1"].signal("-STOP");
+    let op = h
+        .engine()
+        .start_remove(CLUSTER, "c-1", "test", None)
+        .await
+        .expect("remove-instance starts");
+    let until = tokio::time::Instant::now() + Duration::from_secs(4);
+    while tokio::time::Instant::now() < until {
+        let m = h.model();
+        for t in &held {
+            let owner = m
+                .targets
+                .iter()
+                .find(|x| x.key.as_ref() == t.as_str())
+                .and_then(|x| x.owner.clone());
+            assert_eq!(
+                owner.as_deref(),
+                Some("c-1"),
+                "{t} left c-1 while its gnmic could not confirm it stopped"
+            );
+            assert!(
+                !watch.collecting().get(t).is_some_and(|c| c.contains("c-0")),
+                "{t} started on c-0 while c-1's gnmic may still run it"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    collectors["c-1"].signal("-CONT");
+    collected_by_owners(&h, &watch, &["c-0"], Duration::from_secs(20)).await;
+    let done = eventually(Duration::from_secs(30), || async {
+        let op = h.engine().operation(&op.id).await.ok()?;
+        (op.state == OperationState::Succeeded).then_some(())
+    })
+    .await;
+    assert!(done.is_some(), "removing c-1 never succeeded");
+    no_overlap(&watch, "a gnmic that could not confirm its stops");
     drop(watch);
     h.finish().await;
     drop(collectors);

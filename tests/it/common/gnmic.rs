@@ -88,7 +88,11 @@ impl Gnmic {
     /// A device: gnmic's gNMI server on a free loopback port (`gnmic subscribe --watch-config`
     /// with an API, so that it keeps running with no target of its own).
     pub fn device(bin: &Path, dir: &Path, name: &str) -> Gnmic {
-        let addr = free_addr();
+        Gnmic::device_at(bin, dir, name, free_addr())
+    }
+
+    /// A device serving at `addr`.
+    pub fn device_at(bin: &Path, dir: &Path, name: &str, addr: SocketAddr) -> Gnmic {
         let api = free_addr();
         let config = dir.join(format!("device-{name}.yaml"));
         std::fs::write(
@@ -134,6 +138,22 @@ impl Gnmic {
             .spawn()
             .expect("gnmic starts");
         self.child = Some(child);
+    }
+
+    /// Sends `signal` (`-STOP`, `-CONT`) to the process.
+    pub fn signal(&self, signal: &str) {
+        let pid = self
+            .child
+            .as_ref()
+            .and_then(|c| c.id())
+            .expect("gnmic runs")
+            .to_string();
+        let ok = std::process::Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {signal} {pid}");
     }
 
     /// SIGKILL, and waits for the exit.
