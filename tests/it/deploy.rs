@@ -26,6 +26,7 @@ const OVERLAYS: &[&str] = &[
     "deploy/overlays/ha",
     "deploy/overlays/single-token-auth",
     "deploy/examples/gnmic",
+    "deploy/examples/gnmic-observed",
     "deploy/examples/mmr",
     "deploy/examples/worker-pool",
 ];
@@ -201,7 +202,7 @@ async fn every_leasehold_config_under_deploy_loads() {
         }
     }
     files.sort();
-    assert_eq!(files.len(), 6, "{files:?}");
+    assert_eq!(files.len(), 7, "{files:?}");
     for f in &files {
         let c = Config::load(f).unwrap_or_else(|e| panic!("{e}"));
         assert!(!c.clusters.is_empty());
@@ -352,6 +353,35 @@ async fn rbac_is_least_privilege_and_pods_are_locked_down() {
                 && e["valueFrom"]["secretKeyRef"]["name"] == "leasehold-database"));
         }
     }
+}
+
+/// The managed gnmic example: every target in its list has a gnmic definition the agent can use,
+/// and the list is the one the control plane's cluster entry reads.
+#[tokio::test]
+async fn the_managed_gnmic_example_defines_every_target_for_gnmic() {
+    let b = Backend::start().await;
+    let objects = render(&b, "deploy/examples/gnmic").await;
+    let cms = find(&objects, "ConfigMap", "gnmic-targets");
+    assert_eq!(cms.len(), 1);
+    let text = cms[0]["data"]["targets.yaml"]
+        .as_str()
+        .expect("key targets.yaml");
+    let list = leasehold::config::parse_target_list(text).unwrap();
+    assert_eq!(list.len(), 7);
+    assert!(list.iter().all(|t| t.gnmic.is_some()), "{list:?}");
+    let config = Config::load(&root().join("deploy/examples/gnmic/leasehold.yaml")).unwrap();
+    let targets = config.clusters[0].targets.config_map.as_ref().unwrap();
+    assert_eq!(
+        (targets.name.as_str(), targets.key.as_str()),
+        ("gnmic-targets", "targets.yaml")
+    );
+    // The agent reads the same key, mounted.
+    let sts = find(&objects, "StatefulSet", "gnmic");
+    let args = sts[0]["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    assert!(
+        args.contains("--gnmic-targets=/etc/leasehold/targets/targets.yaml"),
+        "{args}"
+    );
 }
 
 #[tokio::test]
