@@ -89,6 +89,12 @@ pub trait Hooks: Send + Sync + 'static {
     fn confirms_stop(&self) -> bool {
         false
     }
+    /// The app's own account of the work it does, for apps the agent can ask (managed gnmic):
+    /// written on the member Lease at each renewal, so that the control plane can tell held
+    /// targets that are worked on from those that are not.
+    fn work(&self) -> Option<crate::protocol::AppWork> {
+        None
+    }
 }
 
 impl dyn Hooks {

@@ -1132,10 +1132,12 @@ impl Member {
             .sending(write, now_ms, (current.as_ref(), &next.0), &me);
         let timeout = Duration::from_millis(u64::try_from(heart.auth.write_timeout()).unwrap_or(0));
         let overrun = self.overruns.last();
+        let app = self.hooks.work();
         self.tasks.spawn(async move {
             let sent = Instant::now();
             let names = (prefix.as_str(), cluster.as_str(), me.as_str());
-            let result = writes::heartbeat(&api, next, names, overrun.as_ref(), timeout).await;
+            let reports = (overrun.as_ref(), app.as_ref());
+            let result = writes::heartbeat(&api, next, names, reports, timeout).await;
             Done::Heartbeat {
                 write: sending,
                 sent,

@@ -89,19 +89,22 @@ pub(super) async fn acquire(
 
 /// A member Lease write of `me`, built by `protocol::member::member_lease_write`
 /// (register — create —, take again in a new term, or renew) — `next`, and whether it is a
-/// create — carrying the member's last overrun,
-/// if any, waiting `timeout` for the answer (`protocol::member::Authority::write_timeout`). A
+/// create — carrying the member's last overrun, if any, and its app's account of its work, if
+/// it gives one, waiting `timeout` for the answer (`protocol::member::Authority::write_timeout`). A
 /// create that finds the Lease already there answers like a 409, with the copy read after it.
 pub(super) async fn heartbeat(
     api: &Api<Lease>,
     (mut next, create): (Lease, bool),
     (prefix, cluster, me): (&str, &str, &str),
-    overrun: Option<&Overrun>,
+    (overrun, app): (Option<&Overrun>, Option<&protocol::AppWork>),
     timeout: Duration,
 ) -> Result<Lease, WriteError> {
     let timeout = timeout.max(MIN_WRITE_TIMEOUT);
     if let Some(o) = overrun {
         protocol::report_overrun(&mut next, o);
+    }
+    if let Some(w) = app {
+        protocol::report_app_work(&mut next, w);
     }
     let name = protocol::names::member_lease(prefix, cluster, me);
     if !create {

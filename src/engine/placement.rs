@@ -853,6 +853,7 @@ mod tests {
                 duration_ms: Some(10_000),
                 revocable: false,
                 term: None,
+                app_work: None,
             });
             instances.push(i);
             let state = if lapsed.is_some() {
@@ -1275,6 +1276,7 @@ mod tests {
             duration_ms: Some(10_000),
             revocable: false,
             term: None,
+            app_work: None,
         });
         let unready = Instance::for_tests("u", false, false, false);
         let m = model(
@@ -1497,6 +1499,7 @@ mod tests {
                 duration_ms: Some(10_000),
                 revocable,
                 term: None,
+                app_work: None,
             })
         };
         let mut a = Instance::for_tests("a", true, false, false);

@@ -587,6 +587,7 @@ mod tests {
             duration_ms: Some(9_000),
             revocable: false,
             term: None,
+            app_work: None,
         });
         assert_eq!(panel.offer(&leaving), Offer::Nothing("leaving"));
     }

@@ -136,6 +136,10 @@ pub struct MemberLease {
     /// each desired owner, so that the holder can hand a target straight to it.
     #[serde(skip)]
     pub term: Option<String>,
+    /// Its managed app's own account of the work it holds (managed gnmic), as its agent last
+    /// wrote it: which held targets the app really works on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_work: Option<crate::protocol::AppWork>,
 }
 
 /// Where a target is.

@@ -47,6 +47,9 @@ pub const ANN_FENCED: &str = "leasehold.io/fenced";
 /// Annotation on a member Lease: the member's last [`Overrun`] (JSON), written by the member
 /// with every write of its member Lease once it has had one.
 pub const ANN_OVERRUN: &str = "leasehold.io/last-overrun";
+/// Annotation on a member Lease: a managed app's own account of the work its member holds
+/// ([`AppWork`]), rewritten with each renewal.
+pub const ANN_APP_WORK: &str = "leasehold.io/app-work";
 /// Annotation on a member Lease: the protocol versions the member speaks (`"2"`: the one
 /// protocol; the number stays what the member Leases' first release wrote, so that a later
 /// version can be told apart).
@@ -217,6 +220,8 @@ pub struct LeaseView {
     pub fence: Option<Fence>,
     /// A member Lease: the member's last overrun, if it had one.
     pub overrun: Option<Overrun>,
+    /// A member Lease: its managed app's account of its work, if it has one.
+    pub app_work: Option<AppWork>,
     /// A member Lease: its current term ([`member_term`]).
     pub term: Option<String>,
     /// A target Lease: the desired owner's term when the control plane chose it.
@@ -284,6 +289,7 @@ pub fn parse_native(lease: &Lease, cluster: &str) -> Option<LeaseView> {
             _ => None,
         },
         overrun: annotation(meta, ANN_OVERRUN).and_then(Overrun::parse),
+        app_work: annotation(meta, ANN_APP_WORK).and_then(AppWork::parse),
         term,
         desired_term: annotation(meta, ANN_DESIRED_TERM)
             .filter(|s| !s.is_empty())
@@ -327,6 +333,7 @@ pub fn parse_gnmic(lease: &Lease, cluster: &str) -> Option<LeaseView> {
         leaving: false,
         fence: None,
         overrun: None,
+        app_work: None,
         term: None,
         desired_term: None,
         handed_term: None,
@@ -621,6 +628,96 @@ pub fn member_taken_again(
     out
 }
 
+/// A managed app's own account of the work its member holds (managed gnmic: what gnmic's API
+/// says it collects), as the member's agent last read it. It says whether the targets a member
+/// holds are really worked on — a held target can be unworked (a device down, a start that
+/// failed) — without a write per target: it rides the member Lease's renewals.
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+pub struct AppWork {
+    /// The app (`gnmic`).
+    pub app: String,
+    /// Whether the agent could read the app's state at all.
+    pub reachable: bool,
+    /// Targets the member holds.
+    pub held: u32,
+    /// Of those, the ones the app really works on.
+    pub working: u32,
+    /// Held targets the app does not work on, with why (at most [`AppWork::MAX_LISTED`]).
+    pub not_working: BTreeMap<String, String>,
+    /// Held targets not working beyond those listed.
+    #[serde(default)]
+    pub unlisted: u32,
+}
+
+impl AppWork {
+    /// Most targets listed by name: an annotation stays small (each Lease write carries it).
+    pub const MAX_LISTED: usize = 50;
+    /// Longest reason kept, in characters.
+    pub const MAX_REASON: usize = 160;
+
+    /// The report for an app's targets: (target, working, why not).
+    pub fn of<'a>(
+        app: &str,
+        reachable: bool,
+        targets: impl IntoIterator<Item = (&'a str, bool, Option<&'a str>)>,
+    ) -> AppWork {
+        let mut w = AppWork {
+            app: app.to_owned(),
+            reachable,
+            ..AppWork::default()
+        };
+        for (target, working, why) in targets {
+            w.held += 1;
+            if working {
+                w.working += 1;
+            } else if w.not_working.len() < Self::MAX_LISTED {
+                let why: String = why
+                    .unwrap_or("not working")
+                    .chars()
+                    .take(Self::MAX_REASON)
+                    .collect();
+                w.not_working.insert(target.to_owned(), why);
+            } else {
+                w.unlisted += 1;
+            }
+        }
+        w
+    }
+
+    /// Whether `target` (held by this member) is worked on: `None` when it is not known (not
+    /// listed, but unlisted ones exist).
+    pub fn works_on(&self, target: &str) -> Option<bool> {
+        if self.not_working.contains_key(target) {
+            Some(false)
+        } else if self.unlisted > 0 {
+            None
+        } else {
+            Some(true)
+        }
+    }
+
+    /// The annotation value.
+    pub fn to_annotation(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Reads the annotation value; `None` if it is not one.
+    pub fn parse(value: &str) -> Option<AppWork> {
+        serde_json::from_str(value).ok()
+    }
+}
+
+/// Writes the member's app's account of its work onto `lease` (its member Lease).
+pub fn report_app_work(lease: &mut Lease, work: &AppWork) {
+    lease
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(ANN_APP_WORK.to_owned(), work.to_annotation());
+}
+
 /// Writes the member's last overrun onto `lease` (its member Lease).
 pub fn report_overrun(lease: &mut Lease, overrun: &Overrun) {
     lease
@@ -886,6 +983,44 @@ mod tests {
         let v = parse_native(&taken, "c").unwrap();
         assert_eq!(v.operation.as_deref(), Some("op-1"));
         assert_eq!(v.cause, Some(Cause::Rebalance));
+    }
+
+    #[test]
+    fn an_apps_account_of_its_work_is_small_and_says_what_it_does_not_know() {
+        let many: Vec<String> = (0..AppWork::MAX_LISTED + 3)
+            .map(|i| format!("t-{i:03}"))
+            .collect();
+        let long = "x".repeat(500);
+        let w = AppWork::of(
+            "gnmic",
+            true,
+            std::iter::once(("ok", true, None)).chain(
+                many.iter()
+                    .map(|t| (t.as_str(), false, Some(long.as_str()))),
+            ),
+        );
+        assert_eq!((w.held, w.working), (AppWork::MAX_LISTED as u32 + 4, 1));
+        assert_eq!(w.not_working.len(), AppWork::MAX_LISTED);
+        assert_eq!(w.unlisted, 3);
+        assert!(
+            w.not_working
+                .values()
+                .all(|r| r.chars().count() == AppWork::MAX_REASON)
+        );
+        assert_eq!(w.works_on("t-000"), Some(false));
+        // Not listed, but some are unlisted: unknown.
+        assert_eq!(w.works_on("ok"), None);
+        let small = AppWork::of(
+            "gnmic",
+            true,
+            [("a", true, None), ("b", false, Some("failed"))],
+        );
+        assert_eq!(small.works_on("a"), Some(true));
+        assert_eq!(small.works_on("b"), Some(false));
+        let mut lease = Lease::default();
+        report_app_work(&mut lease, &small);
+        let text = &lease.metadata.annotations.as_ref().unwrap()[ANN_APP_WORK];
+        assert_eq!(AppWork::parse(text), Some(small));
     }
 
     #[test]

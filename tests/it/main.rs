@@ -15,7 +15,7 @@ mod demo;
 mod deploy;
 mod engine;
 mod faults;
-mod gnmic;
+mod managed_gnmic;
 mod idempotency;
 mod metrics;
 mod pressure;

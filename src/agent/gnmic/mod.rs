@@ -472,6 +472,26 @@ impl Hooks for Gnmic {
     fn confirms_stop(&self) -> bool {
         true
     }
+    fn work(&self) -> Option<crate::protocol::AppWork> {
+        let r = self.report();
+        let why: Vec<String> = r
+            .targets
+            .iter()
+            .map(|t| match &t.problem {
+                Some(p) => format!("gnmic: {}: {p}", t.state),
+                None if t.connection.is_empty() => format!("gnmic: {}", t.state),
+                None => format!("gnmic: {}, {}", t.state, t.connection),
+            })
+            .collect();
+        Some(crate::protocol::AppWork::of(
+            "gnmic",
+            r.reachable,
+            r.targets
+                .iter()
+                .zip(&why)
+                .map(|(t, why)| (t.target.as_str(), t.collecting, Some(why.as_str()))),
+        ))
+    }
 }
 
 /// What was last given to gnmic for a target.

@@ -416,6 +416,7 @@ mod tests {
             duration_ms: Some(9_000),
             revocable: false,
             term: None,
+            app_work: None,
         });
         i
     }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use crate::k8s::model::{Liveness, MemberLease};
-use crate::protocol::{Fence, Holding, LeaseView};
+use crate::protocol::{AppWork, Fence, Holding, LeaseView};
 
 /// Shared copies of strings that repeat across records.
 #[derive(Debug, Default)]
@@ -250,6 +250,8 @@ pub(super) struct MemberEntry {
     pub(super) shown: Heartbeat,
     /// Its term as last seen ([`crate::protocol::member_term`]).
     pub(super) term: Option<String>,
+    /// Its managed app's account of its work, as last written.
+    pub(super) app_work: Option<AppWork>,
 }
 
 /// How a held member Lease's silence looks by the clock alone, as the dashboard shows it.
@@ -275,6 +277,7 @@ impl MemberEntry {
             alive_ms: now_ms,
             shown: Heartbeat::Fresh,
             term: view.term.clone(),
+            app_work: view.app_work.clone(),
         }
     }
 
@@ -291,9 +294,12 @@ impl MemberEntry {
 
     /// Takes in a newer copy; whether the model changed beyond ages.
     pub(super) fn observe(&mut self, view: &LeaseView, now_ms: i64, ix: &mut Interner) -> bool {
-        let flags = self.leaving != view.leaving || self.fence != view.fence;
+        let flags = self.leaving != view.leaving
+            || self.fence != view.fence
+            || self.app_work != view.app_work;
         self.leaving = view.leaving;
         self.fence = view.fence;
+        self.app_work.clone_from(&view.app_work);
         self.term.clone_from(&view.term);
         let seen = self.entry.observe(view, now_ms, ix);
         // Only the member itself writes its Lease with a holder (the control plane's fence
@@ -336,6 +342,7 @@ impl MemberEntry {
             term: matches!(liveness, Liveness::Live | Liveness::Leaving)
                 .then(|| self.term.clone())
                 .flatten(),
+            app_work: self.app_work.clone(),
         }
     }
 
@@ -375,6 +382,7 @@ mod tests {
             leaving: false,
             fence: None,
             overrun: None,
+            app_work: None,
             term: None,
             desired_term: None,
             handed_term: None,

@@ -255,6 +255,7 @@ impl ClusterState {
                     duration_ms: None,
                     revocable: false,
                     term: None,
+                    app_work: None,
                 },
                 |m| m.state(name, now_ms, self.members_judged_at(now_ms)),
             )

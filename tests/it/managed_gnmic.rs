@@ -166,6 +166,25 @@ async fn managed_gnmic_never_runs_a_target_twice_through_join_removal_restart_an
     h.start_engine("cp-a").await;
     collected_by_owners(&h, &watch, &["c-0", "c-1", "c-2"], Duration::from_secs(30)).await;
     gaps(&watch, "placement");
+    // Each agent tells the control plane, on its member Lease, that gnmic collects all it holds.
+    eventually(Duration::from_secs(10), || async {
+        let m = h.model();
+        ["c-0", "c-1", "c-2"]
+            .iter()
+            .all(|n| {
+                m.instance(n).is_some_and(|i| {
+                    i.member_lease
+                        .as_ref()
+                        .and_then(|l| l.app_work.as_ref())
+                        .is_some_and(|w| {
+                            w.app == "gnmic" && w.held as usize == i.owned && w.working == w.held
+                        })
+                })
+            })
+            .then_some(())
+    })
+    .await
+    .expect("the members never reported gnmic collecting all they hold");
 
     // A fourth member joins: its share is handed to it (on_join: auto).
     let g = Gnmic::collector(&bin, dir.path(), "c-3");
@@ -295,6 +314,26 @@ async fn a_late_device_is_collected_and_a_gnmic_that_cannot_confirm_a_stop_keeps
     .expect("never placed");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!watch.collecting().contains_key("late"));
+    // Its holder says so: held, not collected, and why (gnmic's own reason).
+    let why = eventually(Duration::from_secs(10), || async {
+        let m = h.model();
+        let owner = m
+            .targets
+            .iter()
+            .find(|t| t.key.as_ref() == "late")?
+            .owner
+            .clone()?;
+        let w = m
+            .instance(&owner)?
+            .member_lease
+            .as_ref()?
+            .app_work
+            .clone()?;
+        w.not_working.get("late").cloned()
+    })
+    .await
+    .expect("the holder of `late` never reported it not collected");
+    assert!(why.starts_with("gnmic: failed"), "{why}");
     let _late_device = Gnmic::device_at(&bin, dir.path(), "late", late);
     _late_device.listening().await;
     let up = tokio::time::Instant::now();
