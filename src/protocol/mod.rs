@@ -1118,7 +1118,7 @@ mod tests {
     fn gnmic_layout_is_read_by_original_key_and_value() {
         let key = "gnmic/lab/targets/Router-1";
         let lease: Lease = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": names::gnmic_lease(key), "resourceVersion": "3",
+            "metadata": {"name": "gnmic-lab-targets-router-1", "resourceVersion": "3",
                 "labels": {"app": "gnmic"},
                 "annotations": {"original-key": key, "original-value": "gnmic-1"}},
             "spec": {"holderIdentity": "3f1c-uuid", "leaseDurationSeconds": 10,

@@ -113,19 +113,12 @@ pub fn is_label_value(s: &str) -> bool {
             && b[b.len() - 1].is_ascii_alphanumeric())
 }
 
-/// gnmic's Lease name for a locker key (`pkg/lockers/k8s_locker`): every `/` becomes `-`, and
-/// a result that is not a valid name becomes `gnmic-<full sha256 hex of the key>`.
-pub fn gnmic_lease(key: &str) -> String {
-    let legacy = key.replace('/', "-");
-    if is_dns_subdomain(&legacy) && legacy.len() <= 63 {
-        return legacy;
-    }
-    let d = digest::digest(&digest::SHA256, key.as_bytes());
-    let mut name = String::from("gnmic-");
-    for b in d.as_ref() {
-        name.push_str(&format!("{b:02x}"));
-    }
-    name
+/// gnmic's Lease name for a locker key (`pkg/lockers/k8s_locker`, v0.47.0): every `/` becomes
+/// `-`. gnmic does not hash: `None` when that is not a valid object name — gnmic's create fails,
+/// and the key never gets a Lease.
+pub fn gnmic_lease(key: &str) -> Option<String> {
+    let name = key.replace('/', "-");
+    is_dns_subdomain(&name).then_some(name)
 }
 
 #[cfg(test)]
@@ -214,15 +207,18 @@ mod tests {
     #[test]
     fn gnmic_names_match_the_locker() {
         assert_eq!(
-            gnmic_lease("gnmic/lab/targets/router-1"),
-            "gnmic-lab-targets-router-1"
+            gnmic_lease("gnmic/lab/targets/router-1").as_deref(),
+            Some("gnmic-lab-targets-router-1")
         );
-        assert_eq!(gnmic_lease("gnmic/lab/leader"), "gnmic-lab-leader");
-        let hashed = gnmic_lease("gnmic/lab/targets/Router_1");
-        assert!(
-            hashed.starts_with("gnmic-") && hashed.len() == 6 + 64,
-            "{hashed}"
+        assert_eq!(
+            gnmic_lease("gnmic/lab/leader").as_deref(),
+            Some("gnmic-lab-leader")
         );
+        // Upper case, `_`, too long: no Lease at all.
+        for key in ["gnmic/lab/targets/Router-1", "gnmic/lab/targets/r_1"] {
+            assert_eq!(gnmic_lease(key), None, "{key}");
+        }
+        assert_eq!(gnmic_lease(&format!("gnmic/lab/targets/{}", "r".repeat(250))), None);
     }
 
     #[test]

@@ -1317,23 +1317,21 @@ clusters:
     }
     let leases: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
     let now = jiff::Timestamp::now().to_string();
-    // Exactly as gnmic's k8s locker writes them: name = key with / -> -, or gnmic-<sha256>
-    // when that is not a valid name; the raw key and the instance in annotations; the holder a
-    // per-session UUID; labels app=gnmic and <name>=<instance> when both are valid.
+    // Exactly as gnmic's k8s locker (v0.47.0) writes them: name = key with / -> - (keys that
+    // do not make a valid name never get a Lease); the raw key in an annotation; labels
+    // app=gnmic and <name>=<instance>; the holder the host name of gnmic's process (its pod).
     for (target, instance) in [
         ("router-1", "gnmic-0"),
-        ("Router-2", "gnmic-1"),
-        ("spine_3", "gnmic-1"),
+        ("router-2", "gnmic-1"),
+        ("spine-3", "gnmic-1"),
     ] {
         let key = format!("gnmic/lab/targets/{target}");
-        let name = protocol::names::gnmic_lease(&key);
+        let name = protocol::names::gnmic_lease(&key).expect("a name gnmic can create");
         let mut labels = json!({"app": "gnmic"});
-        if name == key.replace('/', "-") {
-            labels[&name] = json!(instance);
-        }
+        labels[&name] = json!(instance);
         let lease = json!({"metadata": {"name": name, "labels": labels,
-                "annotations": {"original-key": key, "original-value": instance}},
-            "spec": {"holderIdentity": uuid::Uuid::new_v4().to_string(), "leaseDurationSeconds": 10,
+                "annotations": {"original-key": key}},
+            "spec": {"holderIdentity": instance, "leaseDurationSeconds": 10,
                 "acquireTime": now, "renewTime": now, "leaseTransitions": 0}});
         leases
             .create(
@@ -1352,7 +1350,7 @@ clusters:
     .await
     .expect("three owned gnmic targets");
     assert_eq!(
-        m.target("Router-2").unwrap().owner.as_deref(),
+        m.target("router-2").unwrap().owner.as_deref(),
         Some("gnmic-1")
     );
     assert_eq!(

@@ -293,6 +293,67 @@ impl Indexed for ConfigMap {
     }
 }
 
+/// How long a target Lease gnmic deleted waits for its next holder's Lease before the release
+/// is recorded on its own ([`ClusterState::gnmic_released`]).
+pub(super) const GNMIC_MOVE_WINDOW_MS: i64 = 60_000;
+
+/// A target Lease gnmic deleted: who held it, and how its hold ended.
+#[derive(Debug, Clone)]
+pub(super) struct Released {
+    holder: String,
+    /// When the deletion was seen.
+    at_ms: i64,
+    /// The hold had expired by our clock before (its holder went silent: a failover).
+    expired: bool,
+    /// When its holder last renewed it, as seen.
+    renewed_ms: i64,
+}
+
+impl Released {
+    /// The cause and gap of the next holder's taking it at `now_ms`: a failover counts from the
+    /// silent holder's last renewal, gnmic's own move from the release.
+    fn taken(&self, now_ms: i64) -> (Cause, i64) {
+        if self.expired {
+            (Cause::Failover, now_ms - self.renewed_ms)
+        } else {
+            (Cause::External, now_ms - self.at_ms)
+        }
+    }
+}
+
+/// Records, as releases alone, the deletions of gnmic's target Leases that no other holder
+/// followed within [`GNMIC_MOVE_WINDOW_MS`].
+fn flush_gnmic_releases(state: &mut ClusterState, emit: &mut Emit<'_>) {
+    let now = emit.now_ms;
+    let stale: Vec<Arc<str>> = state
+        .gnmic_released
+        .iter()
+        .filter(|(_, r)| now - r.at_ms > GNMIC_MOVE_WINDOW_MS)
+        .map(|(k, _)| k.clone())
+        .collect();
+    for key in stale {
+        let Some(r) = state.gnmic_released.remove(&key) else {
+            continue;
+        };
+        emit.push(super::Change::Ownership {
+            cluster: emit.cluster.to_owned(),
+            target: key.to_string(),
+            from: Some(r.holder.clone()),
+            to: None,
+            cause: if r.expired {
+                Cause::Failover
+            } else {
+                Cause::External
+            },
+            operation: None,
+            at_ms: r.at_ms,
+            acquired_at_ms: None,
+            gap_ms: None,
+            replayed: false,
+        });
+    }
+}
+
 /// Why the holder of a target changed, from the Lease's annotations.
 fn cause_of(view: &LeaseView, from: Option<&str>) -> Cause {
     let to = view.holding.holder.as_deref();
@@ -311,6 +372,9 @@ impl Indexed for Lease {
     const KIND: Kind = Kind::Lease;
 
     fn apply(state: &mut ClusterState, lease: &Lease, emit: &mut Emit<'_>) {
+        if !state.gnmic_released.is_empty() {
+            flush_gnmic_releases(state, emit);
+        }
         let apart = state.spec.separate_member_namespace();
         let view = protocol::parse(state.spec.protocol, lease, &state.spec.name)
             // Member Leases kept apart count only from their own namespace.
@@ -382,18 +446,19 @@ impl Indexed for Lease {
             }
         }
         let new_holder = view.holding.holder.as_deref();
-        let ownership = |from: Option<&str>, gap_ms: Option<i64>| super::Change::Ownership {
-            cluster: emit.cluster.to_owned(),
-            target: key.to_owned(),
-            cause: cause_of(&view, from),
-            from: from.map(str::to_owned),
-            to: new_holder.map(str::to_owned),
-            operation: view.operation.clone(),
-            at_ms: now,
-            acquired_at_ms: view.holding.acquire.map(|t| t.as_millisecond()),
-            gap_ms,
-            replayed: false,
-        };
+        let ownership =
+            |from: Option<&str>, gap_ms: Option<i64>, cause: Cause| super::Change::Ownership {
+                cluster: emit.cluster.to_owned(),
+                target: key.to_owned(),
+                cause,
+                from: from.map(str::to_owned),
+                to: new_holder.map(str::to_owned),
+                operation: view.operation.clone(),
+                at_ms: now,
+                acquired_at_ms: view.holding.acquire.map(|t| t.as_millisecond()),
+                gap_ms,
+                replayed: false,
+            };
         let previous = if native {
             // A failover's gap counts from the old holder's last renewal of its member Lease
             // (also when the control plane granted the target to the next owner in the revoke).
@@ -420,15 +485,34 @@ impl Indexed for Lease {
                 let before = entry.holder.clone();
                 let from = entry.last_holder.clone();
                 let gap_ms = entry.handoff_gap_ms(new_holder, now, previous);
+                // gnmic's layout says nothing of why: a hold taken over after it expired by
+                // our clock is a failover, any other change gnmic's own.
+                let cause = match from.as_deref() {
+                    _ if native => cause_of(&view, from.as_deref()),
+                    None => Cause::Initial,
+                    Some(_) if entry.is_expired(now) => Cause::Failover,
+                    Some(_) => Cause::External,
+                };
                 emit.changed = remapped || entry.observe(&view, now, ix) == Observed::Changed;
                 if new_holder.is_some() && new_holder != before.as_deref() {
-                    let change = ownership(from.as_deref(), gap_ms);
+                    let change = ownership(from.as_deref(), gap_ms, cause);
                     emit.ownership(change);
                 }
             }
             None => {
+                // gnmic deleted the Lease (its release) and one holder's Lease follows: one move.
+                let released = (!native)
+                    .then(|| state.gnmic_released.remove(key))
+                    .flatten()
+                    .filter(|r| Some(r.holder.as_str()) != new_holder);
                 if new_holder.is_some() {
-                    let change = ownership(None, None);
+                    let change = match &released {
+                        Some(r) => {
+                            let (cause, gap) = r.taken(now);
+                            ownership(Some(&r.holder), Some(gap.max(0)), cause)
+                        }
+                        None => ownership(None, None, cause_of(&view, None)),
+                    };
                     emit.ownership(change);
                 }
                 let name: Arc<str> = view.name.as_str().into();
@@ -456,6 +540,22 @@ impl Indexed for Lease {
         let Some(key) = state.lease_keys.remove(name) else {
             return;
         };
+        if !state.native() {
+            flush_gnmic_releases(state, emit);
+            if let Some(entry) = state.targets.remove(&key)
+                && let Some(holder) = entry.holder.as_deref().or(entry.last_holder.as_deref())
+            {
+                let released = Released {
+                    holder: holder.to_owned(),
+                    at_ms: emit.now_ms,
+                    expired: entry.is_expired(emit.now_ms),
+                    renewed_ms: entry.since_ms,
+                };
+                state.gnmic_released.insert(key, released);
+                emit.changed = true;
+            }
+            return;
+        }
         if let Some(entry) = state.targets.remove(&key)
             && let Some(holder) = &entry.holder
             && !entry.is_expired(emit.now_ms)

@@ -195,6 +195,11 @@ pub struct ClusterState {
     /// The last overrun (its `at_ms`) each member reported on its member Lease, kept when the
     /// Lease goes, so a Lease written again with the same report is not a new one.
     overruns: HashMap<Arc<str>, i64>,
+    /// gnmic's layout: target Leases gnmic deleted (its release), by key, until another
+    /// holder's Lease shows up — so that gnmic's move (a release, then an acquire by another
+    /// member moments later) is one change with its gap — or [`kinds::GNMIC_MOVE_WINDOW_MS`]
+    /// passes and the release is recorded alone.
+    gnmic_released: HashMap<Arc<str>, kinds::Released>,
     interner: Interner,
     config_map_targets: Vec<TargetSpec>,
     configured: BTreeMap<Arc<str>, TargetSpec>,
@@ -716,6 +721,7 @@ impl ClusterState {
             members: HashMap::new(),
             member_leases: HashMap::new(),
             overruns: HashMap::new(),
+            gnmic_released: HashMap::new(),
             interner: Interner::default(),
             config_map_targets: Vec::new(),
             configured: BTreeMap::new(),

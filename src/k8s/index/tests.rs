@@ -499,9 +499,11 @@ fn gnmic_clusters_are_read_from_their_own_layout() {
     let mut pod = mk_pod("gnmic-1", true, json!({}));
     pod.metadata.labels = Some([("app".to_owned(), "gnmic".to_owned())].into());
     ix.apply(&pod, at(0));
+    // (An upper-case key never gets a Lease from gnmic itself; another writer's would still
+    // be read by its annotation.)
     let key = "gnmic/g/targets/Router-1";
     let lease: Lease = serde_json::from_value(json!({
-        "metadata": {"name": protocol::names::gnmic_lease(key), "namespace": "ns",
+        "metadata": {"name": "gnmic-g-targets-router-1", "namespace": "ns",
             "labels": {"app": "gnmic"},
             "annotations": {"original-key": key, "original-value": "gnmic-1"}},
         "spec": {"holderIdentity": "5b1e0d2c-uuid", "leaseDurationSeconds": 10}
@@ -522,6 +524,94 @@ fn gnmic_clusters_are_read_from_their_own_layout() {
     assert_eq!(m.instance("gnmic-1").unwrap().owned, 1);
     // The native cluster in the same namespace does not see it.
     assert!(ix.model("c", at(1)).unwrap().target("Router-1").is_none());
+}
+
+/// gnmic's own move — it deletes the Lease (its release), and another member's Lease for the
+/// target follows — is one change with its gap; a hold taken over after it expired is a
+/// failover, its gap counted from the silent holder's last renewal; a release nobody follows
+/// is recorded alone once the window has passed.
+#[test]
+fn gnmic_moves_and_failovers_are_told_as_what_they_were() {
+    let mut ix = index();
+    for p in ["gnmic-1", "gnmic-2"] {
+        let mut pod = mk_pod(p, true, json!({}));
+        pod.metadata.labels = Some([("app".to_owned(), "gnmic".to_owned())].into());
+        ix.apply(&pod, at(0));
+    }
+    let lease = |target: &str, holder: &str, rv: u64| -> Lease {
+        let key = format!("gnmic/g/targets/{target}");
+        serde_json::from_value(json!({
+            "metadata": {"name": protocol::names::gnmic_lease(&key).unwrap(), "namespace": "ns",
+                "resourceVersion": rv.to_string(),
+                "labels": {"app": "gnmic"},
+                "annotations": {"original-key": key, "original-value": holder}},
+            "spec": {"holderIdentity": format!("{holder}-uuid"), "leaseDurationSeconds": 10}
+        }))
+        .unwrap()
+    };
+    let gap = |changes: &[Change]| -> Vec<Option<i64>> {
+        changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::Ownership { gap_ms, .. } => Some(*gap_ms),
+                _ => None,
+            })
+            .collect()
+    };
+    ix.apply(&lease("r1", "gnmic-1", 1), at(1_000));
+    let name = protocol::names::gnmic_lease("gnmic/g/targets/r1").unwrap();
+    // gnmic moves it: delete, then 11 ms later the other member's Lease.
+    let ch = ix.delete::<Lease>("ns", &name, at(5_000));
+    assert_eq!(ownership(&ch), [], "a release alone is not told yet");
+    let ch = ix.apply(&lease("r1", "gnmic-2", 3), at(5_011));
+    assert_eq!(
+        ownership(&ch),
+        [(
+            "r1".into(),
+            Some("gnmic-1".into()),
+            Some("gnmic-2".into()),
+            Cause::External
+        )]
+    );
+    assert_eq!(gap(&ch), [Some(11)]);
+    // gnmic-2 goes silent: unchanged past its duration, the hold is taken over: a failover,
+    // from its last renewal (5.011 s) to the take-over.
+    let ch = ix.apply(&lease("r1", "gnmic-1", 4), at(17_000));
+    assert_eq!(
+        ownership(&ch),
+        [(
+            "r1".into(),
+            Some("gnmic-2".into()),
+            Some("gnmic-1".into()),
+            Cause::Failover
+        )]
+    );
+    assert_eq!(gap(&ch), [Some(17_000 - 5_011)]);
+    // Deleted after it expired, taken by another: a failover as well.
+    let ch = ix.delete::<Lease>("ns", &name, at(40_000));
+    assert_eq!(ownership(&ch), []);
+    let ch = ix.apply(&lease("r1", "gnmic-2", 6), at(40_500));
+    assert_eq!(
+        ownership(&ch),
+        [(
+            "r1".into(),
+            Some("gnmic-1".into()),
+            Some("gnmic-2".into()),
+            Cause::Failover
+        )]
+    );
+    assert_eq!(gap(&ch), [Some(40_500 - 17_000)]);
+    // Released, and nobody takes it: told as a release once the window has passed (at the
+    // next event), at the time of the release.
+    ix.delete::<Lease>("ns", &name, at(41_000));
+    let ch = ix.apply(&lease("r2", "gnmic-1", 7), at(41_000 + 60_001));
+    assert_eq!(
+        ownership(&ch),
+        [
+            ("r1".into(), Some("gnmic-2".into()), None, Cause::External),
+            ("r2".into(), None, Some("gnmic-1".into()), Cause::Initial),
+        ]
+    );
 }
 
 /// A renewal of a live member Lease leaves the revision alone (a model built before it is
