@@ -155,6 +155,12 @@ pub struct DemoArgs {
     /// directory).
     #[arg(long)]
     pub kubeconfig_out: Option<PathBuf>,
+    /// A gnmic binary (0.43 or later): the `collector` cluster becomes a managed gnmic
+    /// cluster — a real `gnmic collect` per member, driven by its agent, collecting from a
+    /// simulated network (one more gnmic serving gNMI for every device). `scripts/gnmic.sh
+    /// path` builds one.
+    #[arg(long, env = "LEASEHOLD_GNMIC")]
+    pub gnmic: Option<PathBuf>,
 }
 
 /// Flags of `leasehold sim`.
@@ -222,6 +228,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                     join_settle: crate::demo::JOIN_SETTLE,
                 },
                 apps: std::sync::Arc::new(crate::demo::NoApps),
+                gnmic: a.gnmic,
             };
             crate::demo::run(opts, &state, shutdown_signal()).await
         }

@@ -3,7 +3,8 @@
 //! set of telemetry collectors sharing many targets; `replicas` is a replicated database in
 //! the style of AllegroGraph multi-master replication (MMR): one controlling instance and
 //! copies, sharing the databases to replicate. Pure object builders plus the writes that seed
-//! them; nothing here runs agents.
+//! them; nothing here runs agents. With gnmic, the collectors' targets carry their gnmic
+//! definitions.
 
 use std::path::Path;
 use std::time::Duration;
@@ -48,8 +49,16 @@ pub struct Timing {
 
 /// The control plane's configuration: both clusters, history in the SQLite file `database`,
 /// rebalancing automatically when a member joins.
-pub fn config(database: &Path, targets: usize, timing: Timing) -> anyhow::Result<Config> {
-    let devices: Vec<String> = (0..targets).map(|t| format!("device-{t:05}")).collect();
+pub fn config(
+    database: &Path,
+    targets: usize,
+    timing: Timing,
+    network: Option<std::net::SocketAddr>,
+) -> anyhow::Result<Config> {
+    let devices: Vec<String> = match network {
+        None => (0..targets).map(|t| format!("device-{t:05}")).collect(),
+        Some(addr) => gnmic_targets(addr, targets),
+    };
     let dbs: Vec<String> = DATABASES.iter().map(|d| format!("db-{d}")).collect();
     let policy = format!(
         "{{lease_duration: {}ms, on_join: auto, join_settle: {}ms}}",
@@ -84,6 +93,19 @@ clusters:
         dbs = dbs.join(", "),
     );
     Ok(Config::parse(&yaml, Path::new("<demo>"))?)
+}
+
+/// The collector targets of the demo with gnmic (`leasehold demo --gnmic`), as target list
+/// entries (YAML flow mappings): each device's gnmic definition, every one served by the
+/// simulated network at `network`.
+pub fn gnmic_targets(network: std::net::SocketAddr, targets: usize) -> Vec<String> {
+    (0..targets)
+        .map(|t| {
+            format!(
+                "{{key: device-{t:05}, gnmic: {{address: '{network}', insecure: true, timeout: 5s}}}}"
+            )
+        })
+        .collect()
 }
 
 /// The pod of `cluster`'s member `ordinal`, StatefulSet style (`<cluster>-<ordinal>`, with the
@@ -164,7 +186,7 @@ mod tests {
             lease_duration: Duration::from_secs(10),
             join_settle: Duration::from_secs(3),
         };
-        let config = config(Path::new("/tmp/x y/demo.db"), 5, timing).unwrap();
+        let config = config(Path::new("/tmp/x y/demo.db"), 5, timing, None).unwrap();
         assert_eq!(config.database, "sqlite:/tmp/x y/demo.db");
         let names: Vec<&str> = config.clusters.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, CLUSTERS);
@@ -175,6 +197,23 @@ mod tests {
         assert_eq!(roles, ["controlling", "copy"]);
         assert_eq!(replicas.policy.lease_duration, Duration::from_secs(10));
         assert_eq!(replicas.policy.join_settle, Duration::from_secs(3));
+        // With gnmic, every collector target says where gnmic collects it from.
+        let network = "127.0.0.1:57400".parse().unwrap();
+        let config = config(Path::new("demo.db"), 5, timing, Some(network)).unwrap();
+        let targets = &config.clusters[0].targets.inline;
+        assert_eq!(targets.len(), 5);
+        assert!(targets.iter().all(|t| {
+            t.gnmic
+                .as_ref()
+                .is_some_and(|g| g.address == "127.0.0.1:57400")
+        }));
+        assert!(
+            config.clusters[1]
+                .targets
+                .inline
+                .iter()
+                .all(|t| t.gnmic.is_none())
+        );
     }
 
     #[test]

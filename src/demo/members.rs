@@ -52,6 +52,9 @@ pub trait MemberApps: Send + Sync + 'static {
     /// past its grace), and the app died with it, so it no longer works on anything. Called
     /// once the agent's task has ended, before anything else is done about the member.
     fn killed(&self, cluster: &str, member: &str);
+    /// `cluster`'s member `member` stopped gracefully: its agent told its app to stop all its
+    /// work and ended, and its pod is gone, the app with it.
+    fn stopped(&self, _cluster: &str, _member: &str) {}
 }
 
 impl std::fmt::Debug for dyn MemberApps {
@@ -208,10 +211,13 @@ impl Members {
             let _ = r.stop.send(());
             stopping.insert(name, r.cluster);
         }
+        let apps = self.apps.clone();
         let _ = tokio::time::timeout(grace, async {
             while let Some(done) = self.tasks.join_next().await {
-                if let Ok((name, _)) = done {
-                    stopping.remove(&name);
+                if let Ok((name, _)) = done
+                    && let Some(cluster) = stopping.remove(&name)
+                {
+                    apps.stopped(&cluster, &name);
                 }
             }
         })
@@ -345,7 +351,9 @@ impl Members {
         self.publish(cluster, instance, MemberState::Stopping);
         let _ = r.stop.send(());
         let graceful = tokio::time::timeout(STOP_GRACE, &mut r.ended).await.is_ok();
-        if !graceful {
+        if graceful {
+            self.apps.stopped(cluster, instance);
+        } else {
             r.abort.abort();
             let _ = r.ended.await;
             self.apps.killed(cluster, instance);

@@ -5,7 +5,8 @@
 //! (history in a fresh SQLite file) and the HTTP server (API, docs, dashboard) with the
 //! demo-only controls, and writes a kubeconfig so `kubectl get leases -w` shows targets being
 //! placed, renewed and failed over. Beside each member runs the app [`DemoOptions::apps`]
-//! gives it: nothing in `leasehold demo`, the invariant checker in the tests.
+//! gives it: nothing in `leasehold demo`, the invariant checker in the tests — or, with
+//! `--gnmic`, a real `gnmic collect` per collector member (`gnmic`).
 //!
 //! [`start`] returns a [`Demo`] handle with the bound addresses (tests run it in-process on
 //! port 0); [`run`] is the CLI: start, print where everything is, run until Ctrl-C. The CLI
@@ -14,6 +15,7 @@
 //! directory it was started from. One task
 //! owns everything the demo runs; any part ending on its own ends the demo with an error.
 
+mod gnmic;
 mod layout;
 mod members;
 
@@ -62,6 +64,9 @@ pub struct DemoOptions {
     /// The app beside each member, told by its agent's hooks to start and stop work, and told
     /// when the member is killed ([`NoApps`] in `leasehold demo`).
     pub apps: Arc<dyn MemberApps>,
+    /// A gnmic binary: the collectors are a managed gnmic cluster, a real `gnmic collect` per
+    /// member (this replaces `apps`), collecting from a simulated network (`demo::gnmic`).
+    pub gnmic: Option<PathBuf>,
 }
 
 /// The history database's file name in the state directory (recreated at every start: the
@@ -184,7 +189,30 @@ pub async fn start(opts: DemoOptions) -> anyhow::Result<Demo> {
         file.push(suffix);
         let _ = std::fs::remove_file(file);
     }
-    let config = layout::config(&opts.database, opts.targets, opts.timing)?;
+    // With gnmic: the simulated network first, then the target list the agents read (beside
+    // the history database).
+    let (network, apps) = match &opts.gnmic {
+        None => (None, opts.apps.clone()),
+        Some(bin) => {
+            let dir = opts.database.parent().unwrap_or(Path::new("."));
+            let network = gnmic::Network::start(bin, dir).context("starting gnmic")?;
+            let list = layout::gnmic_targets(network.addr, opts.targets);
+            let file = dir.join("gnmic-targets.yaml");
+            std::fs::write(
+                &file,
+                list.iter().map(|t| format!("- {t}\n")).collect::<String>(),
+            )
+            .with_context(|| format!("writing {}", file.display()))?;
+            let apps: Arc<dyn MemberApps> = Arc::new(gnmic::GnmicApps::new(bin, dir, &file));
+            (Some(network), apps)
+        }
+    };
+    let config = layout::config(
+        &opts.database,
+        opts.targets,
+        opts.timing,
+        network.as_ref().map(|n| n.addr),
+    )?;
     let store = Store::connect(&config.database).await?;
     let engine = Engine::new(config, client.clone(), store, "leasehold-demo".into());
 
@@ -211,7 +239,7 @@ pub async fn start(opts: DemoOptions) -> anyhow::Result<Demo> {
     let kube = simulator.addr();
 
     let (controls, inbox) = DemoControls::channel();
-    let mut members = Members::new(client, opts.timing.lease_duration, inbox.members, opts.apps);
+    let mut members = Members::new(client, opts.timing.lease_duration, inbox.members, apps);
     for ordinal in 0..opts.members {
         members.start(COLLECTOR, ordinal);
     }
@@ -235,6 +263,7 @@ pub async fn start(opts: DemoOptions) -> anyhow::Result<Demo> {
     let (stop, stop_requested) = oneshot::channel();
     let task = tokio::spawn(supervise(
         simulator,
+        network,
         members,
         core,
         stop_tx,
@@ -254,6 +283,8 @@ pub async fn start(opts: DemoOptions) -> anyhow::Result<Demo> {
 /// part ends on its own), then stops agents (they release), then the control plane and HTTP.
 async fn supervise(
     simulator: Simulator,
+    // Kept until everything stopped (the members' gnmics collect from it).
+    _network: Option<gnmic::Network>,
     mut members: Members,
     mut core: JoinSet<anyhow::Result<()>>,
     stop_core: watch::Sender<bool>,

@@ -53,6 +53,7 @@ pub(crate) fn options(dir: &Path, listen: &str, checker: &InvariantChecker) -> D
             join_settle: Duration::from_secs(1),
         },
         apps: Arc::new(checker.clone()),
+        gnmic: None,
     }
 }
 

@@ -391,7 +391,7 @@ async fn the_mmr_example_is_the_cluster_the_demo_runs() {
         lease_duration: Duration::from_secs(10),
         join_settle: Duration::from_secs(3),
     };
-    let demo = leasehold::demo::layout_config(Path::new("demo.db"), 1, timing).unwrap();
+    let demo = leasehold::demo::layout_config(Path::new("demo.db"), 1, timing, None).unwrap();
     let ours = example.cluster("replicas").expect("cluster replicas");
     let theirs = demo
         .cluster(leasehold::demo::REPLICAS)

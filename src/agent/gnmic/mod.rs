@@ -57,6 +57,9 @@ const SETTLE: Duration = Duration::from_millis(20);
 /// fails (a delete takes ~35 ms; an unreachable API, as long as it stays so).
 const STRAY_GRACE: Duration = Duration::from_secs(2);
 
+/// How long gnmic may take to answer at first before the agent says it does not.
+const STARTUP: Duration = Duration::from_secs(10);
+
 /// Managed mode's settings.
 #[derive(Debug, Clone)]
 pub struct GnmicSettings {
@@ -296,6 +299,7 @@ impl Gnmic {
         let mut recovering: BTreeMap<String, (Instant, Duration)> = BTreeMap::new();
         let mut secrets = SecretCache::default();
         let mut was_reachable = None;
+        let started = Instant::now();
         loop {
             self.reload_defs();
             let (want, epoch) = {
@@ -306,7 +310,10 @@ impl Gnmic {
                 .pass(&want, epoch, &mut posted, &mut recovering, &mut secrets)
                 .await;
             let reachable = pass.is_some();
-            if was_reachable != Some(reachable) {
+            // gnmic starting beside the agent is not news: say it does not answer only once
+            // it did, or once it has had STARTUP to come up.
+            let starting = was_reachable.is_none() && started.elapsed() < STARTUP;
+            if was_reachable != Some(reachable) && (reachable || !starting) {
                 match reachable {
                     true => tracing::info!(api = %self.inner.settings.api, "gnmic answers"),
                     false => {
