@@ -199,8 +199,8 @@ mod tests {
         assert_eq!(replicas.policy.join_settle, Duration::from_secs(3));
         // With gnmic, every collector target says where gnmic collects it from.
         let network = "127.0.0.1:57400".parse().unwrap();
-        let config = config(Path::new("demo.db"), 5, timing, Some(network)).unwrap();
-        let targets = &config.clusters[0].targets.inline;
+        let with_gnmic = super::config(Path::new("demo.db"), 5, timing, Some(network)).unwrap();
+        let targets = &with_gnmic.clusters[0].targets.inline;
         assert_eq!(targets.len(), 5);
         assert!(targets.iter().all(|t| {
             t.gnmic
