@@ -48,6 +48,7 @@ pub struct View {
     exact_until: Option<Instant>,
     /// How long building it took.
     cost: Duration,
+    /// Its imbalance, the one measure (`planner::imbalance`), once asked for.
     imbalance: OnceLock<f64>,
     /// A hold in it is expired by the clock but not yet proven so by a watch probe.
     pub awaiting_proof: bool,

@@ -1,9 +1,13 @@
 //! The history half of the store: one append-only `history` table holding ownership changes,
 //! instance events and operation audit entries, its filtered newest-first listing with opaque
-//! cursors, and retention (`prune`).
+//! cursors, the tallies of the bursts a listed page's ownership changes belong to, counted over
+//! the whole history ([`bursts`]: a page of 50 rows must not be all a reader can count), and
+//! retention (`prune`).
 //!
 //! It must not: update or delete a history row other than by retention, or interpret what it
-//! records (the engine and the index decide what happened; this only writes it down).
+//! records (the engine and the index decide what happened; this only writes it down). A burst
+//! is plain grouping — same cluster, cause and operation (or source), rows close in time —
+//! with the gap given by the caller (the dashboard's story decides what it tells).
 
 use std::fmt;
 use std::str::FromStr;
@@ -17,6 +21,8 @@ use super::{
     Arg, Page, Sql, Store, StoreError, clamp_limit, decode_cursor, encode_cursor, opt_word,
 };
 use crate::model::{Cause, InstanceEventKind, UnknownWord};
+
+mod bursts;
 
 /// A target changed hands (or got its first owner, or lost its owner).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,6 +158,29 @@ pub struct HistoryEntry {
     /// Ownership changes between members: the handoff gap (ms) as the control plane observed
     /// it (see [`OwnershipChange::gap_ms`]); absent when not known.
     pub gap_ms: Option<i64>,
+}
+
+/// Appends the filters of `q` that choose what is listed: cluster, target, instance, kind,
+/// operation (not where or when: the cursor and the time bounds are the caller's).
+fn what(sql: &mut Sql, q: &HistoryQuery) {
+    if let Some(cluster) = &q.cluster {
+        sql.filter(" AND cluster = {}", Arg::Text(cluster.clone()));
+    }
+    if let Some(target) = &q.target {
+        sql.filter(" AND target = {}", Arg::Text(target.clone()));
+    }
+    if let Some(instance) = &q.instance {
+        sql.filter(
+            " AND (instance = {} OR from_instance = {} OR to_instance = {})",
+            Arg::Text(instance.clone()),
+        );
+    }
+    if let Some(kind) = q.kind {
+        sql.filter(" AND kind = {}", Arg::Text(kind.as_str().to_owned()));
+    }
+    if let Some(operation) = &q.operation {
+        sql.filter(" AND operation_id = {}", Arg::Text(operation.clone()));
+    }
 }
 
 /// An instance or operation entry about to be written (ownership changes have their own insert).
@@ -354,24 +383,7 @@ impl Store {
                 .map_err(|_| StoreError::BadCursor)?;
             sql.filter(" AND id < {}", Arg::Int(last));
         }
-        if let Some(cluster) = &q.cluster {
-            sql.filter(" AND cluster = {}", Arg::Text(cluster.clone()));
-        }
-        if let Some(target) = &q.target {
-            sql.filter(" AND target = {}", Arg::Text(target.clone()));
-        }
-        if let Some(instance) = &q.instance {
-            sql.filter(
-                " AND (instance = {} OR from_instance = {} OR to_instance = {})",
-                Arg::Text(instance.clone()),
-            );
-        }
-        if let Some(kind) = q.kind {
-            sql.filter(" AND kind = {}", Arg::Text(kind.as_str().to_owned()));
-        }
-        if let Some(operation) = &q.operation {
-            sql.filter(" AND operation_id = {}", Arg::Text(operation.clone()));
-        }
+        what(&mut sql, q);
         if let Some(since) = q.since_ms {
             sql.filter(" AND at_ms >= {}", Arg::Int(since));
         }

@@ -653,6 +653,235 @@ async fn history_pagination_visits_every_row_once() {
     .await;
 }
 
+/// A burst is counted whole, whatever page of it is given: 3,000 placements (more than a scan
+/// first reaches), a 75-target failover cut into by other rows, an operation's 60 moves over
+/// two minutes; apart by cluster, by cause and source, and by a pause over the gap; filtered
+/// as the listing is (an instance's changes only), never by its cursor.
+#[tokio::test]
+async fn bursts_are_counted_over_the_whole_history() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        let gap = 60_000;
+        let at = |cluster: &str, target: String, from: Option<&str>, to: &str, cause, at_ms| {
+            OwnershipChange {
+                cluster: cluster.into(),
+                cause,
+                ..change(&target, from, Some(to), at_ms)
+            }
+        };
+        let members = ["m-0", "m-1", "m-2"];
+        // 3,000 first placements in c1, 1 ms apart, with 10 in c2 among the last of them.
+        let mut rows: Vec<OwnershipChange> = (0..3000)
+            .map(|i| {
+                at(
+                    "c1",
+                    format!("p{i}"),
+                    None,
+                    members[i % 3],
+                    Cause::Initial,
+                    1_000_000 + i as i64,
+                )
+            })
+            .collect();
+        rows.extend((0..10).map(|i| {
+            at(
+                "c2",
+                format!("p{i}"),
+                None,
+                "m-0",
+                Cause::Initial,
+                1_003_000 + i,
+            )
+        }));
+        store.record_ownerships(&rows).await.unwrap();
+        // m-0 crashes: 75 fail over, cut into by instance events; a minute and more later 3
+        // more leave m-0 for another cause, and then 2 fail over again.
+        for i in 0..75 {
+            let to = if i % 5 == 0 { "m-2" } else { "m-1" };
+            let c = OwnershipChange {
+                gap_ms: Some(100 + i),
+                ..at(
+                    "c1",
+                    format!("p{}", 3 * i),
+                    Some("m-0"),
+                    to,
+                    Cause::Failover,
+                    2_000_000 + i * 10,
+                )
+            };
+            store.record_ownership(&c).await.unwrap();
+            if i % 20 == 0 {
+                store
+                    .record_instance_event(&InstanceEvent {
+                        cluster: "c1".into(),
+                        instance: "m-0".into(),
+                        kind: InstanceEventKind::NotReady,
+                        at_ms: 2_000_000 + i * 10,
+                        detail: None,
+                    })
+                    .await
+                    .unwrap();
+            }
+        }
+        for i in 0..3 {
+            let c = at(
+                "c1",
+                format!("h{i}"),
+                Some("m-0"),
+                "m-1",
+                Cause::Handoff,
+                2_001_000 + i,
+            );
+            store.record_ownership(&c).await.unwrap();
+        }
+        for i in 0..2 {
+            let c = at(
+                "c1",
+                format!("f{i}"),
+                Some("m-0"),
+                "m-1",
+                Cause::Failover,
+                2_070_000 + i,
+            );
+            store.record_ownership(&c).await.unwrap();
+        }
+        // A rebalance of 60 moves from m-1 and m-2 to m-0, two seconds apart.
+        let op = store
+            .create_operation(&new_op("c1", OperationKind::Rebalance, &[], 3_000_000))
+            .await
+            .unwrap();
+        for i in 0..60 {
+            let c = OwnershipChange {
+                operation: Some(op.id.clone()),
+                ..at(
+                    "c1",
+                    format!("r{i}"),
+                    Some(if i < 45 { "m-1" } else { "m-2" }),
+                    "m-0",
+                    Cause::Rebalance,
+                    3_000_000 + i * 2_000,
+                )
+            };
+            store.record_ownership(&c).await.unwrap();
+        }
+
+        // Each burst as (cause, operation?, from, count, to) for the rows of one page.
+        type Told = (Cause, bool, Option<String>, u64, Vec<(Option<String>, u64)>);
+        let tell = async |q: &HistoryQuery| -> Vec<Told> {
+            let page = store.history(q).await.unwrap();
+            let bursts = store.bursts(q, &page.items, gap).await.unwrap();
+            let moves = page
+                .items
+                .iter()
+                .filter(|e| e.kind == HistoryKind::Ownership);
+            let held: usize = bursts.iter().map(|b| b.rows.len()).sum();
+            assert_eq!(held, moves.count(), "every change given is in one burst");
+            for b in &bursts {
+                assert!(b.count() >= b.rows.len() as u64);
+                assert!(b.first_ms <= b.last_ms);
+            }
+            bursts
+                .into_iter()
+                .map(|b| {
+                    (
+                        b.cause,
+                        b.operation.is_some(),
+                        b.from.clone(),
+                        b.count(),
+                        b.to,
+                    )
+                })
+                .collect()
+        };
+        let to = |pairs: &[(&str, u64)]| -> Vec<(Option<String>, u64)> {
+            pairs
+                .iter()
+                .map(|(m, n)| (Some((*m).to_owned()), *n))
+                .collect()
+        };
+        let c1 = HistoryQuery {
+            cluster: Some("c1".into()),
+            ..query(50)
+        };
+        // The newest page: 50 of the rebalance's 60 moves.
+        let first = tell(&c1).await;
+        assert_eq!(
+            first,
+            [(Cause::Rebalance, true, None, 60, to(&[("m-0", 60)]))]
+        );
+        // Further back: the rest of it, the two late failovers, the handoffs apart, and the
+        // crash's 75 (its rows over two pages), then the placements, 3,000 whatever the page.
+        let mut cursor = store.history(&c1).await.unwrap().next_cursor;
+        let mut seen = Vec::new();
+        while let Some(c) = cursor {
+            let q = HistoryQuery {
+                cursor: Some(c),
+                ..c1.clone()
+            };
+            for t in tell(&q).await {
+                if !seen.contains(&t) {
+                    seen.push(t);
+                }
+            }
+            cursor = store.history(&q).await.unwrap().next_cursor;
+        }
+        let m0 = Some("m-0".to_owned());
+        assert_eq!(
+            seen,
+            [
+                (Cause::Rebalance, true, None, 60, to(&[("m-0", 60)])),
+                (Cause::Failover, false, m0.clone(), 2, to(&[("m-1", 2)])),
+                (Cause::Handoff, false, m0.clone(), 3, to(&[("m-1", 3)])),
+                (
+                    Cause::Failover,
+                    false,
+                    m0.clone(),
+                    75,
+                    to(&[("m-1", 60), ("m-2", 15)])
+                ),
+                (
+                    Cause::Initial,
+                    false,
+                    None,
+                    3000,
+                    to(&[("m-0", 1000), ("m-1", 1000), ("m-2", 1000)])
+                ),
+            ]
+        );
+        // Without a cluster: c2's placements are a burst of their own.
+        let all = tell(&HistoryQuery {
+            kind: Some(HistoryKind::Ownership),
+            ..query(1000)
+        })
+        .await;
+        assert!(
+            all.contains(&(Cause::Initial, false, None, 10, to(&[("m-0", 10)]))),
+            "{all:?}"
+        );
+        // An instance's listing counts its own changes: m-2's placements and what left for it.
+        let m2 = HistoryQuery {
+            cluster: Some("c1".into()),
+            instance: Some("m-2".into()),
+            ..query(1000)
+        };
+        let mine = tell(&m2).await;
+        assert!(mine.contains(&(Cause::Initial, false, None, 1000, to(&[("m-2", 1000)]))));
+        assert!(mine.contains(&(Cause::Failover, false, m0.clone(), 15, to(&[("m-2", 15)]))));
+        let from_m2 = Some("m-2".to_owned());
+        assert!(mine.contains(&(Cause::Rebalance, true, from_m2, 15, to(&[("m-0", 15)]))));
+        // Who asked, and the span and longest gap of the crash.
+        let page = store.history(&m2).await.unwrap().items;
+        let bursts = store.bursts(&m2, &page, gap).await.unwrap();
+        let rebalance = bursts.iter().find(|b| b.operation.is_some()).unwrap();
+        assert_eq!(rebalance.by.as_deref(), Some("alice"));
+        assert_eq!(rebalance.last_ms - rebalance.first_ms, 14 * 2_000);
+        let crash = bursts.iter().find(|b| b.cause == Cause::Failover).unwrap();
+        assert_eq!((crash.first_ms, crash.last_ms), (2_000_000, 2_000_700));
+        assert_eq!(crash.longest_gap_ms, Some(170));
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn bad_cursor_is_an_error() {
     each_backend(async |db| {

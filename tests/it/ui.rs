@@ -839,3 +839,193 @@ async fn the_cluster_page_shows_a_move_made_after_it_was_rendered() {
         "{events}"
     );
 }
+
+/// The counts a story states are the whole event's, not a page's (issue 34). An instance's page
+/// lists its newest 50 history rows: with 30 of c-0's 100 placements among them it reads "100
+/// targets placed"; after a crash that moved 75 (instance events among its rows) it reads "75
+/// targets left", on the page of the instance that lost them and of the one that took them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_page_counts_each_event_whole() {
+    use leasehold::model::{Cause, InstanceEventKind};
+    use leasehold::store::{InstanceEvent, OwnershipChange, now_ms};
+
+    let app = app().await;
+    with_member(&app).await;
+    let store = app.engine.store();
+    let start = now_ms() - 20 * 60_000;
+    let change = |target: String, from: Option<&str>, to: &str, cause, at_ms| OwnershipChange {
+        cluster: "c".into(),
+        target,
+        from: from.map(Into::into),
+        to: Some(to.into()),
+        cause,
+        operation: None,
+        at_ms,
+        acquired_at_ms: Some(at_ms),
+        gap_ms: from.map(|_| 30),
+    };
+    // Every "N targets" a page states, and the page of `instance`.
+    let counts = |html: &str| -> Vec<u32> {
+        html.split("<strong>")
+            .skip(1)
+            .filter_map(|s| s.split_once(" targets</strong>"))
+            .filter_map(|(n, _)| n.parse().ok())
+            .collect()
+    };
+    let page = async |instance: &str| {
+        let uri = format!("/clusters/c/instances/{instance}");
+        let res = get(&app, &uri, Auth::Bearer("viewer-token")).await;
+        assert_eq!(res.status, StatusCode::OK, "{}", res.body);
+        res.body
+    };
+
+    // First placement: 100 targets on c-0 and 75 on c-1, one event.
+    let placed: Vec<OwnershipChange> = (0..175)
+        .map(|i| {
+            let to = if i < 100 { "c-0" } else { "c-1" };
+            change(format!("p-{i}"), None, to, Cause::Initial, start + i)
+        })
+        .collect();
+    store.record_ownerships(&placed).await.unwrap();
+    // Five minutes on, c-0 hands 20 over to c-1.
+    let handed: Vec<OwnershipChange> = (0..20)
+        .map(|i| {
+            let at = start + 5 * 60_000 + i;
+            change(format!("p-{i}"), Some("c-0"), "c-1", Cause::Handoff, at)
+        })
+        .collect();
+    store.record_ownerships(&handed).await.unwrap();
+    // Each page: the 20 handed over and 30 of its placements, told whole.
+    let c0 = page("c-0").await;
+    assert_eq!(counts(&c0), [20, 100], "{c0}");
+    assert!(c0.contains("<strong>100 targets</strong> placed"), "{c0}");
+    assert!(c0.contains("on c-0 (100) in"), "{c0}");
+    assert!(c0.contains("and 70 more, not listed here"), "{c0}");
+    let c1 = page("c-1").await;
+    assert_eq!(counts(&c1), [20, 75], "{c1}");
+    assert!(c1.contains("on c-1 (75) in"), "{c1}");
+    // The history page, filtered the same way, tells the same.
+    let res = get(
+        &app,
+        "/history?cluster=c&instance=c-0",
+        Auth::Bearer("viewer-token"),
+    )
+    .await;
+    assert_eq!(res.status, StatusCode::OK, "{}", res.body);
+    assert_eq!(counts(&res.body), [20, 100], "{}", res.body);
+
+    // Five more minutes, c-1 crashes: its 75 fail over to c-0, with instance events among them.
+    for i in 0..75 {
+        let at = start + 10 * 60_000 + i * 10;
+        let c = change(
+            format!("p-{}", 100 + i),
+            Some("c-1"),
+            "c-0",
+            Cause::Failover,
+            at,
+        );
+        store.record_ownership(&c).await.unwrap();
+        if i % 30 == 29 {
+            let e = InstanceEvent {
+                cluster: "c".into(),
+                instance: "c-1".into(),
+                kind: InstanceEventKind::NotReady,
+                at_ms: at,
+                detail: None,
+            };
+            store.record_instance_event(&e).await.unwrap();
+        }
+    }
+    // c-0's newest 50 are the newest 50 of those moves; c-1's, some fewer between its events.
+    for instance in ["c-0", "c-1"] {
+        let html = page(instance).await;
+        assert_eq!(counts(&html), [75], "{instance}: {html}");
+        assert!(
+            html.contains("<strong>75 targets</strong> left c-1"),
+            "{html}"
+        );
+        assert!(html.contains("for c-0 (75) in"), "{html}");
+    }
+}
+
+/// One definition of imbalance (issue 34): for one cluster, the overview, the cluster page, the
+/// rebalance page and every instance's removal page (the plan's "before", with the instance to
+/// remove counted as it is now), and the API's summary and dry runs state the same value.
+/// c-0 holds three of the five targets and c-1 two: the most loaded carries 3 against a fair
+/// share of 2.5, 20 % over — balanced, as 3 and 2 is as even as five whole targets go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_and_the_api_state_one_imbalance() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use leasehold::model::Cause;
+    use leasehold::protocol::{self, Desire};
+
+    let app = app().await;
+    with_member(&app).await;
+    let leases: Api<Lease> = Api::namespaced(app.t.client.clone(), &app.ns);
+    for (target, owner) in [
+        ("t-0", "c-0"),
+        ("t-1", "c-0"),
+        ("t-2", "c-0"),
+        ("t-3", "c-1"),
+        ("t-4", "c-1"),
+    ] {
+        let desire = Desire {
+            term: None,
+            owner: owner.into(),
+            cause: Cause::Initial,
+            operation: None,
+            duration_s: 3600,
+        };
+        let lease = protocol::new_target_lease("leasehold", "c", target, &desire);
+        let lease = protocol::acquired(&lease, owner, jiff::Timestamp::now(), 3600);
+        leases.create(&PostParams::default(), &lease).await.unwrap();
+    }
+    // What follows `marker` up to the next tag.
+    let after = |html: &str, marker: &str| -> Option<String> {
+        let rest = &html[html.find(marker)? + marker.len()..];
+        Some(rest[..rest.find('<')?].trim().to_owned())
+    };
+    let overview = common::eventually(std::time::Duration::from_secs(10), || async {
+        let html = get(&app, "/", Auth::Bearer("viewer-token")).await.body;
+        let shown = after(&html, "<dt>Imbalance</dt><dd>")?;
+        (shown != "0 %").then_some(shown)
+    })
+    .await
+    .expect("the overview never showed the targets held");
+    assert_eq!(overview, "20 %");
+    let cluster = get(&app, "/clusters/c", Auth::Bearer("viewer-token")).await;
+    assert_eq!(
+        after(&cluster.body, "<dt>Imbalance</dt><dd>").as_deref(),
+        Some("20 %")
+    );
+    for uri in [
+        "/clusters/c/rebalance",
+        "/clusters/c/instances/c-0/remove",
+        "/clusters/c/instances/c-1/remove",
+    ] {
+        let plan = get(&app, uri, Auth::Bearer("operator-token")).await;
+        assert_eq!(plan.status, StatusCode::OK, "{uri}: {}", plan.body);
+        let before = after(&plan.body, "<dt>Imbalance before</dt><dd>");
+        assert_eq!(before.as_deref(), Some("20 %"), "{uri}");
+        assert!(
+            plan.body
+                .contains("<dt>Imbalance before</dt><dd>20 % <span class=\"muted\">(balanced)"),
+            "{uri}"
+        );
+    }
+    // The API says the same number.
+    let (s, _, v) = call(&app, "GET", "/api/v1/clusters", Some("viewer-token"), None).await;
+    assert_eq!(s, StatusCode::OK);
+    let now = v[0]["imbalance"].as_f64().unwrap();
+    assert!((now - 0.2).abs() < 1e-9, "{v}");
+    for uri in [
+        "/api/v1/clusters/c/rebalance",
+        "/api/v1/clusters/c/instances/c-0/remove",
+        "/api/v1/clusters/c/instances/c-1/remove",
+    ] {
+        let body = serde_json::json!({ "dry_run": true });
+        let (s, _, v) = call(&app, "POST", uri, Some("operator-token"), Some(body)).await;
+        assert_eq!(s, StatusCode::OK, "{uri}: {v}");
+        assert_eq!(v["imbalance_before"].as_f64(), Some(now), "{uri}: {v}");
+    }
+}

@@ -1,8 +1,9 @@
 //! The planner: decides which member instance each target should live on.
 //!
 //! Owns: the placement model ([`Member`], [`Target`]), the plan it produces ([`Plan`], [`Move`],
-//! [`MemberLoad`], [`Blocked`], and its id, [`plan_id`]) and the four planning functions [`place`], [`drain`],
-//! [`rebalance`] and [`lower_bound`].
+//! [`MemberLoad`], [`Blocked`], and its id, [`plan_id`]), the four planning functions [`place`], [`drain`],
+//! [`rebalance`] and [`lower_bound`], and the one measure of how even a placement is,
+//! [`imbalance`] (with [`balanced`]).
 //!
 //! Must not: do I/O, read a clock, spawn tasks, use randomness or depend on any other module of
 //! the crate. Every function here is pure, synchronous and deterministic: the same members and
@@ -19,7 +20,9 @@
 //! - Unpinned targets on cordoned members stay there; nothing moves onto a cordoned or draining
 //!   member except to an explicit pin.
 //! - Load is a target's weight; a member's fair share is proportional to its capacity among the
-//!   active members. See [`Plan::imbalance_before`] for the exact measure.
+//!   active members. See [`imbalance`] for the exact measure: a plan's imbalance before is that
+//!   of the members as given (a drained member counted in its own state), so every plan of one
+//!   cluster state, and the overview, state the same value.
 //!
 //! Member ids and target keys are expected to be unique. Duplicate member ids are collapsed to
 //! one member (the first by id, then state, then capacity); duplicate target keys are kept as
@@ -29,6 +32,10 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
+
+mod imbalance;
+
+pub use imbalance::{balanced, imbalance};
 
 /// What a member may do with targets.
 #[derive(
@@ -324,6 +331,8 @@ struct MemberView<'a> {
     id: &'a str,
     cap: u64,
     state: MemberState,
+    /// Its state as given (`drain`'s instance too): what [`Plan::before`] reports.
+    given: MemberState,
 }
 
 /// A target as the planner sees it (weight at least 1).
@@ -361,6 +370,7 @@ impl<'a> Model<'a> {
                 } else {
                     m.state
                 },
+                given: m.state,
             })
             .collect();
         let index: HashMap<&str, usize> =
@@ -519,8 +529,8 @@ impl<'a> Model<'a> {
     /// Builds the output for the final owners `owner`.
     fn plan(&self, owner: &[Option<usize>], truncated: bool) -> Plan {
         let before: Vec<Option<usize>> = self.targets.iter().map(|t| t.from).collect();
-        let (before, imbalance_before) = self.loads(&before);
-        let (after, imbalance_after) = self.loads(owner);
+        let before = self.loads(&before, |m| m.given);
+        let after = self.loads(owner, |m| m.state);
         let moves: Vec<Move> = self
             .moved(owner)
             .filter_map(|t| {
@@ -546,17 +556,21 @@ impl<'a> Model<'a> {
         Plan {
             id: plan_id(&moves),
             moves,
+            imbalance_before: imbalance(&before),
+            imbalance_after: imbalance(&after),
             before,
             after,
-            imbalance_before,
-            imbalance_after,
             blocked,
             truncated,
         }
     }
 
-    /// Every member's load under `owner`, and the imbalance of that state.
-    fn loads(&self, owner: &[Option<usize>]) -> (Vec<MemberLoad>, f64) {
+    /// Every member's load under `owner`, each in the state `state` reads off its view.
+    fn loads(
+        &self,
+        owner: &[Option<usize>],
+        state: impl Fn(&MemberView) -> MemberState,
+    ) -> Vec<MemberLoad> {
         let mut count = vec![0usize; self.members.len()];
         let mut weight = vec![0u64; self.members.len()];
         for (t, m) in owner.iter().enumerate() {
@@ -565,31 +579,17 @@ impl<'a> Model<'a> {
                 weight[m] += self.targets[t].weight;
             }
         }
-        let loads = self
-            .members
+        self.members
             .iter()
             .enumerate()
             .map(|(m, view)| MemberLoad {
                 member: view.id.to_owned(),
                 capacity: u32::try_from(view.cap).unwrap_or(u32::MAX),
-                state: view.state,
+                state: state(view),
                 targets: count[m],
                 weight: weight[m],
             })
-            .collect();
-        (loads, self.imbalance(&weight))
-    }
-
-    /// The imbalance measure of [`Plan::imbalance_before`] for member loads `load`.
-    fn imbalance(&self, load: &[u64]) -> f64 {
-        let total: u64 = self.active().map(|m| load[m]).sum();
-        let caps: u64 = self.active().map(|m| self.members[m].cap).sum();
-        match self.active().map(|m| self.rank(m, load[m])).max() {
-            Some(peak) if total > 0 => {
-                (peak.load as f64 * caps as f64) / (total as f64 * peak.cap as f64) - 1.0
-            }
-            _ => 0.0,
-        }
+            .collect()
     }
 }
 

@@ -111,7 +111,12 @@ fn check_consistent(
         .map(|t| (t.key.clone(), t.owner.clone()))
         .collect();
     let finals = final_owners(targets, plan);
-    for (side, owners) in [(&plan.before, &initial), (&plan.after, &finals)] {
+    // Before: every member as given (a drained one too); after: as the plan saw them.
+    let given = self::states(members, None);
+    for (side, owners, states) in [
+        (&plan.before, &initial, &given),
+        (&plan.after, &finals, &states),
+    ] {
         let expected = loads(owners);
         assert_eq!(side.len(), states.len());
         for l in side {
@@ -120,6 +125,9 @@ fn check_consistent(
             assert_eq!(l.state, states[&l.member]);
         }
     }
+    // Imbalance is the one measure, of the loads the plan reports.
+    assert_eq!(plan.imbalance_before, imbalance(&plan.before));
+    assert_eq!(plan.imbalance_after, imbalance(&plan.after));
 
     let blocked: HashSet<&str> = plan.blocked.iter().map(|b| b.target.as_str()).collect();
     for t in targets {
@@ -286,7 +294,9 @@ fn drain_spreads_the_instance_evenly() {
     assert_eq!(after["a"], 0);
     assert_eq!((after["b"], after["c"], after["d"]), (3, 3, 3));
     assert!(plan.moves.iter().all(|m| m.from.as_deref() == Some("a")));
-    assert_eq!(plan.before[0].state, MemberState::Draining);
+    // Before is the cluster as it is (a active, as given), after it drained.
+    assert_eq!(plan.before[0].state, MemberState::Active);
+    assert_eq!(plan.after[0].state, MemberState::Draining);
     check_consistent(&members, &targets, &plan, Some("a"), true);
 }
 
@@ -555,6 +565,8 @@ proptest! {
         // The peak ceil(N / n) is the lowest any plan reaches, so never above place()'s.
         let placed = place(&c.members, &c.targets);
         prop_assert!(plan.imbalance_after <= placed.imbalance_after + 1e-9);
+        // What a rebalance reaches here counts as balanced.
+        prop_assert!(balanced(&plan.after), "{:?}", plan.after);
         check_consistent(&c.members, &c.targets, &plan, None, true);
     }
 
@@ -578,7 +590,32 @@ proptest! {
             prop_assert!(floor <= got && got <= ceil, "{} has {got}, share {exact}/{caps}", l.member);
         }
         prop_assert_eq!(plan.moves.len(), lower_bound(&c.members, &c.targets));
+        prop_assert!(balanced(&plan.after), "{:?}", plan.after);
         check_consistent(&c.members, &c.targets, &plan, None, true);
+    }
+
+    /// Property 9: one cluster state has one imbalance: every plan of it — place, rebalance
+    /// with or without a budget, and the drain of any member — states the same imbalance
+    /// before, the one the overview shows (`Engine::imbalance` is place()'s).
+    #[test]
+    fn prop_every_plan_states_the_same_imbalance_before(
+        c in case(Shape {
+            caps: 1..=5, equal_caps: false, weights: 1..=10, equal_weights: false, pinned: 10,
+            ..Shape::new()
+        }),
+        drained in 0..32usize,
+        budget in 0..20usize,
+    ) {
+        let now = place(&c.members, &c.targets).imbalance_before;
+        let instance = format!("m-{drained:02}");
+        for plan in [
+            rebalance(&c.members, &c.targets, None),
+            rebalance(&c.members, &c.targets, Some(budget)),
+            drain(&c.members, &c.targets, &instance, None),
+            drain(&c.members, &c.targets, &instance, Some(budget)),
+        ] {
+            prop_assert_eq!(plan.imbalance_before, now);
+        }
     }
 
     /// Property 3: pinned targets on their pin never move; every pinned target with a valid pin
@@ -647,7 +684,7 @@ proptest! {
         let before: Vec<usize> = plan
             .before
             .iter()
-            .filter(|l| l.state == MemberState::Active)
+            .filter(|l| l.state == MemberState::Active && l.member != instance)
             .map(|l| l.targets)
             .collect();
         prop_assert!(spread(&active_counts(&plan)) <= spread(&before).max(1));

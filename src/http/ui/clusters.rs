@@ -172,7 +172,7 @@ struct InstancePage {
     removal: RemovalEffects,
     /// Why removing it deserves a second thought.
     warnings: Vec<String>,
-    /// Its history told as a story.
+    /// Its history told as a story (its newest rows; each event counted whole).
     history: Vec<Line>,
 }
 
@@ -232,17 +232,16 @@ pub async fn instance(
             ));
         }
     }
-    let history = state
-        .engine
-        .store()
-        .history(&HistoryQuery {
-            cluster: Some(cluster.clone()),
-            instance: Some(instance.clone()),
-            limit: INSTANCE_HISTORY,
-            ..Default::default()
-        })
-        .await?
-        .items;
+    let store = state.engine.store();
+    let query = HistoryQuery {
+        cluster: Some(cluster.clone()),
+        instance: Some(instance.clone()),
+        limit: INSTANCE_HISTORY,
+        ..Default::default()
+    };
+    let rows = store.history(&query).await?.items;
+    // Each event counted whole (as this instance has it), not just its rows on this page.
+    let history = story::tell(store, &query, rows, usize::MAX).await?;
     let base = Base::new(&state, &viewer, format!("{instance} in {cluster}"))
         .await
         .for_cluster(&cluster);
@@ -254,7 +253,7 @@ pub async fn instance(
         held_total,
         removal,
         warnings,
-        history: story::lines(history, usize::MAX),
+        history,
     })
 }
 

@@ -381,19 +381,19 @@ pub async fn history(
                 .map_err(|e| ApiError::BadRequest(e.to_string()))?,
         ),
     };
-    let page = state
-        .engine
-        .store()
-        .history(&HistoryQuery {
-            cluster,
-            target: Some(f.target.clone()).filter(|t| !t.is_empty()),
-            instance: Some(f.instance.clone()).filter(|i| !i.is_empty()),
-            kind,
-            cursor: f.cursor.clone().filter(|c| !c.is_empty()),
-            limit: PAGE,
-            ..Default::default()
-        })
-        .await?;
+    let query = HistoryQuery {
+        cluster,
+        target: Some(f.target.clone()).filter(|t| !t.is_empty()),
+        instance: Some(f.instance.clone()).filter(|i| !i.is_empty()),
+        kind,
+        cursor: f.cursor.clone().filter(|c| !c.is_empty()),
+        limit: PAGE,
+        ..Default::default()
+    };
+    let store = state.engine.store();
+    let page = store.history(&query).await?;
+    // Each event counted whole, not over this page's rows.
+    let lines = story::tell(store, &query, page.items, usize::MAX).await?;
     let mut base = Base::new(&state, &viewer, "History").await;
     base.nav = "history";
     base.cluster = f.cluster.clone();
@@ -402,7 +402,7 @@ pub async fn history(
         kinds: choices(KINDS.iter().map(|k| k.as_str()), &f.kind),
         base,
         f,
-        lines: story::lines(page.items, usize::MAX),
+        lines,
         next_cursor: page.next_cursor,
     })
 }

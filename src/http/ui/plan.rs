@@ -1,11 +1,10 @@
-//! A plan as the dashboard shows it (the rebalance and removal previews): the moves, and the
-//! load per instance before and after as a bar chart ([`LoadChart`]) with the same numbers in
-//! a table.
+//! A plan as the dashboard shows it (the rebalance and removal previews): the moves, the
+//! imbalance before and after (the planner's one measure, [`planner::imbalance`], so the
+//! "before" of every plan is what the overview shows), and the load per instance before and
+//! after as a bar chart ([`LoadChart`]) with the same numbers in a table.
 
 use super::charts::LoadChart;
-#[cfg(test)]
-use crate::engine::planner::plan_id;
-use crate::engine::planner::{Blocked, Move, Plan};
+use crate::engine::planner::{self, Blocked, Move, Plan};
 
 /// A plan, ready for the template.
 pub struct PlanView {
@@ -19,6 +18,10 @@ pub struct PlanView {
     pub imbalance_before: String,
     /// See `imbalance_before`.
     pub imbalance_after: String,
+    /// Whether the cluster counts as balanced before and after ([`planner::balanced`]).
+    pub balanced_before: bool,
+    /// See `balanced_before`.
+    pub balanced_after: bool,
     /// Targets that cannot be placed.
     pub blocked: Vec<Blocked>,
     /// The move budget cut the plan short.
@@ -33,13 +36,15 @@ impl From<Plan> for PlanView {
             moves: p.moves,
             imbalance_before: percent(p.imbalance_before),
             imbalance_after: percent(p.imbalance_after),
+            balanced_before: planner::balanced(&p.before),
+            balanced_after: planner::balanced(&p.after),
             blocked: p.blocked,
             truncated: p.truncated,
         }
     }
 }
 
-/// An imbalance (0.25) as people read it ("25 %").
+/// An imbalance (0.25) as people read it ("25 %"): every page shows it through this.
 pub fn percent(x: f64) -> String {
     format!("{:.0} %", x * 100.0)
 }
@@ -47,7 +52,7 @@ pub fn percent(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::planner::{MemberLoad, MemberState};
+    use crate::engine::planner::{MemberLoad, MemberState, plan_id};
 
     fn load(member: &str, targets: usize) -> MemberLoad {
         MemberLoad {
@@ -79,5 +84,8 @@ mod tests {
             .collect();
         assert_eq!(rows, [("a", 10, 5), ("b", 5, 5), ("c", 0, 5)]);
         assert_eq!(v.imbalance_before, "33 %");
+        // 10 against 5 is a whole target too many; 5, 5, 5 is even.
+        assert!(!v.balanced_before);
+        assert!(v.balanced_after);
     }
 }

@@ -1,10 +1,12 @@
 //! The cluster page's history, kept between renders: per cluster, its newest history rows (as
 //! many as [`ROWS`]) and the recent events told from them, shared by every request for the page
 //! (each open page's live refresh included). A request asks the store for the cluster's newest
-//! row only; when that is the newest kept, nothing more is read or regrouped. Newer rows are
-//! read by themselves and put in front of the kept ones. Every [`REREAD_EVERY`] the rows are
-//! read in full again, so a row retention deleted, or one that became visible after a newer one
-//! (PostgreSQL can commit ids out of order; SQLite cannot), is set right within that time.
+//! row only; when that is the newest kept, nothing more is read or told again. Newer rows are
+//! read by themselves and put in front of the kept ones, and the events told again (each
+//! counted whole by the store, however far past the kept rows it reaches: `story::tell`).
+//! Every [`REREAD_EVERY`] the rows are read in full again, so a row retention deleted, or one
+//! that became visible after a newer one (PostgreSQL can commit ids out of order; SQLite
+//! cannot), is set right within that time.
 //!
 //! It must not: decide what the rows mean (`story` and `charts` do), or keep anything a page
 //! shows but the store's rows and what is told from them.
@@ -36,13 +38,20 @@ pub struct Kept {
 }
 
 impl Kept {
-    fn new(rows: Vec<HistoryEntry>, read_at: Instant) -> Self {
-        let lines = story::lines(rows.clone(), EVENTS);
-        Kept {
+    /// `rows`, the newest of `cluster`, and their story (each event counted whole, however
+    /// far past `rows` it reaches).
+    async fn tell(
+        store: &Store,
+        cluster: &str,
+        rows: Vec<HistoryEntry>,
+        read_at: Instant,
+    ) -> Result<Self, StoreError> {
+        let lines = story::tell(store, &query(cluster, ROWS), rows.clone(), EVENTS).await?;
+        Ok(Kept {
             rows,
             lines,
             read_at,
-        }
+        })
     }
 }
 
@@ -83,7 +92,7 @@ impl Recent {
                 if rows.len() < limit as usize || rows.last().is_some_and(|e| e.id <= h) {
                     rows.retain(|e| e.id > h);
                     rows.extend(kept.rows.iter().take(ROWS as usize - rows.len()).cloned());
-                    let kept = Arc::new(Kept::new(rows, kept.read_at));
+                    let kept = Arc::new(Kept::tell(store, cluster, rows, kept.read_at).await?);
                     *slot = Some(kept.clone());
                     return Ok(kept);
                 }
@@ -94,22 +103,24 @@ impl Recent {
         } else {
             Vec::new()
         };
-        let kept = Arc::new(Kept::new(rows, Instant::now()));
+        let kept = Arc::new(Kept::tell(store, cluster, rows, Instant::now()).await?);
         *slot = Some(kept.clone());
         Ok(kept)
     }
 }
 
+/// The listing of `cluster`'s newest `limit` history rows.
+fn query(cluster: &str, limit: u32) -> HistoryQuery {
+    HistoryQuery {
+        cluster: Some(cluster.to_owned()),
+        limit,
+        ..Default::default()
+    }
+}
+
 /// The newest `limit` history rows of `cluster`.
 async fn read(store: &Store, cluster: &str, limit: u32) -> Result<Vec<HistoryEntry>, StoreError> {
-    Ok(store
-        .history(&HistoryQuery {
-            cluster: Some(cluster.to_owned()),
-            limit,
-            ..Default::default()
-        })
-        .await?
-        .items)
+    Ok(store.history(&query(cluster, limit)).await?.items)
 }
 
 #[cfg(test)]
@@ -143,11 +154,13 @@ mod tests {
     async fn kept_rows_are_the_newest_the_store_has() {
         let store = Store::connect("sqlite::memory:").await.unwrap();
         let recent = Recent::default();
-        let newest = async |n: u32| {
-            ids(&Kept::new(
-                read(&store, "c", n).await.unwrap(),
-                Instant::now(),
-            ))
+        let newest = async |n: u32| -> Vec<i64> {
+            read(&store, "c", n)
+                .await
+                .unwrap()
+                .iter()
+                .map(|e| e.id)
+                .collect()
         };
         assert!(recent.get(&store, "c").await.unwrap().rows.is_empty());
         let mut at = 1_000;

@@ -1,16 +1,27 @@
-//! Recent events told as a story: consecutive ownership changes that belong together — the
-//! moves of one operation, or the targets one member lost for one cause (a failover, a
-//! hand-off) — become one line ("20 targets left c-2 (handoff) for c-0 (10) and c-1 (10) in
-//! 0.12 s · longest gap 41 ms"), expandable to the moves; everything else stays a line of its
-//! own. The cluster page's recent events, an instance's history and the history page all tell
-//! it this way. Pure: it only regroups the history rows it is given, newest first.
+//! Recent events told as a story: ownership changes that belong together — the moves of one
+//! operation, or the targets one member lost for one cause (a failover, a hand-off), or that
+//! nobody held before (placed), each within a minute of the one before — become one line
+//! ("20 targets left c-2 (handoff) for c-0 (10) and c-1 (10) in 0.12 s · longest gap 41 ms"),
+//! expandable to the moves at hand; everything else stays a line of its own. Changes are told
+//! together only within one cluster and one cause. The cluster page's recent events, an
+//! instance's history and the history page all tell it this way.
+//!
+//! The numbers a line states are the whole event's, never a page's: [`tell`] asks the store to
+//! count each event over the whole history (filtered as the page is, so an instance's page
+//! counts its own targets), so the last rows of a 75-target failover on a page of 50 still
+//! read "75 targets left". The grouping itself (`told`) is pure: it regroups the rows it is
+//! given, newest first, by the events the store counted.
+//!
+//! It must not: count anything itself from the rows of a page ([`lines`], which does, is for
+//! rows that are the whole history of what they show).
 
 use std::collections::HashMap;
 
 use crate::model::Cause;
-use crate::store::{HistoryEntry, HistoryKind};
+use crate::store::{HistoryEntry, HistoryKind, HistoryQuery, Store, StoreError};
 
-/// Changes further apart than this are not one story, even with the same member and cause.
+/// Changes from one member (or from nobody) further apart than this are not one story, even
+/// with the same cause; an operation's are one story however long it runs.
 const WINDOW_MS: i64 = 60_000;
 
 /// One line of the recent events.
@@ -37,110 +48,247 @@ impl Line {
 pub enum What {
     /// One history entry, as the history page shows it.
     One(HistoryEntry),
-    /// Several targets moved together, newest first.
+    /// Several targets moved together: one event, counted whole.
     Moves {
         /// The cause they share.
-        cause: Option<Cause>,
-        /// The member they left (`None`: they had no holder).
+        cause: Cause,
+        /// The member they left (`None`: they had no holder, or an operation's left several).
         from: Option<String>,
         /// The operation they belong to, if any.
         operation: Option<String>,
-        /// Who asked for that operation (a user, the join policy), when the entries given say.
+        /// Who asked for that operation (a user, the join policy), when history keeps it.
         by: Option<String>,
         /// Where they went: member and how many, most first.
         to: Vec<(String, usize)>,
+        /// How many moved in all (the sum of `to`).
+        count: usize,
         /// From the oldest to the newest change.
         span_ms: i64,
         /// The longest handoff gap among the moves (time a target had nobody working on it,
         /// as the control plane saw it), when any is known.
         longest_gap_ms: Option<i64>,
-        /// The changes.
+        /// Its changes among the rows told, newest first (all `count` of them, or fewer when
+        /// the event reaches past them).
         entries: Vec<HistoryEntry>,
     },
 }
 
-/// Whether `e` can join the moves that `first` (the newest in the group) started.
-fn together(first: &HistoryEntry, e: &HistoryEntry) -> bool {
-    e.kind == HistoryKind::Ownership
-        && first.kind == HistoryKind::Ownership
-        && e.cause == first.cause
-        && e.operation == first.operation
-        && (e.operation.is_some() || e.from == first.from)
-        && first.at_ms - e.at_ms <= WINDOW_MS
+/// One event: ownership changes told as one line, counted whole.
+#[derive(Debug, Clone, PartialEq)]
+struct Event {
+    cause: Cause,
+    from: Option<String>,
+    operation: Option<String>,
+    by: Option<String>,
+    /// Where they went, most first.
+    to: Vec<(String, usize)>,
+    first_ms: i64,
+    last_ms: i64,
+    longest_gap_ms: Option<i64>,
+    /// The ids of its changes among the rows told.
+    rows: Vec<i64>,
 }
 
-/// Groups `entries` (newest first) into at most `limit` lines.
-pub fn lines(entries: Vec<HistoryEntry>, limit: usize) -> Vec<Line> {
-    // Who asked for each operation, from its entries among those given ("created" has it).
-    let by: HashMap<String, String> = entries
-        .iter()
-        .filter(|e| e.kind == HistoryKind::Operation)
-        .filter_map(|e| Some((e.operation.clone()?, e.actor.clone()?)))
+impl Event {
+    fn count(&self) -> usize {
+        self.to.iter().map(|(_, n)| n).sum()
+    }
+}
+
+/// `entries` — a page that `q` listed, newest first — told as at most `limit` lines, each
+/// event counted over the whole history as `q` filters it ([`Store::bursts`]).
+pub async fn tell(
+    store: &Store,
+    q: &HistoryQuery,
+    entries: Vec<HistoryEntry>,
+    limit: usize,
+) -> Result<Vec<Line>, StoreError> {
+    let events: Vec<Event> = store
+        .bursts(q, &within(&entries, limit), WINDOW_MS)
+        .await?
+        .into_iter()
+        .map(|b| Event {
+            cause: b.cause,
+            from: b.from,
+            operation: b.operation,
+            by: b.by,
+            to: b
+                .to
+                .into_iter()
+                .map(|(to, n)| (name(to), usize::try_from(n).unwrap_or(usize::MAX)))
+                .collect(),
+            first_ms: b.first_ms,
+            last_ms: b.last_ms,
+            longest_gap_ms: b.longest_gap_ms,
+            rows: b.rows,
+        })
         .collect();
-    let mut out: Vec<Vec<HistoryEntry>> = Vec::new();
+    Ok(told(entries, &events, limit))
+}
+
+/// What makes changes one event but for their time: cluster, cause, and the operation or (when
+/// none) the member they left.
+type Key<'a> = (&'a str, Option<Cause>, Result<&'a str, Option<&'a str>>);
+
+/// `e`'s [`Key`], if it is an ownership change.
+fn key(e: &HistoryEntry) -> Option<Key<'_>> {
+    (e.kind == HistoryKind::Ownership).then(|| {
+        (
+            &*e.cluster,
+            e.cause,
+            e.operation.as_deref().ok_or(e.from.as_deref()),
+        )
+    })
+}
+
+/// The ownership changes of `entries` (newest first) that the first `limit` lines can hold:
+/// every line starts at a row of another key or at another kind of row, so the first `limit`
+/// lines start before `limit` of those have been seen, and hold only rows of their keys.
+fn within(entries: &[HistoryEntry], limit: usize) -> Vec<HistoryEntry> {
+    let mut keys = Vec::new();
+    let mut lines = 0;
     for e in entries {
-        match out.last_mut() {
-            Some(group) if together(&group[0], &e) => group.push(e),
-            _ => {
-                if out.len() == limit {
-                    break;
-                }
-                out.push(vec![e]);
+        if lines == limit {
+            break;
+        }
+        match key(e) {
+            Some(k) if keys.contains(&k) => {}
+            Some(k) => {
+                keys.push(k);
+                lines += 1;
             }
+            None => lines += 1,
         }
     }
-    out.into_iter()
-        .map(|group| {
-            let mut l = line(group);
-            if let What::Moves {
-                operation: Some(op),
-                by: who,
-                ..
-            } = &mut l.what
+    entries
+        .iter()
+        .filter(|e| key(e).is_some_and(|k| keys.contains(&k)))
+        .cloned()
+        .collect()
+}
+
+/// A new holder as a line names it.
+fn name(to: Option<String>) -> String {
+    to.unwrap_or_else(|| "nobody".into())
+}
+
+/// `entries` (newest first) told as at most `limit` lines, counting only the rows given: exact
+/// when they are the whole history of what they show, short for a page of it ([`tell`]).
+#[cfg(test)]
+pub fn lines(entries: Vec<HistoryEntry>, limit: usize) -> Vec<Line> {
+    let events = events_in(&entries);
+    told(entries, &events, limit)
+}
+
+/// The events of `entries` as [`Store::bursts`] makes them, counted over `entries` alone.
+#[cfg(test)]
+fn events_in(entries: &[HistoryEntry]) -> Vec<Event> {
+    // Who asked for each operation, from its "created" entry among those given.
+    let by: HashMap<&str, &str> = entries
+        .iter()
+        .filter(|e| e.kind == HistoryKind::Operation && e.event.as_deref() == Some("created"))
+        .filter_map(|e| Some((e.operation.as_deref()?, e.actor.as_deref()?)))
+        .collect();
+    let mut moves: Vec<(Key, &HistoryEntry)> =
+        entries.iter().filter_map(|e| Some((key(e)?, e))).collect();
+    moves.sort_by_key(|(_, e)| e.id);
+    // Per key, the events in the order recorded; without an operation, a change seen longer
+    // than the window after the one before starts a new one.
+    let mut events: HashMap<Key, Vec<Vec<&HistoryEntry>>> = HashMap::new();
+    for (k, e) in moves {
+        let list = events.entry(k).or_default();
+        match list.last_mut() {
+            Some(event)
+                if k.2.is_ok() || event.last().is_some_and(|l| e.at_ms - l.at_ms <= WINDOW_MS) =>
             {
-                *who = by.get(op).cloned();
+                event.push(e)
             }
-            l
+            _ => list.push(vec![e]),
+        }
+    }
+    events
+        .into_values()
+        .flatten()
+        .filter_map(|event| {
+            let first = event[0];
+            let mut to: Vec<(String, usize)> = Vec::new();
+            for e in &event {
+                let n = name(e.to.clone());
+                match to.iter_mut().find(|(t, _)| *t == n) {
+                    Some((_, k)) => *k += 1,
+                    None => to.push((n, 1)),
+                }
+            }
+            to.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            Some(Event {
+                cause: first.cause?,
+                from: first
+                    .from
+                    .clone()
+                    .filter(|f| event.iter().all(|e| e.from.as_ref() == Some(f))),
+                by: first
+                    .operation
+                    .as_deref()
+                    .and_then(|op| by.get(op))
+                    .map(|b| (*b).to_owned()),
+                operation: first.operation.clone(),
+                to,
+                first_ms: event.iter().map(|e| e.at_ms).min()?,
+                last_ms: event.iter().map(|e| e.at_ms).max()?,
+                longest_gap_ms: event.iter().filter_map(|e| e.gap_ms).max(),
+                rows: event.iter().map(|e| e.id).collect(),
+            })
         })
         .collect()
 }
 
-fn line(mut group: Vec<HistoryEntry>) -> Line {
-    let at_ms = group[0].at_ms;
-    if group.len() == 1 {
-        return Line {
-            at_ms,
-            what: What::One(group.remove(0)),
-        };
-    }
-    let mut to: Vec<(String, usize)> = Vec::new();
-    for e in &group {
-        let name = e.to.clone().unwrap_or_else(|| "nobody".into());
-        match to.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, n)) => *n += 1,
-            None => to.push((name, 1)),
+/// `entries` (newest first) told as at most `limit` lines by `events`, those their ownership
+/// changes belong to: an event of more than one change is one line, at its newest change
+/// given, holding every change of it given; anything else is a line of its own.
+fn told(entries: Vec<HistoryEntry>, events: &[Event], limit: usize) -> Vec<Line> {
+    let event_of: HashMap<i64, usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, ev)| ev.count() > 1)
+        .flat_map(|(i, ev)| ev.rows.iter().map(move |id| (*id, i)))
+        .collect();
+    // Each line: the event it tells, if any, and its rows.
+    let mut out: Vec<(Option<usize>, Vec<HistoryEntry>)> = Vec::new();
+    let mut line_of: HashMap<usize, usize> = HashMap::new();
+    for e in entries {
+        let event = event_of.get(&e.id).copied();
+        if let Some(&l) = event.and_then(|ev| line_of.get(&ev)) {
+            out[l].1.push(e);
+            continue;
         }
+        if out.len() == limit {
+            continue;
+        }
+        if let Some(ev) = event {
+            line_of.insert(ev, out.len());
+        }
+        out.push((event, vec![e]));
     }
-    to.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let first = &group[0];
-    let span_ms = at_ms - group[group.len() - 1].at_ms;
-    Line {
-        at_ms,
-        what: What::Moves {
-            cause: first.cause,
-            from: if first.operation.is_some() && group.iter().any(|e| e.from != first.from) {
-                None
-            } else {
-                first.from.clone()
-            },
-            operation: first.operation.clone(),
-            by: None,
-            to,
-            span_ms,
-            longest_gap_ms: group.iter().filter_map(|e| e.gap_ms).max(),
-            entries: group,
-        },
-    }
+    out.into_iter()
+        .map(|(event, mut group)| {
+            let at_ms = group[0].at_ms;
+            let what = match event.map(|ev| &events[ev]) {
+                None => What::One(group.remove(0)),
+                Some(ev) => What::Moves {
+                    cause: ev.cause,
+                    from: ev.from.clone(),
+                    operation: ev.operation.clone(),
+                    by: ev.by.clone(),
+                    to: ev.to.clone(),
+                    count: ev.count(),
+                    span_ms: ev.last_ms - ev.first_ms,
+                    longest_gap_ms: ev.longest_gap_ms,
+                    entries: group,
+                },
+            };
+            Line { at_ms, what }
+        })
+        .collect()
 }
 
 /// A move in cluster `c` as history lists it, for tests of the views over history.
@@ -173,112 +321,4 @@ pub(super) fn move_entry(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn moved(
-        target: &str,
-        from: &str,
-        to: &str,
-        cause: Cause,
-        op: Option<&str>,
-        at_ms: i64,
-    ) -> HistoryEntry {
-        move_entry(
-            target,
-            (Some(from), to),
-            cause,
-            op,
-            at_ms,
-            Some(at_ms % 1000),
-        )
-    }
-
-    fn instance(name: &str, event: &str, at_ms: i64) -> HistoryEntry {
-        HistoryEntry {
-            kind: HistoryKind::Instance,
-            target: None,
-            from: None,
-            to: None,
-            cause: None,
-            instance: Some(name.into()),
-            event: Some(event.into()),
-            acquired_at_ms: None,
-            ..moved("", "", "", Cause::Initial, None, at_ms)
-        }
-    }
-
-    #[test]
-    fn moves_that_belong_together_are_one_line_and_the_rest_stay_apart() {
-        let h = Cause::Handoff;
-        let f = Cause::Failover;
-        let r = Cause::Rebalance;
-        let entries = vec![
-            // Newest first: a rebalance's three moves from two members...
-            moved("t9", "a", "d", r, Some("op-1"), 9_000),
-            moved("t8", "b", "d", r, Some("op-1"), 8_900),
-            moved("t7", "a", "d", r, Some("op-1"), 8_800),
-            instance("d", "joined", 8_000),
-            HistoryEntry {
-                kind: HistoryKind::Operation,
-                operation: Some("op-1".into()),
-                actor: Some("alice".into()),
-                ..instance("d", "created", 7_500)
-            },
-            // ...b's hand-off of three targets to two members...
-            moved("t3", "b", "a", h, None, 5_120),
-            moved("t2", "b", "c", h, None, 5_050),
-            moved("t1", "b", "a", h, None, 5_000),
-            // ...a failover from c: another cause, another line.
-            moved("t6", "c", "a", f, None, 4_000),
-            // ...and one more from b, too long before to be the same story.
-            moved("t0", "b", "a", h, None, -60_000),
-        ];
-        let got = lines(entries, 10);
-        let shape: Vec<String> = got
-            .iter()
-            .map(|l| match &l.what {
-                What::One(e) => format!("one {:?}", e.event.as_deref().or(e.target.as_deref())),
-                What::Moves {
-                    cause,
-                    from,
-                    operation,
-                    by,
-                    to,
-                    span_ms,
-                    longest_gap_ms,
-                    entries,
-                } => format!(
-                    "{} {cause:?} from {from:?} op {operation:?} by {by:?} to {to:?} in {span_ms} gap {longest_gap_ms:?}",
-                    entries.len()
-                ),
-            })
-            .collect();
-        assert_eq!(
-            shape,
-            [
-                r#"3 Some(Rebalance) from None op Some("op-1") by Some("alice") to [("d", 3)] in 200 gap Some(900)"#,
-                r#"one Some("joined")"#,
-                r#"one Some("created")"#,
-                r#"3 Some(Handoff) from Some("b") op None by None to [("a", 2), ("c", 1)] in 120 gap Some(120)"#,
-                r#"one Some("t6")"#,
-                r#"one Some("t0")"#,
-            ]
-        );
-        assert_eq!(got[0].at_ms, 9_000);
-        // At most `limit` lines, each whole.
-        let two = lines(got_entries(), 2);
-        assert_eq!(two.len(), 2);
-        assert!(matches!(&two[0].what, What::Moves { entries, .. } if entries.len() == 3));
-    }
-
-    fn got_entries() -> Vec<HistoryEntry> {
-        vec![
-            moved("t3", "b", "a", Cause::Handoff, None, 3),
-            moved("t2", "b", "a", Cause::Handoff, None, 2),
-            moved("t1", "b", "a", Cause::Handoff, None, 1),
-            instance("b", "left", 0),
-            instance("b", "not_ready", -1),
-        ]
-    }
-}
+mod tests;
