@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Schemathesis (property-based API testing, from PyPI) against the OpenAPI document of a
-# running `leasehold demo`: no 5xx, and every response's content type and body match the
-# document. Installs a pinned Schemathesis into a venv under the cargo target directory (reused
+# running `leasehold demo`: no 5xx; every response's status, content type, headers and body match
+# the document; schema-valid requests are accepted and schema-invalid ones refused (negative
+# data: values out of range, unknown body fields, wrong types, bodies without their JSON content
+# type); a method a path does not list is a 405 with an `Allow` that names those it does. Installs a pinned Schemathesis into a venv under the cargo target directory (reused
 # when present), builds and starts the demo on free ports in a scratch directory, waits for
 # /readyz, runs a bounded number of examples within a time budget, stops the demo, and exits
 # non-zero on any failure. Extra arguments go to `schemathesis run` (e.g. --seed, -n).
@@ -41,12 +43,22 @@ echo "== schemathesis against $base/openapi.json"
 
 # /events is a Server-Sent Events stream that never ends, so it is left out. Any bearer token
 # is accepted on loopback (authentication `none`); without one Schemathesis sends made-up
-# Authorization headers and gets only 401s. It runs in the target directory, where it keeps
-# its cache of failures (.schemathesis/) to replay them first next time.
+# Authorization headers and gets only 401s — and, authentication being `none` there, the
+# checks of requests without credentials (`ignored_auth`, `missing_required_header`) do not
+# apply. scripts/schemathesis.toml holds what the document cannot say (valid page cursors; an
+# Idempotency-Key reused with another body is a rightful 422). The mode is Schemathesis' default,
+# `all`: positive and negative data. It runs in the target directory, where it keeps its cache
+# of failures (.schemathesis/) to replay them first next time.
 status=0
-(cd "$target_dir" && timeout $((MAX_TIME + 120)) "$venv/bin/schemathesis" run "$base/openapi.json" \
+config=$(pwd)/scripts/schemathesis.toml
+checks=not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance
+checks=$checks,response_headers_conformance,positive_data_acceptance,negative_data_rejection
+checks=$checks,unsupported_method,allow_header_conformance
+(cd "$target_dir" && timeout $((MAX_TIME + 120)) "$venv/bin/schemathesis" --config-file "$config" \
+  run "$base/openapi.json" \
   -H "Authorization: Bearer demo" \
-  --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
+  --checks "$checks" \
+  --mode all \
   --exclude-path /events \
   --max-examples "$MAX_EXAMPLES" \
   --max-time "$MAX_TIME" \

@@ -23,7 +23,7 @@
 //! | `leasehold_operations_finished_total` | counter | `cluster`, `kind`, `outcome` | operations this replica finished: `succeeded` / `failed` / `cancelled` |
 //! | `leasehold_moves_total` | counter | `cluster`, `kind`, `outcome` | moves of operations finished by this replica: `done` / `failed` |
 //! | `leasehold_http_request_duration_seconds` | histogram | `method`, `route`, `status` | time to the response head (a streamed body such as `/api/v1/events` is not included); `route` is the matched route template (`unmatched` if none), `status` the class (`2xx` …) |
-//! | `leasehold_targets` | gauge | `cluster`, `state` | targets per state (`owned`, `unassigned`, `moving`, `expired`, `orphaned`), set at scrape time from the latest model |
+//! | `leasehold_targets` | gauge | `cluster`, `state` | targets per state (`owned`, `unassigned`, `moving`, `expired`, `unworked`, `orphaned`: docs/concepts.md), set at scrape time from the latest model |
 //! | `leasehold_members` | gauge | `cluster` | member pods (ghosts excluded), at scrape time |
 //! | `leasehold_members_ready` | gauge | `cluster` | ready, not terminating member pods, at scrape time |
 //! | `leasehold_cluster_stale` | gauge | `cluster` | 1 while a watch the cluster depends on is down, not yet synced, or not proven current by a watch probe within a lease duration |
@@ -136,8 +136,8 @@ struct Families {
 pub struct ClusterGauges<'a> {
     /// The cluster's name.
     pub cluster: &'a str,
-    /// Targets per state: `owned`, `unassigned`, `moving`, `expired`, `orphaned`.
-    pub targets: [(&'static str, usize); 5],
+    /// Targets per state: `owned`, `unassigned`, `moving`, `expired`, `unworked`, `orphaned`.
+    pub targets: [(&'static str, usize); 6],
     /// Member pods, ghosts excluded.
     pub members: usize,
     /// Ready, not terminating member pods.

@@ -734,7 +734,11 @@ fn decide_sparing(
         };
         let cause = match (t.owner.as_deref(), t.state) {
             (None, _) if t.desired.is_none() => Cause::Initial,
-            (Some(o), TargetState::Owned | TargetState::Moving) if stopping(o) => Cause::Handoff,
+            (Some(o), TargetState::Owned | TargetState::Moving | TargetState::Unworked)
+                if stopping(o) =>
+            {
+                Cause::Handoff
+            }
             _ => Cause::Failover,
         };
         actions.push(Action::Desire {

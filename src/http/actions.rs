@@ -1,7 +1,7 @@
 //! The cluster-changing requests, shared by both faces (API handlers and dashboard forms):
 //! each checks the caller's permission, asks the engine, and records who asked for what and
 //! how it went in the history (`kind=audit`). Plans (dry runs) change nothing and are not
-//! audited.
+//! audited. A run with nothing to move records no operation (`run_rebalance`).
 
 use crate::engine::PlanRequest;
 use crate::engine::planner::Plan;
@@ -33,6 +33,44 @@ pub async fn plan_rebalance(
             },
         )
         .await?)
+}
+
+/// What a request to run a rebalance did.
+#[derive(Debug)]
+pub enum Run {
+    /// The operation it started.
+    Started(Operation),
+    /// Nothing: the plan has no move. No operation is recorded (an empty one would read as
+    /// work done); the plan says why (balanced, or blocked targets).
+    NothingToMove(Plan),
+}
+
+/// As [`rebalance`], but a plan with no move (the one `plan_id` names, or the fresh one when
+/// none is named) starts nothing: the answer is the plan. Audited either way.
+///
+/// The plan is made once here and again by the start, so a cluster that becomes balanced in
+/// between can still record an empty operation; only the engine's start could close that gap.
+pub async fn run_rebalance(
+    state: &AppState,
+    caller: &Caller,
+    cluster: &str,
+    max_moves: Option<usize>,
+    plan_id: Option<&str>,
+    reason: &str,
+) -> Result<Run, ApiError> {
+    let plan = plan_rebalance(state, caller, cluster, max_moves).await;
+    // A plan that could not be made: the start says why, and audits it.
+    if let Ok(plan) = plan
+        && plan.moves.is_empty()
+        && plan_id.is_none_or(|id| id == plan.id)
+    {
+        let ok: Result<Option<&str>, &ApiError> = Ok(None);
+        audit(state, cluster, caller, "rebalance: nothing to move", ok).await;
+        return Ok(Run::NothingToMove(plan));
+    }
+    rebalance(state, caller, cluster, max_moves, plan_id, reason)
+        .await
+        .map(Run::Started)
 }
 
 /// Starts a rebalance of at most `max_moves` moves: exactly the plan `plan_id` when given (the

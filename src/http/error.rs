@@ -1,7 +1,9 @@
 //! The HTTP boundary's one error type. Every error leaves as `application/problem+json`
 //! (RFC 9457) with a stable `type` (`urn:leasehold:problem:<slug>`, listed in `docs/api.md`).
 //! A 500 hides its cause from the caller; the cause travels in a response extension and is
-//! logged by the middleware inside the trace span (`log_internal`), never here.
+//! logged by the middleware inside the trace span (`log_internal`), never here. Errors answered
+//! outside this type (axum's 405, the body limit's 413, an extractor's plain text) are turned
+//! into the same documents by `bare_errors_as_problems`.
 
 use axum::Json;
 use axum::extract::Request;
@@ -14,6 +16,7 @@ use crate::engine::EngineError;
 use crate::engine::planner::Plan;
 use crate::store::StoreError;
 
+use super::BODY_LIMIT;
 use super::auth::AuthError;
 use super::refusals::Refusal;
 
@@ -53,6 +56,15 @@ pub enum ApiError {
     /// The request itself is wrong.
     #[error("{0}")]
     BadRequest(String),
+    /// The path exists, the method does not (the detail names those it allows).
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// The body is over [`BODY_LIMIT`].
+    #[error("the request body is larger than {BODY_LIMIT} bytes")]
+    TooLarge,
+    /// A body the operation does not take: not declared JSON, or sent where none is taken.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     /// The authenticated caller `actor` may not do this (a 403 like [`ApiError::Forbidden`],
     /// whose audit entry names the caller).
     #[error("{detail}")]
@@ -109,6 +121,17 @@ impl ApiError {
             ApiError::Csrf(_) => ("csrf", "Cross-site request refused", S::FORBIDDEN),
             ApiError::NotFound(_) => ("not-found", "Not found", S::NOT_FOUND),
             ApiError::BadRequest(_) => ("bad-request", "Bad request", S::BAD_REQUEST),
+            ApiError::MethodNotAllowed(_) => (
+                "method-not-allowed",
+                "Method not allowed",
+                S::METHOD_NOT_ALLOWED,
+            ),
+            ApiError::TooLarge => ("too-large", "Request body too large", S::PAYLOAD_TOO_LARGE),
+            ApiError::UnsupportedMediaType(_) => (
+                "unsupported-media-type",
+                "Unsupported media type",
+                S::UNSUPPORTED_MEDIA_TYPE,
+            ),
             ApiError::Host(_) => ("host", "Unknown host", S::BAD_REQUEST),
             ApiError::Conflict(_) => ("conflict", "Conflict", S::CONFLICT),
             ApiError::PlanChanged { .. } => (
@@ -197,6 +220,67 @@ pub async fn log_internal(req: Request, next: Next) -> Response {
     res
 }
 
+/// Largest plain-text error body [`bare_errors_as_problems`] keeps as the `detail`.
+const BARE_TEXT_LIMIT: usize = 4 * 1024;
+
+/// Gives the error answers made outside this type — the method router's 405 (whose `Allow`
+/// axum adds afterwards), the body limit's 413, an axum extractor's plain-text refusal (the
+/// dashboard's forms), `/readyz`'s 503 — the problem document of their status, so that every
+/// error of this server reads the same. Problem documents and the dashboard's HTML error
+/// pages pass as they are, and so would a status no error here has (none is answered today).
+pub async fn bare_errors_as_problems(req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let res = next.run(req).await;
+    let status = res.status();
+    if !status.is_client_error() && !status.is_server_error() {
+        return res;
+    }
+    let media_type = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    if media_type.starts_with("application/problem+json") || media_type.starts_with("text/html") {
+        return res;
+    }
+    let text = media_type.starts_with("text/plain");
+    let make: fn(String) -> ApiError = match status {
+        StatusCode::BAD_REQUEST => ApiError::BadRequest,
+        StatusCode::NOT_FOUND => ApiError::NotFound,
+        StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed,
+        StatusCode::PAYLOAD_TOO_LARGE => |_| ApiError::TooLarge,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::UnsupportedMediaType,
+        StatusCode::UNPROCESSABLE_ENTITY => ApiError::Unprocessable,
+        StatusCode::SERVICE_UNAVAILABLE => ApiError::Unavailable,
+        _ => return res,
+    };
+    let (parts, body) = res.into_parts();
+    let detail = if status == StatusCode::METHOD_NOT_ALLOWED {
+        // axum sets `Allow` outside every layer, on the way out.
+        format!("{method} is not allowed on {path}; the Allow header lists the methods it takes")
+    } else {
+        let said = if text {
+            axum::body::to_bytes(body, BARE_TEXT_LIMIT).await.ok()
+        } else {
+            None
+        };
+        said.map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| status.canonical_reason().unwrap_or_default().to_owned())
+    };
+    let mut problem = make(detail).into_response();
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            problem
+                .headers_mut()
+                .entry(name)
+                .or_insert_with(|| value.clone());
+        }
+    }
+    problem
+}
+
 impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> Self {
         match e {
@@ -222,7 +306,11 @@ impl From<EngineError> for ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::BadCursor => ApiError::BadRequest(e.to_string()),
+            StoreError::BadCursor => ApiError::BadRequest(
+                "cursor: must be a next_cursor or previous_cursor this listing handed out, \
+                 passed unchanged"
+                    .into(),
+            ),
             e => ApiError::Internal(format!("history store: {e}")),
         }
     }

@@ -1,7 +1,8 @@
 //! The faces of Leasehold: the REST API under `/api/v1` (with its OpenAPI document and Swagger
 //! UI at `/docs`), the SSE feed, health and readiness, Prometheus metrics at `/metrics`, behind
 //! authentication and authorisation (not `/metrics`, by convention), with security headers,
-//! body limits and timeouts on every response.
+//! body limits and timeouts on every response, and every error as problem+json (405 and 413
+//! included).
 //! `http` reads the model and calls the engine; nothing below it imports `http`.
 //!
 //! `api` holds the handlers, `auth` who callers are and what they may do, `caller` the
@@ -32,7 +33,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -68,7 +69,7 @@ pub fn router(state: AppState) -> Router {
     let recorder = state.engine.metrics().clone();
     let state_for_host = state.clone();
     Router::new()
-        .nest("/api/v1", api)
+        .nest(api::API_BASE, api)
         .merge(demo.unwrap_or_default())
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -90,6 +91,8 @@ pub fn router(state: AppState) -> Router {
             idempotency::middleware,
         ))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
+        // Around the body limit, whose 413 is plain text, and each route's plain 405.
+        .layer(middleware::from_fn(error::bare_errors_as_problems))
         .layer(middleware::from_fn(error::log_internal))
         // A 5xx with a cause is logged by `log_internal` above; the others are expected answers
         // (`/readyz` says 503 until the first sync, a stale model 503), not errors to log.
@@ -178,8 +181,11 @@ async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
-async fn not_found() -> ApiError {
-    ApiError::NotFound("no such path".into())
+async fn not_found(uri: Uri) -> ApiError {
+    ApiError::NotFound(format!(
+        "no such path: {} (the API's paths are listed in /openapi.json)",
+        uri.path()
+    ))
 }
 
 /// Bounds every request but the event stream (which lives as long as the client).

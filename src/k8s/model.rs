@@ -167,17 +167,22 @@ pub enum TargetState {
     Moving,
     /// Its holder stopped renewing (by our observation).
     Expired,
+    /// Held, its hold not lapsed, but nobody works on it: the holder's pod has failed or ended
+    /// (its containers are gone while its member Lease has yet to expire), or the holder's
+    /// managed app says it does not work on it (a device down, a start that failed).
+    Unworked,
     /// Held by an identity with no pod, or its Lease names a target no longer configured.
     Orphaned,
 }
 
 impl TargetState {
     /// Every state, in the order people read them.
-    pub const ALL: [TargetState; 5] = [
+    pub const ALL: [TargetState; 6] = [
         TargetState::Owned,
         TargetState::Unassigned,
         TargetState::Moving,
         TargetState::Expired,
+        TargetState::Unworked,
         TargetState::Orphaned,
     ];
 
@@ -188,8 +193,18 @@ impl TargetState {
             TargetState::Unassigned => "unassigned",
             TargetState::Moving => "moving",
             TargetState::Expired => "expired",
+            TargetState::Unworked => "unworked",
             TargetState::Orphaned => "orphaned",
         }
+    }
+
+    /// Nobody works on a target in this state although it should be worked: the states a
+    /// healthy cluster has none of (docs/concepts.md, "Target states").
+    pub fn unworked(self) -> bool {
+        matches!(
+            self,
+            TargetState::Unassigned | TargetState::Expired | TargetState::Unworked
+        )
     }
 }
 
@@ -223,6 +238,12 @@ pub struct Target {
     pub unchanged_ms: Option<i64>,
     /// Milliseconds since its desired owner last changed, as we observed it.
     pub desired_unchanged_ms: Option<i64>,
+    /// Whether its holder's managed app works on it (managed gnmic: collects it), as the
+    /// holder's agent last reported (`None`: no such report, or not known).
+    pub app_working: Option<bool>,
+    /// Why its holder's app does not work on it, as the app says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_problem: Option<String>,
 }
 
 /// A configured Service.
@@ -255,6 +276,8 @@ pub struct TargetCounts {
     pub moving: usize,
     /// [`TargetState::Expired`].
     pub expired: usize,
+    /// [`TargetState::Unworked`].
+    pub unworked: usize,
     /// [`TargetState::Orphaned`].
     pub orphaned: usize,
 }
@@ -333,6 +356,8 @@ impl Target {
             operation: None,
             unchanged_ms: None,
             desired_unchanged_ms: None,
+            app_working: None,
+            app_problem: None,
         }
     }
 }
@@ -362,6 +387,7 @@ impl ClusterModel {
                 ("unassigned", c.unassigned),
                 ("moving", c.moving),
                 ("expired", c.expired),
+                ("unworked", c.unworked),
                 ("orphaned", c.orphaned),
             ],
             members: pods.clone().count(),

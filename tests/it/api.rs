@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::app::{app, call};
+use common::app::{App, app, call};
 
 use axum::http::{StatusCode, header};
 use leasehold::http::{self};
@@ -517,6 +517,7 @@ async fn refused_mutating_requests_are_audited_within_a_budget() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_naming_a_stale_plan_is_refused_with_the_fresh_one() {
     let app = app().await;
+    app.imbalance().await;
     let rebalance = "/api/v1/clusters/c/rebalance";
     let (s, _, preview) = call(
         &app,
@@ -539,15 +540,7 @@ async fn a_start_naming_a_stale_plan_is_refused_with_the_fresh_one() {
         "{v}"
     );
     assert_eq!(v["plan"]["id"], id.as_str(), "{v}");
-    let (_, _, ops) = call(
-        &app,
-        "GET",
-        "/api/v1/operations",
-        Some("viewer-token"),
-        None,
-    )
-    .await;
-    assert_eq!(ops["items"].as_array().unwrap().len(), 0, "{ops}");
+    assert_eq!(operation_count(&app).await, 0);
     // Other problems carry no plan.
     let (_, _, v) = call(
         &app,
@@ -559,6 +552,400 @@ async fn a_start_naming_a_stale_plan_is_refused_with_the_fresh_one() {
     .await;
     assert!(v.get("plan").is_none(), "{v}");
     let fresh = json!({"dry_run": false, "plan_id": id});
-    let (s, _, v) = call(&app, "POST", rebalance, Some("operator-token"), Some(fresh)).await;
+    let (s, h, v) = call(&app, "POST", rebalance, Some("operator-token"), Some(fresh)).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(
+        h[header::LOCATION],
+        format!("/api/v1/operations/{}", v["id"].as_str().unwrap())
+    );
+    assert_eq!(operation_count(&app).await, 1);
+}
+
+/// How many operations the API lists.
+async fn operation_count(app: &App) -> usize {
+    let (s, _, ops) = call(app, "GET", "/api/v1/operations", Some("viewer-token"), None).await;
+    assert_eq!(s, StatusCode::OK, "{ops}");
+    ops["items"].as_array().unwrap().len()
+}
+
+/// One request with these headers and body: status, headers, body (JSON, else a string).
+async fn send(
+    app: &App,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<axum::body::Body>,
+) -> (StatusCode, axum::http::HeaderMap, Value) {
+    use http_body_util::BodyExt as _;
+    use tower::ServiceExt as _;
+    let mut req = axum::http::Request::builder().method(method).uri(uri);
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let res = app
+        .router
+        .clone()
+        .oneshot(req.body(body.into()).unwrap())
+        .await
+        .unwrap();
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    let v = serde_json::from_slice(&bytes)
+        .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into()));
+    (status, headers, v)
+}
+
+const OPERATOR: (&str, &str) = ("authorization", "Bearer operator-token");
+const VIEWER: (&str, &str) = ("authorization", "Bearer viewer-token");
+
+/// `detail` of a problem with this status and type slug (and the problem+json content type).
+#[track_caller]
+fn problem(
+    answer: &(StatusCode, axum::http::HeaderMap, Value),
+    status: StatusCode,
+    slug: &str,
+) -> String {
+    let (s, h, v) = answer;
+    assert_eq!(*s, status, "{v}");
+    assert_eq!(h[header::CONTENT_TYPE], "application/problem+json", "{v}");
+    assert_eq!(v["type"], format!("urn:leasehold:problem:{slug}"), "{v}");
+    assert_eq!(v["status"], status.as_u16(), "{v}");
+    v["detail"].as_str().unwrap().to_owned()
+}
+
+/// A body is JSON only when it says so: without `Content-Type`, or with another type, it is
+/// refused (415) rather than ignored — a run is never taken for a dry run. JSON with a
+/// charset, and `application/*+json` types, are JSON; an empty body is no body (the
+/// defaults). The same holds for a POST that takes no parameters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_is_taken_only_as_declared_json() {
+    let app = app().await;
+    let rebalance = "/api/v1/clusters/c/rebalance";
+    let run = r#"{"dry_run": false, "bogus": 1}"#;
+    for headers in [
+        vec![OPERATOR],
+        vec![OPERATOR, ("content-type", "text/plain")],
+    ] {
+        let answer = send(&app, "POST", rebalance, &headers, run).await;
+        let detail = problem(
+            &answer,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+        );
+        assert!(
+            detail.contains("Content-Type: application/json"),
+            "{detail}"
+        );
+    }
+    let form = [
+        OPERATOR,
+        ("content-type", "application/x-www-form-urlencoded"),
+    ];
+    let answer = send(&app, "POST", rebalance, &form, "dry_run=false").await;
+    let detail = problem(
+        &answer,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported-media-type",
+    );
+    assert!(
+        detail.contains("application/x-www-form-urlencoded"),
+        "{detail}"
+    );
+    for json_type in [
+        "application/json; charset=utf-8",
+        "application/merge-patch+json",
+    ] {
+        let (s, _, v) = send(
+            &app,
+            "POST",
+            rebalance,
+            &[OPERATOR, ("content-type", json_type)],
+            "{}",
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{json_type}: {v}");
+        assert!(v["moves"].is_array(), "{json_type}: {v}");
+    }
+    let (s, _, v) = send(&app, "POST", rebalance, &[OPERATOR], "").await;
+    assert_eq!(s, StatusCode::OK, "no body is a dry run: {v}");
+    assert!(v["moves"].is_array(), "{v}");
+    let cancel = "/api/v1/operations/none/cancel";
+    let answer = send(&app, "POST", cancel, &[OPERATOR], "{}").await;
+    problem(
+        &answer,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported-media-type",
+    );
+    assert_eq!(operation_count(&app).await, 0, "nothing ran");
+}
+
+/// A body field the schema does not name, or a value outside its type or range, is a 400
+/// that names the field and says what it takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn body_fields_are_named_with_what_they_take() {
+    let app = app().await;
+    let post = |uri: &'static str, body: Value| {
+        let app = &app;
+        async move { call(app, "POST", uri, Some("operator-token"), Some(body)).await }
+    };
+    let rebalance = "/api/v1/clusters/c/rebalance";
+    let answer = post(rebalance, json!({"max_moves": -3})).await;
+    let detail = problem(&answer, StatusCode::BAD_REQUEST, "bad-request");
+    assert!(
+        detail.starts_with("max_moves: must be a whole number from 1 to ")
+            && detail.ends_with(", not -3"),
+        "{detail}"
+    );
+    let answer = post(rebalance, json!({"max_moves": 0})).await;
+    let detail = problem(&answer, StatusCode::BAD_REQUEST, "bad-request");
+    assert!(
+        detail.starts_with("max_moves: must be a whole number from 1 to "),
+        "{detail}"
+    );
+    let answer = post(rebalance, json!({"dry_run": false, "bogus": 1})).await;
+    assert_eq!(
+        problem(&answer, StatusCode::BAD_REQUEST, "bad-request"),
+        "unknown field \"bogus\" in the body; it takes dry_run, max_moves, plan_id, reason"
+    );
+    let answer = post(rebalance, json!({"dry_run": "false"})).await;
+    assert_eq!(
+        problem(&answer, StatusCode::BAD_REQUEST, "bad-request"),
+        "dry_run: must be true or false, not \"false\""
+    );
+    let answer = post("/api/v1/clusters/c/instances/x/remove", json!([true])).await;
+    let detail = problem(&answer, StatusCode::BAD_REQUEST, "bad-request");
+    assert!(
+        detail.starts_with("the body must be a JSON object"),
+        "{detail}"
+    );
+    let answer = post("/api/v1/operations/none/cancel", json!({"force": true})).await;
+    assert_eq!(
+        problem(&answer, StatusCode::BAD_REQUEST, "bad-request"),
+        "unknown field \"force\" in the body; this request takes no parameters: send nothing, \
+         null or {}"
+    );
+    let answer = send(
+        &app,
+        "POST",
+        rebalance,
+        &[OPERATOR, ("content-type", "application/json")],
+        "{",
+    )
+    .await;
+    let detail = problem(&answer, StatusCode::BAD_REQUEST, "bad-request");
+    assert!(detail.starts_with("the body is not valid JSON"), "{detail}");
+}
+
+/// A query parameter the operation does not list is a 400 naming it and those it takes, on
+/// every API path (one that takes none included).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_query_parameters_are_refused() {
+    let app = app().await;
+    let get = |uri: &'static str| {
+        let app = &app;
+        async move { call(app, "GET", uri, Some("viewer-token"), None).await }
+    };
+    let answer = get("/api/v1/clusters/c/targets?ownr=c-0").await;
+    assert_eq!(
+        problem(&answer, StatusCode::BAD_REQUEST, "bad-request"),
+        "unknown query parameter \"ownr\": GET /clusters/{cluster}/targets takes owner, state, \
+         q, cursor, limit"
+    );
+    let answer = get("/api/v1/history?operation_id=x").await;
+    let detail = problem(&answer, StatusCode::BAD_REQUEST, "bad-request");
+    assert!(
+        detail.contains("\"operation_id\"") && detail.contains("operation, since_ms"),
+        "{detail}"
+    );
+    let answer = get("/api/v1/clusters?verbose=1").await;
+    assert_eq!(
+        problem(&answer, StatusCode::BAD_REQUEST, "bad-request"),
+        "unknown query parameter \"verbose\": GET /clusters takes no query parameters"
+    );
+    let answer = call(
+        &app,
+        "POST",
+        "/api/v1/clusters/c/rebalance?dry_run=false",
+        Some("operator-token"),
+        None,
+    )
+    .await;
+    let detail = problem(&answer, StatusCode::BAD_REQUEST, "bad-request");
+    assert!(detail.contains("\"dry_run\""), "{detail}");
+    let answer = get("/api/v1/operations?limit=5&limit=6").await;
+    assert_eq!(
+        problem(&answer, StatusCode::BAD_REQUEST, "bad-request"),
+        "limit: given more than once; give it once"
+    );
+    let (s, _, v) = get("/api/v1/clusters/c/targets?owner=c-0&limit=2").await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+}
+
+/// A value outside a parameter's type, range or words is a 400 that names the parameter and
+/// says in words what it takes; `limit` is 1 to 1000 on every list, as the document says
+/// (0 is refused, not taken as 1 or as the default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_values_are_named_with_their_range() {
+    let app = app().await;
+    let get = |uri: String| {
+        let app = &app;
+        async move { call(app, "GET", &uri, Some("viewer-token"), None).await }
+    };
+    for list in [
+        "/api/v1/clusters/c/targets",
+        "/api/v1/operations",
+        "/api/v1/history",
+    ] {
+        for bad in ["-1", "0", "1001", "ten", "2.5", ""] {
+            let answer = get(format!("{list}?limit={bad}")).await;
+            assert_eq!(
+                problem(&answer, StatusCode::BAD_REQUEST, "bad-request"),
+                format!("limit: must be a whole number from 1 to 1000, not {bad:?}"),
+                "{list}"
+            );
+        }
+        let (s, _, v) = get(format!("{list}?limit=1000")).await;
+        assert_eq!(s, StatusCode::OK, "{list}: {v}");
+        let (s, _, v) = get(format!("{list}?limit=1")).await;
+        assert_eq!(s, StatusCode::OK, "{list}: {v}");
+    }
+    let answer = get("/api/v1/clusters/c/targets?state=bogus".into()).await;
+    assert_eq!(
+        problem(&answer, StatusCode::BAD_REQUEST, "bad-request"),
+        "state: must be one of owned, unassigned, moving, expired, unworked, orphaned, not \"bogus\""
+    );
+    let answer = get("/api/v1/operations?state=done".into()).await;
+    let detail = problem(&answer, StatusCode::BAD_REQUEST, "bad-request");
+    assert!(
+        detail.starts_with("state: must be one of ") && detail.contains("succeeded"),
+        "{detail}"
+    );
+    let answer = get("/api/v1/history?since_ms=-5".into()).await;
+    assert_eq!(
+        problem(&answer, StatusCode::BAD_REQUEST, "bad-request"),
+        "since_ms: must be a whole number from 0 to 9223372036854775807, not \"-5\""
+    );
+    let answer = get("/api/v1/clusters/c/targets?cursor=zzz".into()).await;
+    let detail = problem(&answer, StatusCode::BAD_REQUEST, "bad-request");
+    assert!(detail.starts_with("cursor: "), "{detail}");
+}
+
+/// A filter naming a cluster the configuration does not have is a 404, not an empty list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_naming_an_unknown_cluster_is_not_found() {
+    let app = app().await;
+    for list in ["/api/v1/operations", "/api/v1/history"] {
+        let answer = call(
+            &app,
+            "GET",
+            &format!("{list}?cluster=nope"),
+            Some("viewer-token"),
+            None,
+        )
+        .await;
+        assert_eq!(
+            problem(&answer, StatusCode::NOT_FOUND, "not-found"),
+            "cluster: no cluster named \"nope\"; the clusters are c",
+            "{list}"
+        );
+        let (s, _, v) = call(
+            &app,
+            "GET",
+            &format!("{list}?cluster=c"),
+            Some("viewer-token"),
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{list}: {v}");
+    }
+}
+
+/// Errors answered outside the handlers are problem+json too: a method a path does not take
+/// (405, the methods it takes in `Allow`), a body over the limit (413,
+/// whether `Content-Length` says so up front or the body runs over), an unknown path (404).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_error_status_is_a_problem() {
+    let app = app().await;
+    let answer = send(&app, "DELETE", "/api/v1/clusters/c", &[VIEWER], "").await;
+    let detail = problem(
+        &answer,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method-not-allowed",
+    );
+    assert_eq!(answer.1[header::ALLOW], "GET,HEAD");
+    assert_eq!(
+        detail,
+        "DELETE is not allowed on /api/v1/clusters/c; the Allow header lists the methods it takes"
+    );
+    let answer = send(&app, "GET", "/api/v1/clusters/c/rebalance", &[VIEWER], "").await;
+    problem(
+        &answer,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method-not-allowed",
+    );
+    let big = format!(r#"{{"reason": "{}"}}"#, "x".repeat(http::BODY_LIMIT));
+    let length = big.len().to_string();
+    let json = ("content-type", "application/json");
+    let rebalance = "/api/v1/clusters/c/rebalance";
+    let declared = send(
+        &app,
+        "POST",
+        rebalance,
+        &[OPERATOR, json, ("content-length", &length)],
+        big.clone(),
+    )
+    .await;
+    let streamed = send(&app, "POST", rebalance, &[OPERATOR, json], big).await;
+    for answer in [declared, streamed] {
+        let detail = problem(&answer, StatusCode::PAYLOAD_TOO_LARGE, "too-large");
+        assert_eq!(
+            detail,
+            format!("the request body is larger than {} bytes", http::BODY_LIMIT)
+        );
+    }
+    let answer = send(&app, "GET", "/api/v1/nothing-here", &[VIEWER], "").await;
+    let detail = problem(&answer, StatusCode::NOT_FOUND, "not-found");
+    assert!(detail.contains("/api/v1/nothing-here"), "{detail}");
+}
+
+/// A run (`dry_run: false`) with nothing to move starts nothing and records no operation: the
+/// answer is the plan (200, no `Location`), and the audit says so. A run with moves starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_with_nothing_to_move_records_no_operation() {
+    let app = app().await;
+    let rebalance = "/api/v1/clusters/c/rebalance";
+    let run = json!({"dry_run": false, "reason": "nothing to do"});
+    let (s, h, v) = call(
+        &app,
+        "POST",
+        rebalance,
+        Some("operator-token"),
+        Some(run.clone()),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(!h.contains_key(header::LOCATION), "{h:?}");
+    assert!(v["id"].as_str().unwrap().starts_with("p-"), "the plan: {v}");
+    assert_eq!(v["moves"], json!([]), "{v}");
+    assert_eq!(operation_count(&app).await, 0);
+    let (_, _, audit) = call(
+        &app,
+        "GET",
+        "/api/v1/history?kind=audit",
+        Some("viewer-token"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        audit["items"][0]["event"], "rebalance: nothing to move",
+        "{audit}"
+    );
+    assert!(audit["items"][0]["operation"].is_null(), "{audit}");
+
+    app.imbalance().await;
+    let (s, h, v) = call(&app, "POST", rebalance, Some("operator-token"), Some(run)).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    assert!(h.contains_key(header::LOCATION), "{h:?}");
+    assert_eq!(operation_count(&app).await, 1);
 }

@@ -84,6 +84,8 @@ fn replayed(h: &HeaderMap) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_replays_the_first_response_and_creates_nothing() {
     let app = app().await;
+    // Something to move: a run with nothing to move starts no operation.
+    app.imbalance().await;
     let start = json!({"dry_run": false, "reason": "retry-safe"});
     let (s, h1, first) = post(
         &app,
@@ -157,6 +159,8 @@ async fn a_retry_replays_the_first_response_and_creates_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_body_in_flight_and_bad_keys_are_refused() {
     let app = app().await;
+    // Something to move: a run with nothing to move starts no operation.
+    app.imbalance().await;
     let (s, _, first) = post(
         &app,
         REBALANCE,
@@ -277,6 +281,8 @@ async fn another_body_in_flight_and_bad_keys_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_key_each_request_runs() {
     let app = app().await;
+    // Something to move: a run with nothing to move starts no operation.
+    app.imbalance().await;
     let start = json!({"dry_run": false});
     let (s, h, first) = post(&app, REBALANCE, "operator-token", None, start.clone()).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{first}");

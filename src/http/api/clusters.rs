@@ -18,12 +18,12 @@ use crate::k8s::model::{ClusterModel, Instance, ServiceInfo, Target, TargetCount
 use crate::protocol::Protocol;
 use crate::store::{HistoryEntry, HistoryQuery, Operation, OperationQuery, OperationSummary};
 
-use super::super::actions;
+use super::super::actions::{self, Run};
 use super::super::auth::Action;
 use super::super::caller::Caller;
 use super::super::error::{ApiError, Problem};
 use super::super::state::AppState;
-use super::{ApiPath, ApiQuery, OptionalJson, accepted};
+use super::{ApiPath, ApiQuery, IdempotencyKey, NoParameters, OptionalJson, accepted};
 use crate::store::{decode_cursor, encode_cursor};
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
@@ -131,9 +131,10 @@ pub struct TargetFilter {
     pub state: Option<TargetState>,
     /// Only targets whose key contains this text (case-insensitive).
     pub q: Option<String>,
-    /// `next_cursor` of the previous page.
+    /// `next_cursor` (or `previous_cursor`) of the page before.
     pub cursor: Option<String>,
-    /// Page size (default 100, at most 1000).
+    /// Page size, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
 }
 
@@ -144,7 +145,8 @@ pub struct RebalanceRequest {
     /// Only return the plan (the default). `false` starts the operation.
     #[serde(default = "yes")]
     pub dry_run: bool,
-    /// At most this many moves.
+    /// At most this many moves (1 or more).
+    #[schema(minimum = 1, maximum = 18446744073709551615_u64)]
     pub max_moves: Option<usize>,
     /// Starting: the `id` of the plan you previewed. Exactly its moves run, or the request is
     /// refused (409 `plan-changed`, with the fresh plan in `plan`) because the cluster changed
@@ -178,7 +180,8 @@ pub struct Uncordoned {
     pub changed: bool,
 }
 
-/// Default and largest page sizes of the target list.
+/// Default and largest page sizes of the target list (the document's range of `limit`, which
+/// the API holds requests to; the dashboard asks for its own size).
 const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 1000;
 
@@ -309,12 +312,12 @@ async fn get_instance(
 #[utoipa::path(post, path = "/clusters/{cluster}/instances/{instance}/remove", tag = "instances",
     params(("cluster" = String, Path, description = "Cluster name"),
         ("instance" = String, Path, description = "Instance (pod) name"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Retry-safe key: a retry with the same body gets the first response (kept 24 h)")),
-    request_body(content = Option<RemoveRequest>),
+        IdempotencyKey),
+    request_body(content = Option<RemoveRequest>, description = "None (or `null`) is a dry run"),
     responses((status = 200, description = "The drain plan (dry run)", body = Plan),
-        (status = 202, description = "Started; Location names the operation", body = Operation),
-        (status = 400, description = "The body is not JSON, or has unknown fields or wrong types", body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 202, description = "Started (even with nothing to move: the removal itself is the work — cordon, webhook, pod deletion); Location names the operation", body = Operation),
+        (status = 400, description = "The body is not JSON, names a field the schema does not list, or a value outside its type", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster or instance", body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json"),
         (status = 422, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
@@ -340,13 +343,15 @@ async fn remove_instance(
 #[utoipa::path(post, path = "/clusters/{cluster}/instances/{instance}/uncordon", tag = "instances",
     params(("cluster" = String, Path, description = "Cluster name"),
         ("instance" = String, Path, description = "Instance (pod) name"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Retry-safe key: a retry with the same body gets the first response (kept 24 h)")),
+        IdempotencyKey),
+    request_body(content = Option<NoParameters>, description = "None, `null` or `{}`: it takes no parameters"),
     responses((status = 200, body = Uncordoned),
-        (status = 404, body = Problem, content_type = "application/problem+json")))]
+        (status = 404, description = "No such cluster or instance", body = Problem, content_type = "application/problem+json")))]
 async fn uncordon_instance(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath((cluster, instance)): ApiPath<(String, String)>,
+    _body: OptionalJson<NoParameters>,
 ) -> Result<Json<Uncordoned>, ApiError> {
     let changed = actions::uncordon(&state, &caller, &cluster, &instance).await?;
     Ok(Json(Uncordoned { changed }))
@@ -356,8 +361,8 @@ async fn uncordon_instance(
 #[utoipa::path(get, path = "/clusters/{cluster}/targets", tag = "targets",
     params(("cluster" = String, Path, description = "Cluster name"), TargetFilter),
     responses((status = 200, body = TargetPage),
-        (status = 400, body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json")))]
+        (status = 400, description = "A query parameter this list does not take, a value outside its range or words, or a cursor it did not hand out", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json")))]
 async fn list_targets(
     State(state): State<AppState>,
     caller: Caller,
@@ -481,16 +486,18 @@ async fn get_target(
     Ok(Json(TargetDetail { target: t, history }))
 }
 
-/// Plans (dry run, the default) or starts a rebalance with the fewest moves.
+/// Plans (dry run, the default) or starts a rebalance with the fewest moves. A run whose plan
+/// has no move starts nothing and records no operation: the answer is that plan (200).
 #[utoipa::path(post, path = "/clusters/{cluster}/rebalance", tag = "clusters",
     params(("cluster" = String, Path, description = "Cluster name"),
-        ("Idempotency-Key" = Option<String>, Header, description = "Retry-safe key: a retry with the same body gets the first response (kept 24 h)")),
-    request_body(content = Option<RebalanceRequest>),
-    responses((status = 200, description = "The plan (dry run)", body = Plan),
+        IdempotencyKey),
+    request_body(content = Option<RebalanceRequest>, description = "None (or `null`) is a dry run with no move limit"),
+    responses((status = 200, description = "The plan: a dry run, or a run with nothing to move (no operation started or recorded)", body = Plan),
         (status = 202, description = "Started; Location names the operation", body = Operation),
-        (status = 400, description = "The body is not JSON, or has unknown fields or wrong types", body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "The body is not JSON, names a field the schema does not list, or a value outside its type or range", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
         (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "A body not sent as JSON (Content-Type: application/json)", body = Problem, content_type = "application/problem+json"),
         (status = 422, body = Problem, content_type = "application/problem+json"),
         (status = 503, body = Problem, content_type = "application/problem+json")))]
 async fn rebalance(
@@ -508,7 +515,7 @@ async fn rebalance(
         return Ok(Json(plan).into_response());
     }
     let reason = req.reason.as_deref().unwrap_or("requested over the API");
-    let op = actions::rebalance(
+    let run = actions::run_rebalance(
         &state,
         &caller,
         &cluster,
@@ -517,7 +524,10 @@ async fn rebalance(
         reason,
     )
     .await?;
-    Ok(accepted(op))
+    Ok(match run {
+        Run::Started(op) => accepted(op),
+        Run::NothingToMove(plan) => Json(plan).into_response(),
+    })
 }
 
 #[cfg(test)]
@@ -537,11 +547,27 @@ mod tests {
             operation: None,
             unchanged_ms: None,
             desired_unchanged_ms: None,
+            app_working: None,
+            app_problem: None,
         }
     }
 
     fn keys(p: &TargetPage) -> Vec<&str> {
         p.items.iter().map(|t| &*t.key).collect()
+    }
+
+    #[test]
+    fn the_documented_page_sizes_are_the_lists() {
+        let params = TargetFilter::into_params(|| None);
+        let limit = params.iter().find(|p| p.name == "limit").unwrap();
+        let schema = serde_json::to_value(&limit.schema).unwrap();
+        assert_eq!(schema["minimum"], 1, "{schema}");
+        assert_eq!(schema["maximum"], MAX_LIMIT, "{schema}");
+        assert_eq!(
+            crate::store::MAX_PAGE as usize,
+            MAX_LIMIT,
+            "the stored lists' largest page"
+        );
     }
 
     #[test]

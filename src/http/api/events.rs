@@ -33,7 +33,8 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 pub struct EventsQuery {
     /// Resume after this event id, as `Last-Event-ID` does (the header wins): a dashboard page
     /// passes the id it was rendered at, so nothing between its render and its connection is
-    /// missed.
+    /// missed. At most the largest int64, the document's format for it (ids never get near).
+    #[param(minimum = 0, maximum = 9223372036854775807_i64)]
     pub after: Option<u64>,
 }
 

@@ -1,25 +1,30 @@
 //! The REST API under `/api/v1`: each submodule exposes a `router()` whose handlers carry
 //! their utoipa annotations; [`api_router`] nests them and yields the OpenAPI document
-//! (committed at `openapi/openapi.json`, checked for drift by a test).
+//! (committed at `openapi/openapi.json`, checked for drift by a test), and `input` holds every
+//! request to what that document says its operation takes.
 
 pub(crate) mod clusters;
 mod events;
+mod input;
 mod operations;
 
+use std::sync::Arc;
+
 use axum::Router;
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
-use axum::extract::{FromRequest, FromRequestParts, Json, Path, Query, Request};
+use axum::extract::Json;
 use axum::http::StatusCode;
-use axum::http::request::Parts;
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use serde::de::DeserializeOwned;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 use super::caller::Caller;
-use super::error::{ApiError, Problem};
+use super::error::Problem;
 use super::state::AppState;
 use crate::store::{Operation, now_ms};
+
+pub use input::API_BASE;
+use input::{ApiPath, ApiQuery, Inputs, OptionalJson};
 
 pub use clusters::{ClusterDetail, ClusterSummary, TargetPage};
 
@@ -29,8 +34,14 @@ pub use clusters::{ClusterDetail, ClusterSummary, TargetPage};
     info(
         title = "Leasehold",
         description = "See and steer who owns what in Lease-coordinated Kubernetes clusters. \
-            Errors are application/problem+json with a stable `type` (urn:leasehold:problem:<slug>). \
-            Authenticate with `Authorization: Bearer <token>`.",
+            Errors are application/problem+json with a stable `type` (urn:leasehold:problem:<slug>) \
+            and a `detail` that names the parameter at fault and what it takes. Input is strict: \
+            a query parameter an operation does not list is refused (400), and so is a value \
+            outside the range its schema states; a request body must be JSON sent as \
+            `Content-Type: application/json` (or another `application/*+json` type; 415 \
+            otherwise) and name only the fields its schema lists (400). A path the document does \
+            not list answers 404, and a method a path does not list 405 (with `Allow`), both \
+            problem+json. Authenticate with `Authorization: Bearer <token>`.",
         license(name = "Apache-2.0", identifier = "Apache-2.0")
     ),
     components(schemas(Problem)),
@@ -60,24 +71,51 @@ impl utoipa::Modify for BearerAuth {
     }
 }
 
-/// The API routes (to be nested under `/api/v1`) and the OpenAPI document.
+/// The API routes (to be nested under [`API_BASE`]) and the OpenAPI document. Every route
+/// takes only what the document says it takes (`input::strict`).
 pub fn api_router() -> (Router<AppState>, utoipa::openapi::OpenApi) {
     let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(clusters::router())
         .merge(operations::router())
         .merge(events::router())
         .split_for_parts();
-    doc.servers = Some(vec![utoipa::openapi::Server::new("/api/v1")]);
+    doc.servers = Some(vec![utoipa::openapi::Server::new(API_BASE)]);
     document_common_errors(&mut doc);
+    let inputs = Arc::new(Inputs::new(&doc));
+    let router = router.route_layer(middleware::from_fn_with_state(inputs, input::strict));
     (router, doc)
 }
 
+/// The `Idempotency-Key` header every POST takes, exactly as `http::idempotency` reads it: 1
+/// to 255 ([`MAX_KEY_LEN`](super::idempotency::MAX_KEY_LEN)) visible ASCII characters, bare
+/// (not both starting and ending with `"`) or an RFC 8941 quoted string (`\"` and `\\`
+/// escapes), with blanks around either ignored.
+#[derive(utoipa::IntoParams)]
+#[into_params(names("Idempotency-Key"), parameter_in = Header)]
+pub struct IdempotencyKey(
+    /// Retry-safe key: a retry with the same body gets the first response (kept 24 h); the
+    /// same key with another body is refused (422). Bare, or an RFC 8941 quoted string.
+    #[param(
+        min_length = 1,
+        max_length = 255,
+        pattern = r#"^[\t ]*(?:"(?:[\t !#-\[\]-~]|\\["\\]){1,255}"|[!#-~](?:[\t -~]{0,253}[!-~])?|"(?:[\t -~]{0,253}[!#-~])?)[\t ]*$"#
+    )]
+    pub Option<String>,
+);
+
+/// The body of a request that takes no parameters: none, `null` or `{}`.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoParameters {}
+
 /// Adds to every operation the errors any of them can answer, from the layers in front of the
-/// handlers: 400 (a parameter or body that does not parse, or a `Host` this server does not
-/// answer to), 401 and 403 (authentication, authorisation, the CSRF guard), 503 (the
-/// authentication backend is down, the model is stale, or the request timed out); and to every
-/// POST those of `Idempotency-Key` and the body limit: 409 (the same key in flight), 413, 422
-/// (the key reused with another body). A handler's own description of a status is kept.
+/// handlers: 400 (a query parameter the operation does not list or a value outside its range,
+/// a body that does not match its schema, or a `Host` this server does not answer to), 401
+/// and 403 (authentication, authorisation, the CSRF guard), 413 (a body over the limit), 503
+/// (the authentication backend is down, the model is stale, or the request timed out); and to
+/// every POST 415 (a body not declared JSON) and those of `Idempotency-Key`: 409 (the same key
+/// in flight), 422 (the key reused with another body). A handler's own description of a status
+/// is kept.
 fn document_common_errors(doc: &mut utoipa::openapi::OpenApi) {
     use utoipa::openapi::schema::Ref;
     use utoipa::openapi::{ContentBuilder, RefOr, ResponseBuilder};
@@ -97,13 +135,16 @@ fn document_common_errors(doc: &mut utoipa::openapi::OpenApi) {
     let every = [
         (
             "400",
-            "A parameter or body that does not parse, or a Host this server does not answer to",
+            "A query parameter this operation does not list, a value outside the type, range or \
+             words it states, a body that does not match its schema, or a Host this server does \
+             not answer to; the detail names the parameter and what it takes",
         ),
         ("401", "No credential, or one nobody holds"),
         (
             "403",
             "The caller may not do this, or the request came from another site",
         ),
+        ("413", "The body is larger than the server takes (64 KiB)"),
         (
             "503",
             "The authentication backend or the model is unavailable, or the request timed out",
@@ -114,7 +155,11 @@ fn document_common_errors(doc: &mut utoipa::openapi::OpenApi) {
             "409",
             "A request with this Idempotency-Key is still being processed",
         ),
-        ("413", "The body is larger than the server takes"),
+        (
+            "415",
+            "A body not sent as JSON (Content-Type: application/json or another \
+             application/*+json type)",
+        ),
         ("422", "This Idempotency-Key was used with another body"),
     ];
     for item in doc.paths.paths.values_mut() {
@@ -166,57 +211,6 @@ pub(crate) async fn audit<E: std::fmt::Display>(
         .await
     {
         tracing::error!(%error, cluster, what, "could not record the audit entry");
-    }
-}
-
-/// axum's `Path`, with a path segment that does not decode answered as a 400 problem, like
-/// every other error the document lists, instead of axum's plain text.
-pub(super) struct ApiPath<T>(pub T);
-
-impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        match Path::<T>::from_request_parts(parts, state).await {
-            Ok(Path(v)) => Ok(ApiPath(v)),
-            Err(e @ PathRejection::FailedToDeserializePathParams(_)) => {
-                Err(ApiError::BadRequest(e.body_text()))
-            }
-            Err(e) => Err(ApiError::Internal(e.body_text())),
-        }
-    }
-}
-
-/// axum's `Query`, with a bad query string answered as a 400 problem.
-pub(super) struct ApiQuery<T>(pub T);
-
-impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        Query::<T>::from_request_parts(parts, state)
-            .await
-            .map(|Query(v)| ApiQuery(v))
-            .map_err(|e: QueryRejection| ApiError::BadRequest(e.body_text()))
-    }
-}
-
-/// An optional JSON body: none, or `null`, is `None`. A body that is not JSON, has unknown
-/// fields or wrong types is a 400 problem; one over the body limit stays axum's 413.
-pub(super) struct OptionalJson<T>(pub Option<T>);
-
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
-    type Rejection = Response;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
-        match Option::<Json<Option<T>>>::from_request(req, state).await {
-            Ok(body) => Ok(OptionalJson(body.and_then(|Json(b)| b))),
-            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(e.into_response()),
-            Err(e) => {
-                let e: JsonRejection = e;
-                Err(ApiError::BadRequest(e.body_text()).into_response())
-            }
-        }
     }
 }
 

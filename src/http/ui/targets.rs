@@ -55,7 +55,7 @@ impl TargetsPage {
             TargetState::Owned => "ok",
             TargetState::Moving => "info",
             TargetState::Unassigned | TargetState::Expired => "warn",
-            TargetState::Orphaned => "bad",
+            TargetState::Unworked | TargetState::Orphaned => "bad",
         }
     }
 

@@ -65,6 +65,20 @@ impl ClusterState {
                 heartbeats.insert(&**id, live);
             }
         }
+        // Members whose pod has failed or ended: their containers are gone, whatever their
+        // member Lease still says.
+        let dead: HashSet<&str> = self
+            .pods
+            .iter()
+            .filter(|(_, p)| matches!(p.phase.as_deref(), Some("Failed" | "Succeeded")))
+            .map(|(n, _)| n.as_str())
+            .collect();
+        // Managed apps' own accounts of their work, per member.
+        let app_work: HashMap<&str, &crate::protocol::AppWork> = self
+            .members
+            .iter()
+            .filter_map(|(id, m)| Some((&**id, m.app_work.as_ref()?)))
+            .collect();
         let mut add = |key: &Arc<str>, conf: Option<&TargetSpec>, entry: Option<&'s LeaseEntry>| {
             let configured = all_configured || conf.is_some();
             let holder = entry.and_then(|e| e.holder.as_ref());
@@ -75,12 +89,17 @@ impl ClusterState {
                 entry.is_some_and(|e| e.is_expired(leases_judged))
             };
             let desired = entry.and_then(|e| e.desired.clone());
+            let work = holder.and_then(|h| app_work.get(&**h));
+            let app_working = work.and_then(|w| w.works_on(key));
             let state = match holder {
                 None if configured => TargetState::Unassigned,
                 None => TargetState::Orphaned,
                 Some(_) if !configured => TargetState::Orphaned,
                 Some(_) if expired => TargetState::Expired,
                 Some(h) if !pods.contains(&**h) => TargetState::Orphaned,
+                Some(h) if dead.contains(&**h) || app_working == Some(false) => {
+                    TargetState::Unworked
+                }
                 Some(h) if desired.as_ref().is_some_and(|d| d != h) => TargetState::Moving,
                 Some(_) => TargetState::Owned,
             };
@@ -99,6 +118,7 @@ impl ClusterState {
                 TargetState::Unassigned => counts.unassigned += 1,
                 TargetState::Moving => counts.moving += 1,
                 TargetState::Expired => counts.expired += 1,
+                TargetState::Unworked => counts.unworked += 1,
                 TargetState::Orphaned => counts.orphaned += 1,
             }
             targets.push(Target {
@@ -113,6 +133,10 @@ impl ClusterState {
                 operation: entry.and_then(|e| e.operation.clone()),
                 unchanged_ms: entry.map(|e| now_ms - e.since_ms),
                 desired_unchanged_ms: entry.map(|e| now_ms - e.desired_since_ms),
+                app_working,
+                app_problem: work
+                    .and_then(|w| w.not_working.get(&**key))
+                    .cloned(),
             });
         };
         // The configured list (sorted), then the Leases of keys not in it: none when every

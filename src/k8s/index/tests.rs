@@ -526,6 +526,61 @@ fn gnmic_clusters_are_read_from_their_own_layout() {
     assert!(ix.model("c", at(1)).unwrap().target("Router-1").is_none());
 }
 
+/// A target whose holder cannot be working on it is `unworked`, not `owned` or `moving`, while
+/// the hold has yet to lapse: the holder's pod failed (a crash), or its managed app says it
+/// does not work on it (with the app's reason). Nothing else changes for the engine.
+#[test]
+fn targets_nobody_works_on_are_unworked_before_their_hold_lapses() {
+    let mut ix = index();
+    for p in ["c-0", "c-1"] {
+        ix.apply(&mk_pod(p, true, json!({})), at(0));
+    }
+    live_members(&mut ix, &["c-0", "c-1"], 1_000);
+    ix.apply(&mk_lease("t1", "c-0", Some("c-0"), 1), at(1_000));
+    ix.apply(&mk_lease("t2", "c-1", Some("c-1"), 1), at(1_000));
+    ix.apply(&mk_lease("T/3", "c-1", Some("c-1"), 1), at(1_000));
+    let m = ix.model("c", at(2_000)).unwrap();
+    assert_eq!(m.target("t1").unwrap().state, TargetState::Owned);
+    assert_eq!(m.target("t1").unwrap().app_working, None);
+    // c-0 crashes: its pod fails; its member Lease is still within its duration.
+    let mut failed = mk_pod("c-0", false, json!({}));
+    failed.status.as_mut().unwrap().phase = Some("Failed".into());
+    ix.apply(&failed, at(2_000));
+    // c-1's app says it does not work on t3.
+    let mut member = mk_member("c-1", 3_000);
+    protocol::report_app_work(
+        &mut member,
+        &protocol::AppWork::of(
+            "gnmic",
+            true,
+            [
+                ("t2", true, None),
+                ("T/3", false, Some("gnmic: failed: refused")),
+            ],
+        ),
+    );
+    ix.apply(&member, at(3_000));
+    let m = ix.model("c", at(3_500)).unwrap();
+    let t1 = m.target("t1").unwrap();
+    assert_eq!(
+        t1.state,
+        TargetState::Unworked,
+        "a failed pod works on nothing"
+    );
+    let (t2, t3) = (m.target("t2").unwrap(), m.target("T/3").unwrap());
+    assert_eq!((t2.state, t2.app_working), (TargetState::Owned, Some(true)));
+    assert_eq!(
+        (t3.state, t3.app_working),
+        (TargetState::Unworked, Some(false))
+    );
+    assert_eq!(t3.app_problem.as_deref(), Some("gnmic: failed: refused"));
+    assert_eq!((m.counts.unworked, m.counts.owned), (2, 1));
+    assert!(TargetState::Unworked.unworked() && !TargetState::Moving.unworked());
+    // Its hold lapses: expired, as before.
+    let m = ix.model("c", at(12_000)).unwrap();
+    assert_eq!(m.target("t1").unwrap().state, TargetState::Expired);
+}
+
 /// gnmic's own move — it deletes the Lease (its release), and another member's Lease for the
 /// target follows — is one change with its gap; a hold taken over after it expired is a
 /// failover, its gap counted from the silent holder's last renewal; a release nobody follows

@@ -138,6 +138,71 @@ async fn app_configured(tls: bool, acting: bool, demo: Option<DemoControls>) -> 
 }
 
 impl App {
+    /// Members `c-0` and `c-1` (ready pods, each with a live member Lease an hour long: no agent
+    /// renews it here), and `c-0` holding `t-0`…`t-3`: a rebalance has moves to make. Returns once
+    /// the plan sees all of it.
+    pub async fn imbalance(&self) {
+        use k8s_openapi::api::coordination::v1::Lease;
+        use k8s_openapi::api::core::v1::Pod;
+        use kube::api::{Api, Patch, PatchParams, PostParams};
+        use leasehold::model::Cause;
+        use leasehold::protocol::{self, Desire};
+
+        let pods: Api<Pod> = Api::namespaced(self.t.client.clone(), &self.ns);
+        let leases: Api<Lease> = Api::namespaced(self.t.client.clone(), &self.ns);
+        let now = jiff::Timestamp::now();
+        for (name, ip) in [("c-0", "10.0.0.10"), ("c-1", "10.0.0.11")] {
+            let member = protocol::new_member_lease("leasehold", "c", name, now, 3600, false);
+            leases
+                .create(&PostParams::default(), &member)
+                .await
+                .unwrap();
+            let pod = serde_json::from_value(super::mk_pod(name, json!({"app": "c"}))).unwrap();
+            pods.create(&PostParams::default(), &pod).await.unwrap();
+            let status = json!({"status": {"phase": "Running", "podIP": ip,
+                "conditions": [{"type": "Ready", "status": "True"}]}});
+            pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+                .unwrap();
+        }
+        for target in ["t-0", "t-1", "t-2", "t-3"] {
+            let desire = Desire {
+                term: None,
+                owner: "c-0".into(),
+                cause: Cause::Initial,
+                operation: None,
+                duration_s: 3600,
+            };
+            let lease = protocol::new_target_lease("leasehold", "c", target, &desire);
+            let lease = protocol::acquired(&lease, "c-0", now, 3600);
+            leases.create(&PostParams::default(), &lease).await.unwrap();
+        }
+        // Settled once the plan sees all four held by c-0 and c-1 able to take targets.
+        let settled = super::eventually(Duration::from_secs(10), || async {
+            let (s, _, plan) = call(
+                self,
+                "POST",
+                "/api/v1/clusters/c/rebalance",
+                Some("operator-token"),
+                None,
+            )
+            .await;
+            let load = |m: &str| {
+                plan["before"]
+                    .as_array()?
+                    .iter()
+                    .find(|l| l["member"] == m)
+                    .map(|l| l["targets"].clone())
+            };
+            (s == StatusCode::OK && load("c-0")? == 4 && load("c-1")? == 0).then_some(())
+        })
+        .await;
+        assert!(
+            settled.is_some(),
+            "the plan never saw c-0 holding four targets"
+        );
+    }
+
     /// Stores a proposed rebalance of cluster `c` (as the join policy would) with these moves
     /// (target, from, to); its id.
     pub async fn propose(&self, moves: &[(&str, Option<&str>, &str)]) -> String {
