@@ -401,6 +401,11 @@ async fn a_stale_preview_is_refused_and_the_fresh_plan_shown() {
     let app = app().await;
     let (cookie, csrf) = login(&app, "operator-token").await;
     let page = "/clusters/c/rebalance";
+    // Nothing to move yet: the form starts nothing and records no operation, and says so.
+    let nothing = post_form(&app, page, Auth::Cookie(&cookie), &[("csrf", &csrf)]).await;
+    assert_eq!(nothing.status, StatusCode::OK, "{}", nothing.body);
+    assert!(nothing.body.contains("Nothing to move"), "{}", nothing.body);
+    app.imbalance().await;
     let shown = get(&app, page, Auth::Cookie(&cookie)).await;
     assert_eq!(shown.status, StatusCode::OK);
     let live = &shown.body[shown.body.find(r#"id="plan""#).unwrap()..];

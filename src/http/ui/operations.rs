@@ -94,7 +94,7 @@ pub async fn rebalance(
         r => r,
     };
     let plan_id = Some(f.plan_id.trim()).filter(|p| !p.is_empty());
-    let started = actions::rebalance(
+    let started = actions::run_rebalance(
         &state,
         &viewer.caller,
         &cluster,
@@ -104,7 +104,24 @@ pub async fn rebalance(
     )
     .await;
     match started {
-        Ok(op) => Ok(see_other(&super::operation_href(&op.id))),
+        Ok(actions::Run::Started(op)) => Ok(see_other(&super::operation_href(&op.id))),
+        // Nothing to move: no operation is recorded; the page says so.
+        Ok(actions::Run::NothingToMove(plan)) => {
+            let base = Base::new(&state, &viewer, format!("Rebalance {cluster}"))
+                .await
+                .for_cluster(&cluster);
+            render(&RebalancePage {
+                base,
+                cluster,
+                max_moves: f.max_moves.trim().to_owned(),
+                plan: plan.into(),
+                changed: Some(
+                    "Nothing to move: the plan has no move, so nothing was started and no \
+                     operation recorded."
+                        .into(),
+                ),
+            })
+        }
         // Not what was shown: show the fresh plan instead, to review and start.
         Err(ApiError::PlanChanged { detail, fresh }) => {
             let base = Base::new(&state, &viewer, format!("Rebalance {cluster}"))
