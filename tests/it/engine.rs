@@ -1638,6 +1638,85 @@ async fn a_replica_that_stops_acting_writes_nothing_more() {
     h.finish().await;
 }
 
+/// A move whose old owner cannot stop its work fails, and nothing is taken from that owner:
+/// c-0's app cannot stop (its release fails, and its hooks confirm their stops), so c-0 keeps
+/// the targets a rebalance moves to c-2; each move times out, is retried, and fails with why;
+/// the operation fails; no target is worked by two members. Once the app can stop again, a new
+/// rebalance moves them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_move_whose_owner_cannot_stop_fails_and_takes_nothing() {
+    let mut h = Harness::new(&config_yaml(
+        12,
+        "on_join: off, move_retries: 1, max_concurrent_moves: 8",
+    ))
+    .await;
+    let stuck = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    h.add_pod("c-0").await;
+    let hooks = h.checker.stuck_hooks("c-0", stuck.clone());
+    h.start_agent_with("c-0", hooks);
+    h.add_member("c-1").await;
+    h.wait_pods_ready(2).await;
+    h.wait_registered(&["c-0", "c-1"]).await;
+    let engine = h.start_engine("cp-a").await;
+    h.wait_balanced(&[("c-0", 6), ("c-1", 6)], Duration::from_secs(30))
+        .await;
+    stuck.store(true, std::sync::atomic::Ordering::SeqCst);
+    h.add_member("c-2").await;
+    h.wait_ready("c-2").await;
+    h.wait_registered(&["c-2"]).await;
+    let op = engine
+        .start_rebalance(CLUSTER, &PlanRequest::default(), "erin", "test", false)
+        .await
+        .unwrap();
+    let from_c0: Vec<String> = op
+        .moves
+        .iter()
+        .filter(|m| m.from.as_deref() == Some("c-0"))
+        .map(|m| m.target.clone())
+        .collect();
+    assert!(!from_c0.is_empty(), "{op:?}");
+    let done = wait_op(&engine, &op.id, Duration::from_secs(60)).await;
+    assert_eq!(done.state, OperationState::Failed, "{done:?}");
+    for m in &done.moves {
+        if m.from.as_deref() == Some("c-0") {
+            assert_eq!(m.state, MoveState::Failed, "{m:?}");
+            assert_eq!(m.attempts, 2, "tried, then retried once: {m:?}");
+            let why = m.error.as_deref().unwrap_or_default();
+            assert!(why.contains("after 2 attempts"), "{why}");
+        } else {
+            assert_eq!(m.state, MoveState::Done, "{m:?}");
+        }
+    }
+    // c-0 still holds and works on every one of them, alone.
+    let m = h.model();
+    for t in &from_c0 {
+        assert_eq!(
+            m.target(t).unwrap().owner.as_deref(),
+            Some("c-0"),
+            "{t} left c-0 while its app could not stop"
+        );
+        assert_eq!(h.checker.workers(t), ["c-0"], "{t}");
+    }
+    // The app can stop again: a new rebalance moves them.
+    stuck.store(false, std::sync::atomic::Ordering::SeqCst);
+    let op = eventually(Duration::from_secs(20), || async {
+        engine
+            .start_rebalance(CLUSTER, &PlanRequest::default(), "erin", "again", false)
+            .await
+            .ok()
+    })
+    .await
+    .expect("a new rebalance starts");
+    let done = wait_op(&engine, &op.id, Duration::from_secs(60)).await;
+    assert_eq!(done.state, OperationState::Succeeded, "{done:?}");
+    h.wait_balanced(
+        &[("c-0", 4), ("c-1", 4), ("c-2", 4)],
+        Duration::from_secs(30),
+    )
+    .await;
+    h.finish().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn targets_from_a_config_map_are_reloaded_live() {
     let yaml = format!(

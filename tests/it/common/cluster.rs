@@ -309,13 +309,34 @@ impl Harness {
         self.start_agent_on(name, client, Some(feed));
     }
 
+    /// [`Harness::start_agent`] with `hooks` for its app.
+    pub fn start_agent_with(
+        &mut self,
+        name: &str,
+        hooks: std::sync::Arc<dyn leasehold::agent::Hooks>,
+    ) {
+        let client = self.accounts.member.clone();
+        self.start_agent_hooked(name, client, None, hooks);
+    }
+
     fn start_agent_on(&mut self, name: &str, client: kube::Client, feed: Option<&SharedLeases>) {
+        let hooks = self.checker.hooks(name, self.hook_work);
+        self.start_agent_hooked(name, client, feed, hooks);
+    }
+
+    fn start_agent_hooked(
+        &mut self,
+        name: &str,
+        client: kube::Client,
+        feed: Option<&SharedLeases>,
+        hooks: std::sync::Arc<dyn leasehold::agent::Hooks>,
+    ) {
         let mut cfg = AgentConfig::new(CLUSTER, &self.ns, name);
         cfg.member_namespace = self.member_ns.clone();
         cfg.lease_duration = Duration::from_secs(LEASE_S);
         cfg.hook_timeout = HOOK_TIMEOUT;
         cfg.drain_timeout = self.drain_timeout;
-        let mut agent = Agent::new(cfg, self.checker.hooks(name, self.hook_work));
+        let mut agent = Agent::new(cfg, hooks);
         if let Some(feed) = feed {
             agent = agent.sharing(feed);
         }

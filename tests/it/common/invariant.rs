@@ -348,6 +348,52 @@ impl InvariantChecker {
     }
 }
 
+impl InvariantChecker {
+    /// Hooks of an app that records like [`InvariantChecker::hooks`] but cannot stop its work
+    /// while `stuck` is set: its release fails and it goes on working. It confirms its stops
+    /// (`Hooks::confirms_stop`, as managed gnmic does), so its agent must keep such a target.
+    pub fn stuck_hooks(
+        &self,
+        member: &str,
+        stuck: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Arc<dyn Hooks> {
+        Arc::new(StuckHooks {
+            inner: RecordingHooks {
+                checker: self.clone(),
+                member: member.to_owned(),
+                work: Duration::from_millis(5),
+            },
+            stuck,
+        })
+    }
+}
+
+struct StuckHooks {
+    inner: RecordingHooks,
+    stuck: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Hooks for StuckHooks {
+    fn on_acquire(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
+        self.inner.on_acquire(work)
+    }
+
+    fn on_release(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
+        if self.stuck.load(std::sync::atomic::Ordering::SeqCst) {
+            return async {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Err("the app cannot stop".to_owned())
+            }
+            .boxed();
+        }
+        self.inner.on_release(work)
+    }
+
+    fn confirms_stop(&self) -> bool {
+        true
+    }
+}
+
 struct RecordingHooks {
     checker: InvariantChecker,
     member: String,
