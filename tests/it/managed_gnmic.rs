@@ -5,10 +5,11 @@
 //!
 //! One scenario, in order: three members take the targets; a fourth joins and is given its
 //! share; it is removed again (remove-instance: a planned stop with hand-over); a gnmic is
-//! killed and restarted (it forgets every target: its agent gives them back); a member crashes
-//! with its gnmic (the others take its targets once its member Lease lapses). Throughout, no
-//! target is run by two gnmics at once; each phase's collection gaps are printed, and the
-//! planned ones are bounded.
+//! killed and restarted (it forgets every target: its agent gives them back); a member is
+//! stopped with SIGTERM (a scale-down's or rolling update's stop: everything handed over before
+//! it exits); a member crashes with its gnmic (the others take its targets once its member
+//! Lease lapses). Throughout, no target is run by two gnmics at once; each phase's collection
+//! gaps are printed, and the planned ones are bounded.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -248,13 +249,39 @@ async fn managed_gnmic_never_runs_a_target_twice_through_join_removal_restart_an
         "a restarted gnmic was given its targets back only after {back:?}"
     );
 
+    // c-1 is stopped (SIGTERM, as a scale-down or rolling update does): its agent has every
+    // target handed over — each stopped in its gnmic first — before it exits; then its pod
+    // (and gnmic) goes.
+    let mut p = h.processes.remove("c-1").unwrap();
+    p.signal("-TERM");
+    let status = tokio::time::timeout(Duration::from_secs(20), p.child.wait())
+        .await
+        .unwrap_or_else(|_| panic!("c-1 did not exit on SIGTERM:\n{}", p.log()))
+        .unwrap();
+    assert!(status.success(), "{status}\n{}", p.log());
+    // (A round of the watch that began after the exit.)
+    let r = watch.rounds();
+    while watch.rounds() < r + 2 {
+        tokio::time::sleep(POLL).await;
+    }
+    let left = watch.collecting();
+    assert!(
+        left.values().all(|c| !c.contains("c-1")),
+        "c-1's gnmic still collects at its agent's exit: {left:?}"
+    );
+    collectors.get_mut("c-1").unwrap().kill().await;
+    watch.remove("c-1");
+    collected_by_owners(&h, &watch, &["c-0", "c-2"], Duration::from_secs(30)).await;
+    let stop = gaps(&watch, "planned stop (SIGTERM, hand-over)");
+    no_overlap(&watch, "planned stop");
+
     // c-2 crashes with its gnmic: its targets are taken once its member Lease lapses.
     let mut p = h.processes.remove("c-2").unwrap();
     p.signal("-KILL");
     let _ = p.child.wait().await;
     collectors.get_mut("c-2").unwrap().kill().await;
     watch.remove("c-2");
-    collected_by_owners(&h, &watch, &["c-0", "c-1"], Duration::from_secs(30)).await;
+    collected_by_owners(&h, &watch, &["c-0"], Duration::from_secs(30)).await;
     gaps(&watch, "crash (failover)");
 
     eprintln!(
@@ -265,7 +292,11 @@ async fn managed_gnmic_never_runs_a_target_twice_through_join_removal_restart_an
     no_overlap(&watch, "crash");
     // A planned hand-over: the old gnmic stopped, the Lease written, the new one started and
     // connected — well under a second on loopback; a round of the watch is ~2 × 50 ms.
-    for (phase, max) in [("scale-up", join), ("remove-instance", removal)] {
+    for (phase, max) in [
+        ("scale-up", join),
+        ("remove-instance", removal),
+        ("planned stop", stop),
+    ] {
         assert!(
             max <= Duration::from_secs(1),
             "{phase}: a target went uncollected for {max:?}"
