@@ -629,6 +629,19 @@ async fn join_policy(
         watch.pending = None;
         return;
     }
+    // Paused by a person (the store is the truth, shared by every replica): the join waits,
+    // and is acted on once automation is resumed.
+    match inner.store.automation_pause(&spec.name).await {
+        Ok(None) => {}
+        Ok(Some(p)) => {
+            debug!(cluster = %spec.name, paused_by = %p.paused_by, %reason, "join policy paused");
+            return;
+        }
+        Err(error) => {
+            warn!(cluster = %spec.name, %error, "join policy: could not read whether it is paused");
+            return;
+        }
+    }
     let proposed = spec.policy.on_join == OnJoin::Propose;
     match engine
         .start_rebalance(

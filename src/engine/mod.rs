@@ -765,6 +765,32 @@ impl Engine {
         Ok(())
     }
 
+    /// Pauses (`pause: Some(reason)`) or resumes `cluster`'s automatic rebalancing (its
+    /// `on_join` policy; failovers and placement of new targets go on). Returns whether it
+    /// changed, and the pause now in effect.
+    pub async fn set_automation(
+        &self,
+        cluster: &str,
+        pause: Option<&str>,
+        by: &str,
+    ) -> Result<(bool, Option<crate::store::Pause>), EngineError> {
+        self.inner.cluster(cluster)?;
+        let store = &self.inner.store;
+        let changed = store
+            .set_automation_pause(cluster, pause.map(|r| (by, r)), now_ms())
+            .await?;
+        Ok((changed, store.automation_pause(cluster).await?))
+    }
+
+    /// `cluster`'s automation pause, if it is paused.
+    pub async fn automation(
+        &self,
+        cluster: &str,
+    ) -> Result<Option<crate::store::Pause>, EngineError> {
+        self.inner.cluster(cluster)?;
+        Ok(self.inner.store.automation_pause(cluster).await?)
+    }
+
     /// Lets a cordoned instance receive targets again.
     pub async fn uncordon(
         &self,

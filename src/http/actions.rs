@@ -153,6 +153,30 @@ pub async fn uncordon(
     Ok(result?)
 }
 
+/// Pauses or resumes `cluster`'s automatic rebalancing (a rebalancing right), audited.
+pub async fn set_automation(
+    state: &AppState,
+    caller: &Caller,
+    cluster: &str,
+    paused: bool,
+    reason: &str,
+) -> Result<(bool, Option<crate::store::Pause>), ApiError> {
+    caller
+        .require(state, Action::Rebalance, Some(cluster))
+        .await?;
+    let result = state
+        .engine
+        .set_automation(cluster, paused.then_some(reason), caller.name())
+        .await;
+    let what = if paused {
+        format!("pause automatic rebalancing: {reason}")
+    } else {
+        format!("resume automatic rebalancing: {reason}")
+    };
+    audit(state, cluster, caller, &what, result.as_ref().map(|_| None)).await;
+    Ok(result?)
+}
+
 /// Operation `id`, once the caller may do `action` on its cluster. The operation is looked up
 /// first so that the permission is asked for its cluster; an unknown id is asked for no
 /// cluster, so the caller's rights are checked before it learns the id does not exist.

@@ -1,7 +1,8 @@
 //! The history and operations store: Leasehold's only database boundary. It owns the connection
 //! pool, the schema migrations (`migrations/sqlite`, `migrations/postgres`), the append-only
 //! history of ownership changes, instance events and operation audit entries, the operations
-//! with their moves, the cordon list, and idempotency keys with the responses they replay.
+//! with their moves, the cordon list, automation pauses, and idempotency keys with the
+//! responses they replay.
 //! Everything here is plain rows in, plain rows out.
 //!
 //! It must not: talk to Kubernetes, decide anything (the engine decides, this module records),
@@ -24,6 +25,7 @@
 //! transaction here starts with a write so SQLite takes its write lock up front (no lock
 //! upgrade deadlocks) and waits on the busy timeout instead of failing.
 
+mod automation;
 mod cordons;
 mod history;
 mod idempotency;
@@ -46,6 +48,7 @@ use sqlx::{Executor as _, Row as _};
 
 use crate::model::UnknownWord;
 
+pub use automation::Pause;
 pub use history::{HistoryEntry, HistoryKind, HistoryQuery, InstanceEvent, OwnershipChange};
 pub use idempotency::{Claim, KeyRecord, KeyScope, StoredResponse};
 pub use operations::{

@@ -1717,6 +1717,65 @@ async fn a_move_whose_owner_cannot_stop_fails_and_takes_nothing() {
     h.finish().await;
 }
 
+/// Automatic rebalancing paused by a person: a member joining starts nothing while it is
+/// paused (its join waits, remembered); resumed, the join is acted on. The pause is in the
+/// store, shared by every replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_paused_join_policy_waits_and_acts_once_resumed() {
+    let mut h = Harness::new(&config_yaml(12, "on_join: auto")).await;
+    let engine = h.members_then_engine(&["c-0", "c-1"], "cp-a").await;
+    h.wait_balanced(&[("c-0", 6), ("c-1", 6)], Duration::from_secs(30))
+        .await;
+    let (changed, pause) = engine
+        .set_automation(CLUSTER, Some("maintenance window"), "dave")
+        .await
+        .unwrap();
+    assert!(changed);
+    let pause = pause.expect("paused");
+    assert_eq!(
+        (pause.paused_by.as_str(), pause.reason.as_str()),
+        ("dave", "maintenance window")
+    );
+    // Pausing again keeps the first pause.
+    let (again, _) = engine
+        .set_automation(CLUSTER, Some("other"), "erin")
+        .await
+        .unwrap();
+    assert!(!again);
+    h.add_member("c-2").await;
+    h.wait_ready("c-2").await;
+    h.wait_registered(&["c-2"]).await;
+    // Well past join_settle (1 s): nothing started, c-2 holds nothing.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let ops = h
+        .store()
+        .await
+        .operations(&Default::default())
+        .await
+        .unwrap();
+    assert!(
+        ops.items.is_empty(),
+        "started while paused: {:?}",
+        ops.items
+    );
+    assert_eq!(h.model().instance("c-2").unwrap().owned, 0);
+    let (resumed, pause) = engine.set_automation(CLUSTER, None, "dave").await.unwrap();
+    assert!(resumed && pause.is_none());
+    h.wait_balanced(
+        &[("c-0", 4), ("c-1", 4), ("c-2", 4)],
+        Duration::from_secs(30),
+    )
+    .await;
+    let ops = h
+        .store()
+        .await
+        .operations(&Default::default())
+        .await
+        .unwrap();
+    assert_eq!(ops.items.len(), 1, "{:?}", ops.items);
+    h.finish().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn targets_from_a_config_map_are_reloaded_live() {
     let yaml = format!(

@@ -37,6 +37,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_targets))
         .routes(routes!(get_target))
         .routes(routes!(rebalance))
+        .routes(routes!(get_automation, set_automation))
 }
 
 /// One cluster at a glance.
@@ -154,6 +155,29 @@ pub struct RebalanceRequest {
     pub plan_id: Option<String>,
     /// Why (recorded with the operation).
     pub reason: Option<String>,
+}
+
+/// A request to pause or resume a cluster's automatic rebalancing.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AutomationRequest {
+    /// `true` pauses: a member joining no longer starts (or proposes) a rebalance until it is
+    /// resumed (`false`); failovers and the placement of new targets go on.
+    pub paused: bool,
+    /// Why (recorded with the pause, and in the audit).
+    pub reason: Option<String>,
+}
+
+/// A cluster's automatic rebalancing: its `on_join` policy, and whether a person paused it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Automation {
+    /// The cluster's `policy.on_join` (`auto`, `propose` or `off`).
+    pub on_join: String,
+    /// Paused, by whom, when and why; `null` when not paused.
+    pub paused: Option<crate::store::Pause>,
+    /// Whether the last request changed anything (`false` when it already was so; always
+    /// `false` on GET).
+    pub changed: bool,
 }
 
 /// A request to remove an instance.
@@ -355,6 +379,65 @@ async fn uncordon_instance(
 ) -> Result<Json<Uncordoned>, ApiError> {
     let changed = actions::uncordon(&state, &caller, &cluster, &instance).await?;
     Ok(Json(Uncordoned { changed }))
+}
+
+/// Whether a member joining starts (or proposes) a rebalance now: the cluster's `on_join`
+/// policy, and a pause a person set.
+#[utoipa::path(get, path = "/clusters/{cluster}/automation", tag = "clusters",
+    params(("cluster" = String, Path, description = "Cluster name")),
+    responses((status = 200, body = Automation),
+        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json")))]
+async fn get_automation(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(cluster): ApiPath<String>,
+) -> Result<Json<Automation>, ApiError> {
+    caller.require(&state, Action::Read, Some(&cluster)).await?;
+    let paused = state.engine.automation(&cluster).await?;
+    Ok(Json(automation(&state, &cluster, paused, false)?))
+}
+
+/// Pauses or resumes the cluster's automatic rebalancing (audited; kept across restarts and
+/// shared by every replica). While paused, a join waits: resuming acts on it.
+#[utoipa::path(post, path = "/clusters/{cluster}/automation", tag = "clusters",
+    params(("cluster" = String, Path, description = "Cluster name"), IdempotencyKey),
+    request_body(content = AutomationRequest),
+    responses((status = 200, body = Automation),
+        (status = 400, description = "The body is not JSON, names a field the schema does not list, or a value outside its type", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such cluster", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "A body not sent as JSON (Content-Type: application/json)", body = Problem, content_type = "application/problem+json")))]
+async fn set_automation(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(cluster): ApiPath<String>,
+    OptionalJson(body): OptionalJson<AutomationRequest>,
+) -> Result<Json<Automation>, ApiError> {
+    let Some(req) = body else {
+        return Err(ApiError::BadRequest(
+            "the body is required: {\"paused\": true|false, \"reason\": \"…\"}".into(),
+        ));
+    };
+    let reason = req.reason.as_deref().unwrap_or("requested over the API");
+    let (changed, paused) =
+        actions::set_automation(&state, &caller, &cluster, req.paused, reason).await?;
+    Ok(Json(automation(&state, &cluster, paused, changed)?))
+}
+
+fn automation(
+    state: &AppState,
+    cluster: &str,
+    paused: Option<crate::store::Pause>,
+    changed: bool,
+) -> Result<Automation, ApiError> {
+    let on_join = state.engine.cluster(cluster)?.policy.on_join;
+    Ok(Automation {
+        on_join: serde_json::to_value(on_join)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        paused,
+        changed,
+    })
 }
 
 /// Targets, filtered, a page at a time (sorted by key).
