@@ -32,6 +32,9 @@ pub enum Command {
     Agent(Box<AgentArgs>),
     /// Print the REST API's OpenAPI document (as committed at openapi/openapi.json).
     Openapi,
+    /// The REST API from the command line: list, plan, run and follow (also run as the
+    /// kubectl plugin `kubectl-leasehold`).
+    Ctl(crate::ctl::CtlArgs),
 }
 
 /// Flags of `leasehold serve`.
@@ -209,6 +212,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sim(args) => run_sim(args).await,
         Command::Serve(args) => run_serve(args).await,
         Command::Openapi => print_openapi(),
+        Command::Ctl(args) => {
+            if let Err(e) = crate::ctl::run(args).await {
+                eprintln!("leasehold ctl: {}", e.message);
+                std::process::exit(e.exit as i32);
+            }
+            Ok(())
+        }
         Command::Agent(args) => run_agent(*args).await,
         Command::Demo(a) => {
             let state = crate::demo::StateDir::new(a.state_dir)?;

@@ -5,7 +5,8 @@
 //! (REST API, dashboard, event feed, auth). Beside them: `protocol`, the Lease contract members
 //! and control plane share; `targets`, the target list (keys, weights, pins and a managed
 //! app's definition of each target), read by both; `agent`, the member side; `model`, the shared vocabulary; `metrics`,
-//! the Prometheus registry the engine records into and `http` serves; `demo`, the one-command
+//! the Prometheus registry the engine records into and `http` serves; `ctl`, the REST API's
+//! command-line client (`leasehold ctl`); `demo`, the one-command
 //! demo on the Kubernetes API simulator (the `kube-sim` crate of this workspace); `cli`, the
 //! command line; `telemetry`, logging.
 //!
@@ -14,6 +15,7 @@
 //! | module | may use |
 //! | --- | --- |
 //! | `cli` | everything |
+//! | `ctl` | `net` |
 //! | `demo` | `agent`, `config`, `engine`, `http`, `model`, `net`, `store`, `targets` |
 //! | `http` | `config`, `engine`, `k8s`, `metrics`, `model`, `net`, `protocol`, `store` |
 //! | `engine` | `config`, `k8s`, `metrics`, `model`, `net`, `protocol`, `store` |
@@ -30,6 +32,7 @@
 pub mod agent;
 pub mod cli;
 pub mod config;
+pub mod ctl;
 pub mod demo;
 pub mod engine;
 pub mod http;

@@ -1,4 +1,4 @@
-//! Outgoing HTTP for hooks and webhooks: one small client (hyper over rustls with the system's
+//! Outgoing HTTP for hooks, webhooks and `leasehold ctl`: one small client (hyper over rustls with the system's
 //! roots), every call bounded by a timeout. Headers may carry credentials, so nothing here logs
 //! a request's headers or URL query.
 
@@ -48,6 +48,33 @@ impl HttpClient {
         })
     }
 
+    /// Sends one request; returns the status, the headers and the whole body (at most
+    /// `max_body` bytes: more is an error).
+    pub async fn fetch(
+        &self,
+        req: Request<Full<Bytes>>,
+        max_body: usize,
+        timeout: Duration,
+    ) -> Result<(StatusCode, HeaderMap, Bytes), NetError> {
+        let call = async {
+            let resp = self
+                .inner
+                .request(req)
+                .await
+                .map_err(|e| NetError::Transport(chain(&e)))?;
+            let (parts, body) = resp.into_parts();
+            let body = http_body_util::Limited::new(body, max_body)
+                .collect()
+                .await
+                .map_err(|e| NetError::Transport(e.to_string()))?
+                .to_bytes();
+            Ok((parts.status, parts.headers, body))
+        };
+        tokio::time::timeout(timeout, call)
+            .await
+            .map_err(|_| NetError::Timeout(timeout))?
+    }
+
     /// Sends one request; returns the status and (the start of) the body.
     pub async fn call(
         &self,
@@ -83,4 +110,16 @@ impl HttpClient {
             .await
             .map_err(|_| NetError::Timeout(timeout))?
     }
+}
+
+/// An error with its causes (`client error (Connect): tcp connect error: Connection refused`).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(c) = source {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        source = c.source();
+    }
+    s
 }

@@ -15,6 +15,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("telemetry", &[]),
     ("protocol", &["model"]),
     ("targets", &["protocol"]),
+    ("ctl", &["net"]),
     ("config", &["protocol", "model", "targets"]),
     ("metrics", &["model"]),
     ("store", &["model"]),
@@ -43,6 +44,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "agent",
             "config",
+            "ctl",
             "demo",
             "engine",
             "http",
