@@ -1,7 +1,8 @@
 //! Router tests of the REST API with `tower::ServiceExt::oneshot`: a real engine watching the
 //! simulator (so the model is real), a fresh SQLite history per test, token-file
 //! authentication with viewer / operator / admin users. Covers problem+json errors, target
-//! paging and filters, dry-run plans, the auth matrix over every endpoint, security headers,
+//! paging and filters, dry-run plans, the auth matrix over every API operation and dashboard
+//! page, security headers,
 //! and that the committed OpenAPI document matches the code.
 
 use crate::common;
@@ -345,56 +346,425 @@ async fn approving_a_proposal() {
     );
 }
 
-/// Every endpoint × anonymous / no role / viewer / operator / admin.
+/// What an operation or a page needs of its caller.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Needs {
+    /// Nothing: the login page and form, logout, the static assets.
+    Nobody,
+    /// The right to read (a viewer's).
+    Read,
+    /// The right to change the cluster (an operator's; Kubernetes: the verb of the action).
+    Operate,
+    /// The right to read; the page offers an action (its `#confirm` button) only to a caller
+    /// who may operate, and shows anyone else what that would need instead (`#needs`).
+    ReadOffering,
+}
+
+/// One request of the authorisation matrix: the route as the router or the OpenAPI document
+/// names it, the request made for it, what it needs, and how it is answered when allowed.
+struct Row {
+    method: &'static str,
+    route: &'static str,
+    uri: String,
+    /// A JSON body (API) or a form (dashboard).
+    body: Sent,
+    needs: Needs,
+    allowed: StatusCode,
+}
+
+enum Sent {
+    Nothing,
+    Json(Value),
+    Form(&'static str),
+}
+
+/// Who asks: no credential, someone with no role, and each role.
+const WHO: [(Option<&str>, &str); 5] = [
+    (None, "anonymous"),
+    (Some("nobody-token"), "no role"),
+    (Some("viewer-token"), "viewer"),
+    (Some("operator-token"), "operator"),
+    (Some("admin-token"), "admin"),
+];
+
+/// One request of the matrix: its status, `Location` and body (not read from an event stream,
+/// which never ends).
+async fn ask(app: &App, row: &Row, token: Option<&str>) -> (StatusCode, String, String) {
+    use http_body_util::BodyExt as _;
+    use tower::ServiceExt as _;
+    let mut req = axum::http::Request::builder()
+        .method(row.method)
+        .uri(&row.uri);
+    if let Some(t) = token {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let req = match &row.body {
+        Sent::Nothing => req.body(axum::body::Body::empty()),
+        Sent::Json(v) => req
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(axum::body::Body::from(v.to_string())),
+        Sent::Form(f) => req
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(axum::body::Body::from(*f)),
+    }
+    .unwrap();
+    let res = app.router.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let location = res
+        .headers()
+        .get(header::LOCATION)
+        .map(|l| l.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let stream = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|c| c.to_str().unwrap().starts_with("text/event-stream"));
+    let body = if stream {
+        String::new()
+    } else {
+        let bytes = res.into_body().collect().await.unwrap().to_bytes();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    (status, location, body)
+}
+
+/// The dashboard's routes as its router declares them (`src/http/ui/mod.rs`): (method, path).
+fn dashboard_routes() -> std::collections::BTreeSet<(String, String)> {
+    let src = std::fs::read_to_string("src/http/ui/mod.rs").unwrap();
+    let mut routes = std::collections::BTreeSet::new();
+    for chunk in src.split(".route(").skip(1) {
+        let path = chunk.split('"').nth(1).unwrap().to_owned();
+        let handlers = chunk.split(";\n").next().unwrap();
+        for (method, call) in [("GET", "get("), ("POST", "post(")] {
+            if handlers.contains(call) {
+                routes.insert((method.to_owned(), path.clone()));
+            }
+        }
+    }
+    assert!(routes.len() > 10, "no routes read: {routes:?}");
+    routes
+}
+
+/// Every API operation in the OpenAPI document and every dashboard page and form in the
+/// router, each asked by no one, someone with no role, a viewer, an operator and an admin: a
+/// viewer may read everything — the rebalance and removal plans included, read-only, with what
+/// starting them needs in place of the button — and change nothing; an operator and an admin
+/// may do all of it. The rows are checked against the document and the router, so an
+/// operation or page added without its row here fails this test.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auth_matrix() {
     let app = app().await;
-    let reads = [
-        "/api/v1/clusters",
-        "/api/v1/clusters/c",
-        "/api/v1/clusters/c/instances",
-        "/api/v1/clusters/c/targets",
-        "/api/v1/clusters/c/targets/t-1",
-        "/api/v1/operations",
-        "/api/v1/history",
+    // Members c-0 and c-1, c-0 holding four targets: both plans have moves.
+    app.imbalance().await;
+    let proposed = app.propose(&[]).await;
+    let row = |method, route, uri: &str, body, needs, allowed| Row {
+        method,
+        route,
+        uri: uri.to_owned(),
+        body,
+        needs,
+        allowed,
+    };
+    use Needs::*;
+    use Sent::*;
+    use StatusCode as S;
+    let op = format!("/operations/{proposed}");
+    let api = |route: &'static str, uri: &str, needs, allowed| {
+        let (method, body) = match needs {
+            Operate => ("POST", Json(json!({}))),
+            _ => ("GET", Nothing),
+        };
+        row(
+            method,
+            route,
+            &format!("/api/v1{uri}"),
+            body,
+            needs,
+            allowed,
+        )
+    };
+    // Dry runs (the API's default), an uncordon of an instance that is not cordoned, a resume
+    // of what is not paused, and operations that do not exist: harmless when allowed.
+    let api_rows = [
+        api("/clusters", "/clusters", Read, S::OK),
+        api("/clusters/{cluster}", "/clusters/c", Read, S::OK),
+        api(
+            "/clusters/{cluster}/instances",
+            "/clusters/c/instances",
+            Read,
+            S::OK,
+        ),
+        api(
+            "/clusters/{cluster}/instances/{instance}",
+            "/clusters/c/instances/c-0",
+            Read,
+            S::OK,
+        ),
+        api(
+            "/clusters/{cluster}/instances/{instance}/remove",
+            "/clusters/c/instances/c-0/remove",
+            Operate,
+            S::OK,
+        ),
+        api(
+            "/clusters/{cluster}/instances/{instance}/uncordon",
+            "/clusters/c/instances/c-1/uncordon",
+            Operate,
+            S::OK,
+        ),
+        api(
+            "/clusters/{cluster}/rebalance",
+            "/clusters/c/rebalance",
+            Operate,
+            S::OK,
+        ),
+        api(
+            "/clusters/{cluster}/targets",
+            "/clusters/c/targets",
+            Read,
+            S::OK,
+        ),
+        api(
+            "/clusters/{cluster}/targets/{target}",
+            "/clusters/c/targets/t-1",
+            Read,
+            S::OK,
+        ),
+        api(
+            "/clusters/{cluster}/automation",
+            "/clusters/c/automation",
+            Read,
+            S::OK,
+        ),
+        // Resuming what is not paused.
+        row(
+            "POST",
+            "/clusters/{cluster}/automation",
+            "/api/v1/clusters/c/automation",
+            Json(json!({"paused": false, "reason": "matrix"})),
+            Operate,
+            S::OK,
+        ),
+        api("/events", "/events", Read, S::OK),
+        api("/history", "/history", Read, S::OK),
+        api("/operations", "/operations", Read, S::OK),
+        api("/operations/{id}", &op, Read, S::OK),
+        api(
+            "/operations/{id}/approve",
+            "/operations/none/approve",
+            Operate,
+            S::NOT_FOUND,
+        ),
+        api(
+            "/operations/{id}/cancel",
+            "/operations/none/cancel",
+            Operate,
+            S::NOT_FOUND,
+        ),
     ];
-    // Dry runs and an uncordon of an instance that is not cordoned: harmless when allowed.
-    let writes = [
-        "/api/v1/clusters/c/rebalance",
-        "/api/v1/clusters/c/instances/x/uncordon",
-        "/api/v1/operations/none/cancel",
-        "/api/v1/operations/none/approve",
+    // Starts name a plan that is not the plan (refused with the fresh one: nothing starts).
+    let stale = "plan_id=stale&reason=matrix";
+    let page_rows = [
+        row("GET", "/", "/", Nothing, Read, S::OK),
+        row("GET", "/login", "/login", Nothing, Nobody, S::OK),
+        row(
+            "POST",
+            "/login",
+            "/login",
+            Form("token=wrong"),
+            Nobody,
+            S::UNAUTHORIZED,
+        ),
+        row("POST", "/logout", "/logout", Nothing, Nobody, S::SEE_OTHER),
+        row(
+            "GET",
+            "/clusters/{cluster}",
+            "/clusters/c",
+            Nothing,
+            Read,
+            S::OK,
+        ),
+        row(
+            "GET",
+            "/clusters/{cluster}/instances",
+            "/clusters/c/instances",
+            Nothing,
+            Read,
+            S::OK,
+        ),
+        row(
+            "GET",
+            "/clusters/{cluster}/instances/{instance}",
+            "/clusters/c/instances/c-0",
+            Nothing,
+            Read,
+            S::OK,
+        ),
+        row(
+            "GET",
+            "/clusters/{cluster}/instances/{instance}/remove",
+            "/clusters/c/instances/c-0/remove",
+            Nothing,
+            ReadOffering,
+            S::OK,
+        ),
+        row(
+            "POST",
+            "/clusters/{cluster}/instances/{instance}/remove",
+            "/clusters/c/instances/c-0/remove",
+            Form(stale),
+            Operate,
+            S::CONFLICT,
+        ),
+        row(
+            "POST",
+            "/clusters/{cluster}/instances/{instance}/uncordon",
+            "/clusters/c/instances/c-1/uncordon",
+            Nothing,
+            Operate,
+            S::SEE_OTHER,
+        ),
+        row(
+            "GET",
+            "/clusters/{cluster}/targets",
+            "/clusters/c/targets",
+            Nothing,
+            Read,
+            S::OK,
+        ),
+        row(
+            "GET",
+            "/clusters/{cluster}/targets/{target}",
+            "/clusters/c/targets/t-1",
+            Nothing,
+            Read,
+            S::OK,
+        ),
+        row(
+            "GET",
+            "/clusters/{cluster}/rebalance",
+            "/clusters/c/rebalance",
+            Nothing,
+            ReadOffering,
+            S::OK,
+        ),
+        row(
+            "POST",
+            "/clusters/{cluster}/rebalance",
+            "/clusters/c/rebalance",
+            Form(stale),
+            Operate,
+            S::CONFLICT,
+        ),
+        row(
+            "POST",
+            "/clusters/{cluster}/automation",
+            "/clusters/c/automation",
+            Form("paused=false&reason=matrix"),
+            Operate,
+            S::SEE_OTHER,
+        ),
+        row("GET", "/operations", "/operations", Nothing, Read, S::OK),
+        row("GET", "/operations/{id}", &op, Nothing, Read, S::OK),
+        row(
+            "POST",
+            "/operations/{id}/approve",
+            "/operations/none/approve",
+            Nothing,
+            Operate,
+            S::NOT_FOUND,
+        ),
+        row(
+            "POST",
+            "/operations/{id}/cancel",
+            "/operations/none/cancel",
+            Nothing,
+            Operate,
+            S::NOT_FOUND,
+        ),
+        row("GET", "/history", "/history", Nothing, Read, S::OK),
+        row(
+            "GET",
+            "/static/{file}",
+            "/static/app.css",
+            Nothing,
+            Nobody,
+            S::OK,
+        ),
     ];
-    for who in [
-        None,
-        Some("nobody-token"),
-        Some("viewer-token"),
-        Some("operator-token"),
-        Some("admin-token"),
-    ] {
-        for uri in reads {
-            let (s, _, v) = call(&app, "GET", uri, who, None).await;
-            let want = match who {
-                None => StatusCode::UNAUTHORIZED,
-                Some("nobody-token") => StatusCode::FORBIDDEN,
-                _ => StatusCode::OK,
+
+    // Every operation of the document and every route of the dashboard has its row, once.
+    let doc: Value = serde_json::from_str(&leasehold::http::api::openapi_json()).unwrap();
+    let documented: std::collections::BTreeSet<(String, String)> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, ops)| {
+            ops.as_object()
+                .unwrap()
+                .keys()
+                .map(move |m| (m.to_uppercase(), path.clone()))
+        })
+        .collect();
+    let rows_of = |rows: &[Row]| -> std::collections::BTreeSet<(String, String)> {
+        rows.iter()
+            .map(|r| (r.method.to_owned(), r.route.to_owned()))
+            .collect()
+    };
+    assert_eq!(
+        rows_of(&api_rows),
+        documented,
+        "API operations without a row"
+    );
+    assert_eq!(api_rows.len(), documented.len());
+    let routed = dashboard_routes();
+    assert_eq!(
+        rows_of(&page_rows),
+        routed,
+        "dashboard routes without a row"
+    );
+    assert_eq!(page_rows.len(), routed.len());
+
+    for (token, who) in WHO {
+        for r in api_rows.iter().chain(&page_rows) {
+            let (status, location, body) = ask(&app, r, token).await;
+            let what = format!(
+                "{} {} as {who}: {status} {location} {body:.300}",
+                r.method, r.uri
+            );
+            let is_api = r.uri.starts_with("/api/");
+            let allowed = match (r.needs, who) {
+                (Nobody, _) => true,
+                (_, "anonymous" | "no role") => false,
+                (Read | ReadOffering, _) => true,
+                (Operate, "viewer") => false,
+                (Operate, _) => true,
             };
-            assert_eq!(s, want, "GET {uri} as {who:?}: {v}");
-        }
-        for uri in writes {
-            let (s, _, v) = call(&app, "POST", uri, who, Some(json!({}))).await;
-            match who {
-                None => assert_eq!(s, StatusCode::UNAUTHORIZED, "POST {uri} as {who:?}: {v}"),
-                Some("nobody-token" | "viewer-token") => {
-                    assert_eq!(s, StatusCode::FORBIDDEN, "POST {uri} as {who:?}: {v}");
-                    assert_eq!(v["type"], "urn:leasehold:problem:forbidden");
+            if allowed {
+                assert_eq!(status, r.allowed, "{what}");
+            } else if token.is_none() && is_api {
+                assert_eq!(status, S::UNAUTHORIZED, "{what}");
+            } else if token.is_none() {
+                // A stranger's browser is sent to log in, and comes back where it was.
+                assert_eq!(status, S::SEE_OTHER, "{what}");
+                assert!(location.starts_with("/login?next=%2F"), "{what}");
+            } else {
+                assert_eq!(status, S::FORBIDDEN, "{what}");
+                if is_api {
+                    assert!(body.contains("urn:leasehold:problem:forbidden"), "{what}");
+                } else {
+                    assert!(body.contains("may not"), "{what}");
                 }
-                _ => assert!(
-                    s != StatusCode::UNAUTHORIZED
-                        && s != StatusCode::FORBIDDEN
-                        && !s.is_server_error(),
-                    "POST {uri} as {who:?}: {s} {v}"
-                ),
+            }
+            // A plan's page offers its start to whoever may, and tells anyone else what it
+            // would need.
+            if r.needs == ReadOffering && allowed {
+                let operates = matches!(who, "operator" | "admin");
+                assert_eq!(body.contains("id=\"confirm\""), operates, "{what}");
+                assert_eq!(body.contains("id=\"needs\""), !operates, "{what}");
+                if !operates {
+                    assert!(body.contains("needs the operator role or higher"), "{what}");
+                }
             }
         }
     }

@@ -38,6 +38,8 @@ use common::invariant::InvariantChecker;
 const NS: &str = "browser";
 const CLUSTER: &str = "c";
 const TOKEN: &str = "browser-operator-token";
+/// A viewer's: may read every page, change nothing.
+const VIEWER_TOKEN: &str = "browser-viewer-token";
 const LEASE_S: u64 = 4;
 
 /// Where the screenshots go.
@@ -74,7 +76,10 @@ impl Env {
         let tokens = dir.path().join("tokens.csv");
         std::fs::write(
             &tokens,
-            format!("{TOKEN},olga,u1,\"leasehold:operators\"\n"),
+            format!(
+                "{TOKEN},olga,u1,\"leasehold:operators\"\n\
+                 {VIEWER_TOKEN},vic,u2,\"leasehold:viewers\"\n"
+            ),
         )
         .unwrap();
         let list: Vec<String> = (0..targets).map(|i| format!("dev-{i:03}")).collect();
@@ -347,13 +352,27 @@ impl Browser {
         }
     }
 
+    /// Saves the page at 1280 px and at 390 px (`<name>-wide.png`, `<name>-phone.png` under
+    /// [`shots`]), and fails unless it fits both: the page never scrolls sideways, and at
+    /// 1280 px no table needs a sideways scroll of its own either. Every page the tests visit
+    /// is taken.
     async fn shot(&self, name: &str) {
+        let mut misfits = Vec::new();
         for (w, h, tag) in [(1280, 1000, "wide"), (390, 844, "phone")] {
             self.client.set_window_size(w, h).await.unwrap();
+            let found = self
+                .client
+                .execute(FITS, vec![json!(w), json!(tag == "wide")])
+                .await
+                .unwrap();
             let png = self.client.screenshot().await.unwrap();
             std::fs::write(shots().join(format!("{name}-{tag}.png")), png).unwrap();
+            for m in found.as_array().unwrap() {
+                misfits.push(format!("{name} at {w} px: {}", m.as_str().unwrap()));
+            }
         }
         self.client.set_window_size(1280, 1000).await.unwrap();
+        assert!(misfits.is_empty(), "{misfits:#?}");
     }
 
     /// Marks the page; [`Browser::same_page`] tells whether it was reloaded since.
@@ -372,6 +391,40 @@ impl Browser {
             == json!(true)
     }
 }
+
+/// Run in a page at `arguments[0]` px wide: why it does not fit, if it does not — the page
+/// wider than the window (`document.scrollingElement.scrollWidth > window.innerWidth`), with
+/// the outermost and the innermost elements that reach past its right edge; with
+/// `arguments[1]` (at 1280 px), any table wider than its box; and a window that is not as wide
+/// as asked.
+const FITS: &str = r##"
+const [asked, tables] = arguments;
+const width = window.innerWidth;
+const out = [];
+if (width !== asked) { out.push("the window is " + width + " px wide, not " + asked); }
+const past = e => e.getBoundingClientRect().right > width + 0.5;
+const name = e => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") +
+  (typeof e.className === "string" && e.className ? "." + e.className.trim().split(/\s+/).join(".") : "") +
+  " (to " + Math.round(e.getBoundingClientRect().right) + " px: " +
+  (e.textContent || "").trim().slice(0, 40) + ")";
+if (document.scrollingElement.scrollWidth > width) {
+  const wide = [...document.body.querySelectorAll("*")]
+    .filter(e => past(e) && !e.closest(".table-wrap, .skip"));
+  const outer = wide.filter(e => !wide.includes(e.parentElement)).slice(0, 4).map(name);
+  const inner = wide.filter(e => !wide.some(o => o.parentElement === e)).slice(0, 6).map(name);
+  out.push("scrolls sideways: " + document.scrollingElement.scrollWidth + " px wide; outermost " +
+    outer.join(", ") + "; innermost " + inner.join(", "));
+}
+if (tables) {
+  document.querySelectorAll(".table-wrap").forEach(e => {
+    if (e.scrollWidth > e.clientWidth + 1) {
+      out.push("table " + (e.id || e.querySelector("table").id || "") + " needs " + e.scrollWidth +
+        " px in " + e.clientWidth);
+    }
+  });
+}
+return out;
+"##;
 
 /// On an operation's page (the browser is there): its gap histogram counts every move history
 /// gave a gap, with history's longest; the timeline of a target it moved draws each holder and
@@ -447,6 +500,28 @@ async fn pictures_agree_with_history(b: &Browser, env: &Env) {
     );
     let lines = count("return document.querySelectorAll('svg.chart.lines polyline').length;").await;
     assert!(lines >= 2, "load over time draws the members: {lines}");
+    // Each member in a style of its own (its name's: `charts::styles`).
+    let styles = c
+        .execute(
+            "return [...document.querySelectorAll('svg.chart.lines polyline')]\
+             .map(p => p.getAttribute('class'));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let styles: std::collections::BTreeSet<String> = serde_json::from_value(styles).unwrap();
+    assert_eq!(
+        styles.len() as u64,
+        lines,
+        "members drawn alike: {styles:?}"
+    );
+    b.shot("cluster-after").await;
+    // Another window, chosen in the address: the chart says what it shows.
+    c.goto(&format!("{}/clusters/{CLUSTER}?window=5m", env.base))
+        .await
+        .unwrap();
+    b.wait_text("#load-h", "last 5 min", Duration::from_secs(5))
+        .await;
 }
 
 /// A duration as the dashboard writes it (`page::duration`).
@@ -521,8 +596,8 @@ async fn axe_violations(c: &Client, axe: &str) -> Vec<String> {
     serde_json::from_value(found).unwrap()
 }
 
-/// Logs in through the form, asked for by the cluster page, which comes back.
-async fn log_in(b: &Browser, env: &Env, shot: bool) {
+/// Logs in with `token` through the form, asked for by the cluster page, which comes back.
+async fn log_in(b: &Browser, env: &Env, token: &str, shot: bool) {
     let c = &b.client;
     c.goto(&format!("{}/clusters/{CLUSTER}", env.base))
         .await
@@ -534,7 +609,7 @@ async fn log_in(b: &Browser, env: &Env, shot: bool) {
     c.find(Locator::Css("#token"))
         .await
         .unwrap()
-        .send_keys(TOKEN)
+        .send_keys(token)
         .await
         .unwrap();
     b.click("button[type=submit]").await;
@@ -553,7 +628,7 @@ async fn many_page_loads_and_tabs_never_wait_for_a_connection() {
         return;
     };
     let mut env = Env::start(2, 40).await;
-    log_in(&b, &env, false).await;
+    log_in(&b, &env, TOKEN, false).await;
     let c = &b.client;
     let pages = [
         format!("/clusters/{CLUSTER}"),
@@ -660,7 +735,7 @@ async fn a_hidden_tab_fetches_nothing_until_shown() {
     })
     .await;
     assert!(placed.is_some(), "targets never placed");
-    log_in(&b, &env, false).await;
+    log_in(&b, &env, TOKEN, false).await;
     let c = &b.client;
     let first = c.window().await.unwrap();
     b.mark().await;
@@ -748,7 +823,7 @@ async fn the_dashboard_in_chromium() {
 
     // Log in through the form; the page asked for comes back.
     let c = &b.client;
-    log_in(&b, &env, true).await;
+    log_in(&b, &env, TOKEN, true).await;
 
     // The keyboard's first stop is the skip link.
     c.execute("document.activeElement.blur();", vec![])
@@ -779,7 +854,6 @@ async fn the_dashboard_in_chromium() {
         ("history", "/history".to_owned()),
         ("api-docs", "/docs/".to_owned()),
     ];
-    let mut overflowing = Vec::new();
     let mut inaccessible = Vec::new();
     let axe = axe_source();
     for (name, path) in &pages {
@@ -794,27 +868,11 @@ async fn the_dashboard_in_chromium() {
         if !found.is_empty() {
             inaccessible.push(format!("{path}: {found:#?}"));
         }
-        // At 1280 px every table fits: nothing hidden behind a sideways scroll.
-        let wide = c
-            .execute(
-                "return [...document.querySelectorAll('.table-wrap')]\
-                 .filter(e => e.scrollWidth > e.clientWidth + 1)\
-                 .map(e => (e.id || 'table') + ': ' + e.scrollWidth + ' > ' + e.clientWidth);",
-                vec![],
-            )
-            .await
-            .unwrap();
-        if wide != json!([]) {
-            overflowing.push(format!("{path}: {wide}"));
-        }
+        // It fits at 1280 and 390 px (no sideways scroll of the page, nor at 1280 of a table).
         b.shot(name).await;
         let errors = b.console_errors().await;
         assert!(errors.is_empty(), "{path}: console errors {errors:#?}");
     }
-    assert!(
-        overflowing.is_empty(),
-        "tables wider than the page at 1280 px: {overflowing:#?}"
-    );
     assert!(
         inaccessible.is_empty(),
         "axe-core: serious or critical violations:\n{}",
@@ -840,6 +898,9 @@ async fn the_dashboard_in_chromium() {
         b.same_page().await,
         "the page reloaded instead of updating live"
     );
+
+    // A viewer sees both plans, read-only: what starting them needs instead of the buttons.
+    viewer_sees_the_plans_read_only(&b, &env, &axe).await;
 
     // Rebalance from the UI: preview, start, and watch it finish live.
     c.goto(&format!("{}/clusters/{CLUSTER}/rebalance", env.base))
@@ -921,11 +982,13 @@ async fn the_dashboard_in_chromium() {
         .unwrap();
     let row = b.text("#instance-c-0").await;
     assert!(row.contains("cordoned"), "{row}");
+    b.shot("instances-after").await;
     let errors = b.console_errors().await;
     assert!(errors.is_empty(), "console errors {errors:#?}");
 
     // Relative times tick without a reload.
     c.goto(&format!("{}/operations", env.base)).await.unwrap();
+    b.shot("operations-after").await;
     b.mark().await;
     let first = b.text("time[data-ago]").await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
@@ -943,6 +1006,45 @@ async fn the_dashboard_in_chromium() {
     let _ = b.client.clone().close().await;
     let _ = b.driver.kill().await;
     let _ = Arc::new(());
+}
+
+/// Logs out and in again as a viewer, who sees the rebalance and removal plans (moves to
+/// make) with no button to start them but what that would need, and no console error or
+/// accessibility violation; then logs in as the operator again.
+async fn viewer_sees_the_plans_read_only(b: &Browser, env: &Env, axe: &str) {
+    let c = &b.client;
+    b.click("header .who button[type=submit]").await;
+    b.wait_text("h1", "Log in", Duration::from_secs(10)).await;
+    log_in(b, env, VIEWER_TOKEN, false).await;
+    for (name, path, what) in [
+        (
+            "rebalance-viewer",
+            format!("/clusters/{CLUSTER}/rebalance"),
+            "starting this rebalance needs the operator role",
+        ),
+        (
+            "remove-viewer",
+            format!("/clusters/{CLUSTER}/instances/c-0/remove"),
+            "removing c-0 needs the operator role",
+        ),
+    ] {
+        c.goto(&format!("{}{path}", env.base)).await.unwrap();
+        let plan = b.text("main").await;
+        assert!(plan.contains("Imbalance before"), "{path}: {plan}");
+        b.wait_text("#needs", what, Duration::from_secs(5)).await;
+        assert!(
+            c.find(Locator::Css("#confirm")).await.is_err(),
+            "{path}: a viewer is offered the start"
+        );
+        let found = axe_violations(c, axe).await;
+        assert!(found.is_empty(), "{path}: {found:#?}");
+        b.shot(name).await;
+    }
+    let errors = b.console_errors().await;
+    assert!(errors.is_empty(), "console errors {errors:#?}");
+    b.click("header .who button[type=submit]").await;
+    b.wait_text("h1", "Log in", Duration::from_secs(10)).await;
+    log_in(b, env, TOKEN, false).await;
 }
 
 /// Each instance and how many targets it holds: by the API, and as the page's instances table

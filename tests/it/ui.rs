@@ -198,14 +198,22 @@ async fn every_page_renders_and_strangers_are_sent_to_log_in() {
         let to = stranger.headers[header::LOCATION].to_str().unwrap();
         assert!(to.starts_with("/login?next=%2F"), "{uri} → {to}");
     }
-    // Pages over the plan need the operator's right; a viewer sees a 403 page.
+    // The plans are for everyone who may read; a viewer sees them read-only, told what
+    // starting one needs instead of the button.
     for uri in ["/clusters/c/rebalance", "/clusters/c/instances/c-0/remove"] {
         let viewer = get(&app, uri, Auth::Bearer("viewer-token")).await;
-        assert_eq!(viewer.status, StatusCode::FORBIDDEN, "{uri}");
-        assert!(viewer.body.contains("may not"), "{uri}: {}", viewer.body);
+        assert_eq!(viewer.status, StatusCode::OK, "{uri}: {}", viewer.body);
+        assert!(viewer.body.contains("Imbalance before"), "{uri}");
+        assert!(
+            viewer.body.contains("needs the operator role or higher"),
+            "{uri}: {}",
+            viewer.body
+        );
+        assert!(!viewer.body.contains("id=\"confirm\""), "{uri}");
         let operator = get(&app, uri, Auth::Bearer("operator-token")).await;
         assert_eq!(operator.status, StatusCode::OK, "{uri}: {}", operator.body);
         assert!(operator.body.contains("Imbalance before"), "{uri}");
+        assert!(!operator.body.contains("id=\"needs\""), "{uri}");
     }
     // Errors are pages too.
     let missing = get(&app, "/clusters/nope", Auth::Bearer("viewer-token")).await;
@@ -453,6 +461,80 @@ async fn a_stale_preview_is_refused_and_the_fresh_plan_shown() {
     )
     .await;
     assert_eq!(ok.status, StatusCode::SEE_OTHER, "{}", ok.body);
+}
+
+/// The cluster page says whether a join starts a rebalance, and pauses and resumes it (an
+/// operator's form, audited); the API agrees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn automatic_rebalancing_is_paused_and_resumed_from_the_cluster_page() {
+    let app = app().await;
+    let (cookie, csrf) = login(&app, "operator-token").await;
+    let page = get(&app, "/clusters/c", Auth::Cookie(&cookie)).await;
+    assert!(
+        page.body.contains("Pause automatic rebalancing"),
+        "{}",
+        page.body
+    );
+    let paused = post_form(
+        &app,
+        "/clusters/c/automation",
+        Auth::Cookie(&cookie),
+        &[
+            ("csrf", &csrf),
+            ("paused", "true"),
+            ("reason", "change freeze"),
+        ],
+    )
+    .await;
+    assert_eq!(paused.status, StatusCode::SEE_OTHER, "{}", paused.body);
+    let page = get(&app, "/clusters/c", Auth::Bearer("viewer-token")).await;
+    assert!(page.body.contains("change freeze"), "{}", page.body);
+    assert!(
+        page.body.contains("Resume automatic rebalancing"),
+        "{}",
+        page.body
+    );
+    let api = get(
+        &app,
+        "/api/v1/clusters/c/automation",
+        Auth::Bearer("viewer-token"),
+    )
+    .await;
+    assert!(api.body.contains("change freeze"), "{}", api.body);
+    let resumed = post_form(
+        &app,
+        "/clusters/c/automation",
+        Auth::Cookie(&cookie),
+        &[("csrf", &csrf), ("paused", "false")],
+    )
+    .await;
+    assert_eq!(resumed.status, StatusCode::SEE_OTHER);
+    let page = get(&app, "/clusters/c", Auth::Cookie(&cookie)).await;
+    assert!(
+        page.body.contains("Pause automatic rebalancing"),
+        "{}",
+        page.body
+    );
+    let audit = app
+        .engine
+        .store()
+        .history(&leasehold::store::HistoryQuery {
+            kind: Some(leasehold::store::HistoryKind::Audit),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let said: Vec<String> = audit.items.iter().filter_map(|e| e.event.clone()).collect();
+    assert!(
+        said.iter()
+            .any(|e| e.starts_with("pause automatic rebalancing: change freeze")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|e| e.starts_with("resume automatic rebalancing")),
+        "{said:?}"
+    );
 }
 
 /// An instance's page says what removing it would do here; an unknown instance is a 404 page.

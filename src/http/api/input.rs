@@ -590,7 +590,7 @@ mod tests {
             let max = crate::http::idempotency::MAX_KEY_LEN;
             assert_eq!(key["schema"]["maxLength"], max, "{key}");
         }
-        assert_eq!(posts, 5);
+        assert_eq!(posts, 6);
     }
 
     #[test]

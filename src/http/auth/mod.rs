@@ -257,6 +257,42 @@ impl Auth {
         }
     }
 
+    /// What a caller needs to be allowed `action` on `cluster`, in words for a page that shows
+    /// what it cannot offer this caller: in mode `token` the lowest role that has it and the
+    /// groups that give it or a higher one, in mode `kubernetes` the RBAC rule.
+    pub fn requirement(&self, action: Action, cluster: Option<&str>) -> String {
+        match &self.inner.backend {
+            Backend::Token { roles, .. } => {
+                let role = Role::lowest_for(action);
+                let higher: Vec<Role> = Role::ALL.into_iter().filter(|r| *r >= role).collect();
+                let groups: Vec<&str> = higher
+                    .iter()
+                    .flat_map(|r| roles.groups(*r))
+                    .map(String::as_str)
+                    .collect();
+                let names: Vec<&str> = higher.iter().map(|r| r.name()).collect();
+                let names = match names.split_last() {
+                    Some((last, [])) => (*last).to_owned(),
+                    Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+                    None => String::new(),
+                };
+                format!(
+                    "the {} role or higher (a group of http.auth.roles.{names}: {})",
+                    role.name(),
+                    groups.join(", ")
+                )
+            }
+            Backend::Kubernetes(_) => {
+                let (verb, sub) = verb_and_subresource(action);
+                let resource =
+                    sub.map_or_else(|| RESOURCE.to_owned(), |s| format!("{RESOURCE}/{s}"));
+                let name = cluster.map(|c| format!(" (name {c})")).unwrap_or_default();
+                format!("RBAC permission to {verb} {resource}{name} in API group {API_GROUP}")
+            }
+            Backend::None => "nothing: in mode none everyone may".into(),
+        }
+    }
+
     /// Whether `who` may do `action` on `cluster` (`None` when the request concerns no single
     /// cluster: listing operations or history, cancelling an operation by id). `Err` only
     /// when the check could not be made (SubjectAccessReview failed: 503).

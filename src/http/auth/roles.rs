@@ -55,6 +55,26 @@ pub enum Role {
 }
 
 impl Role {
+    /// Every role, lowest first.
+    pub const ALL: [Role; 3] = [Role::Viewer, Role::Operator, Role::Admin];
+
+    /// The lowest role that permits `action` (every higher one does too).
+    pub fn lowest_for(action: Action) -> Role {
+        Role::ALL
+            .into_iter()
+            .find(|r| r.allows(action))
+            .unwrap_or(Role::Admin)
+    }
+
+    /// Its name, as in `http.auth.roles.<name>`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        }
+    }
+
     /// Whether this role permits `action`.
     pub fn allows(self, action: Action) -> bool {
         match self {
@@ -72,6 +92,15 @@ impl Role {
 }
 
 impl RoleGroups {
+    /// The groups that give `role`.
+    pub fn groups(&self, role: Role) -> &[String] {
+        match role {
+            Role::Viewer => &self.viewer,
+            Role::Operator => &self.operator,
+            Role::Admin => &self.admin,
+        }
+    }
+
     /// The highest role any of `groups` holds; `None` when no group has a role (the caller is
     /// authenticated but may do nothing).
     pub fn role_of(&self, groups: &[String]) -> Option<Role> {
@@ -114,6 +143,27 @@ mod tests {
             Some(Role::Admin)
         );
         assert!(Role::Admin > Role::Operator && Role::Operator > Role::Viewer);
+    }
+
+    /// Pages that cannot offer an action say which role it needs: the lowest that has it.
+    #[test]
+    fn each_action_names_the_lowest_role_allowed_it() {
+        assert_eq!(Role::lowest_for(Action::Read), Role::Viewer);
+        for action in [
+            Action::Rebalance,
+            Action::RemoveInstance,
+            Action::Uncordon,
+            Action::CancelOperation,
+        ] {
+            assert_eq!(Role::lowest_for(action), Role::Operator, "{action:?}");
+        }
+        let r = RoleGroups::default();
+        assert_eq!(r.groups(Role::Operator), ["leasehold:operators"]);
+        assert_eq!(
+            r.groups(Role::Admin),
+            ["leasehold:admins", "system:masters"]
+        );
+        assert_eq!(Role::ALL.map(Role::name), ["viewer", "operator", "admin"]);
     }
 
     #[test]

@@ -137,6 +137,17 @@ async fn token_mode_end_to_end() {
         ("admin-tok", Some(Role::Admin), [true; 5]),
         ("none-tok", None, [false; 5]),
     ];
+    // What a page tells someone who may not: the lowest role that may, and its groups.
+    assert_eq!(
+        auth.requirement(Action::RemoveInstance, Some("prod")),
+        "the operator role or higher (a group of http.auth.roles.operator or admin: \
+         leasehold:operators, leasehold:admins, system:masters)"
+    );
+    assert_eq!(
+        auth.requirement(Action::Read, None),
+        "the viewer role or higher (a group of http.auth.roles.viewer, operator or admin: \
+         leasehold:viewers, leasehold:operators, leasehold:admins, system:masters)"
+    );
     for (token, role, row) in matrix {
         let who = auth
             .authenticate(token)
@@ -258,6 +269,15 @@ async fn kubernetes_mode_against_the_simulator() {
     assert!(!may(&alice, Action::CancelOperation, None).await);
     assert!(may(&bob, Action::Read, Some("prod")).await);
     assert!(!may(&bob, Action::Rebalance, Some("prod")).await);
+    // What a page tells bob he would need: the rule alice has.
+    assert_eq!(
+        auth.requirement(Action::Rebalance, Some("prod")),
+        "RBAC permission to create clusters/rebalance (name prod) in API group leasehold.io"
+    );
+    assert_eq!(
+        auth.requirement(Action::CancelOperation, None),
+        "RBAC permission to create clusters/operations in API group leasehold.io"
+    );
 
     // Cut Leasehold off the API: cached answers (positive and negative) still come, anything
     // new is an infrastructure error, not a denial.

@@ -6,7 +6,7 @@ use axum::Form;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::Response;
 
-use super::charts::LoadOverTime;
+use super::charts::{LoadOverTime, Window};
 use super::page::{Base, UiError, Viewer, render, see_other};
 use super::plan::PlanView;
 use super::recent::{self, Recent};
@@ -52,17 +52,18 @@ struct ClusterPage<'a> {
     c: ClusterDetail,
     max_load: usize,
     events: &'a [Line],
-    /// Targets per instance over the last minutes.
+    /// Targets per instance over the window asked for (`?window=`).
     load: Option<LoadOverTime>,
     /// Under `leasehold demo`: its controls for this cluster.
     demo: Option<DemoPanel>,
+    /// The cluster's `on_join` policy, and a person's pause of it.
+    on_join: String,
+    paused: Option<crate::store::Pause>,
 }
 
-/// The span of the cluster page's load-over-time chart.
-const LOAD_WINDOW_MS: i64 = 15 * 60 * 1000;
-
-/// `/clusters/{cluster}`: leader, instances with their load, Services, recent events. `recent`
-/// keeps each cluster's newest history rows between renders (the dashboard's router owns it).
+/// `/clusters/{cluster}`: leader, instances with their load (over the last `?window=`: 5m,
+/// 15m, 30m or 2h), Services, recent events. `recent` keeps each cluster's newest history rows
+/// between renders (the dashboard's router owns it).
 pub async fn cluster(
     State(state): State<AppState>,
     recent: Recent,
@@ -84,7 +85,8 @@ pub async fn cluster(
     let kept = recent.get(state.engine.store(), &cluster).await?;
     let rows = &kept.rows;
     let now_ms = crate::store::now_ms();
-    let since_ms = now_ms - LOAD_WINDOW_MS;
+    let window = Window::from_query(query.as_deref()).map_err(ApiError::BadRequest)?;
+    let since_ms = now_ms - window.ms();
     // The rows reach back over the whole span unless the page of them was full first.
     let complete =
         (rows.len() as u32) < recent::ROWS || rows.last().is_some_and(|e| e.at_ms <= since_ms);
@@ -94,7 +96,7 @@ pub async fn cluster(
         .filter(|i| !i.ghost)
         .map(|i| (i.name.clone(), i.owned))
         .collect();
-    let load = LoadOverTime::new(&now_counts, rows, since_ms, now_ms, complete);
+    let load = LoadOverTime::new(&now_counts, rows, window, now_ms, complete);
     let max_load = c
         .instances
         .iter()
@@ -102,6 +104,11 @@ pub async fn cluster(
         .max()
         .unwrap_or(0)
         .max(1);
+    let paused = state.engine.automation(&cluster).await?;
+    let on_join = serde_json::to_value(state.engine.cluster(&cluster)?.policy.on_join)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
     let base = Base::new(&state, &viewer, format!("Cluster {cluster}"))
         .await
         .for_cluster(&cluster);
@@ -112,6 +119,8 @@ pub async fn cluster(
         events: &kept.lines,
         load,
         demo: demo::panel(&state, &cluster, query.as_deref()),
+        on_join,
+        paused,
     })
 }
 
@@ -275,13 +284,14 @@ pub struct RemoveForm {
     plan_id: String,
 }
 
-/// The drain plan of removing an instance, with the button that starts it.
+/// The drain plan of removing an instance, with the button that starts it (for a viewer who
+/// may not start it, read-only, saying what it would need).
 pub async fn remove_preview(
     State(state): State<AppState>,
     viewer: Viewer,
     Path((cluster, instance)): Path<(String, String)>,
 ) -> Result<Response, UiError> {
-    let plan = actions::plan_remove(&state, &viewer.caller, &cluster, &instance).await?;
+    let plan = super::plan::remove_preview(&state, &viewer.caller, &cluster, &instance).await?;
     let base = Base::new(&state, &viewer, format!("Remove {instance}"))
         .await
         .for_cluster(&cluster);
@@ -289,7 +299,7 @@ pub async fn remove_preview(
         base,
         cluster,
         instance,
-        plan: plan.into(),
+        plan,
         changed: None,
     })
 }

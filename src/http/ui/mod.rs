@@ -58,6 +58,10 @@ pub fn router() -> Router<AppState> {
             "/clusters/{cluster}/rebalance",
             get(operations::rebalance_preview).post(operations::rebalance),
         )
+        .route(
+            "/clusters/{cluster}/automation",
+            post(operations::automation),
+        )
         .route("/operations", get(operations::list))
         .route("/operations/{id}", get(operations::one))
         .route("/operations/{id}/approve", post(operations::approve))

@@ -62,14 +62,16 @@ struct RebalancePage {
     changed: Option<String>,
 }
 
-/// `/clusters/{cluster}/rebalance`: the plan, with the form that starts it.
+/// `/clusters/{cluster}/rebalance`: the plan, with the form that starts it (for a viewer who
+/// may not start it, read-only, saying what it would need).
 pub async fn rebalance_preview(
     State(state): State<AppState>,
     viewer: Viewer,
     Path(cluster): Path<String>,
     Query(f): Query<RebalanceForm>,
 ) -> Result<Response, UiError> {
-    let plan = actions::plan_rebalance(&state, &viewer.caller, &cluster, f.budget()?).await?;
+    let plan =
+        super::plan::rebalance_preview(&state, &viewer.caller, &cluster, f.budget()?).await?;
     let base = Base::new(&state, &viewer, format!("Rebalance {cluster}"))
         .await
         .for_cluster(&cluster);
@@ -77,7 +79,7 @@ pub async fn rebalance_preview(
         base,
         cluster,
         max_moves: f.max_moves.trim().to_owned(),
-        plan: plan.into(),
+        plan,
         changed: None,
     })
 }
@@ -316,6 +318,34 @@ pub async fn approve(
 ) -> Result<Response, UiError> {
     let op = actions::approve(&state, &viewer.caller, &id).await?;
     Ok(see_other(&super::operation_href(&op.id)))
+}
+
+/// The pause/resume form of the cluster page.
+#[derive(Debug, Deserialize)]
+pub struct AutomationForm {
+    /// `true` pauses, `false` resumes.
+    paused: bool,
+    #[serde(default)]
+    reason: String,
+}
+
+/// Pauses or resumes a cluster's automatic rebalancing and shows the cluster again.
+pub async fn automation(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(cluster): Path<String>,
+    Form(f): Form<AutomationForm>,
+) -> Result<Response, UiError> {
+    let reason = match f.reason.trim() {
+        "" if f.paused => "paused in the dashboard",
+        "" => "resumed in the dashboard",
+        r => r,
+    };
+    actions::set_automation(&state, &viewer.caller, &cluster, f.paused, reason).await?;
+    Ok(see_other(&format!(
+        "/clusters/{}",
+        form_urlencoded::byte_serialize(cluster.as_bytes()).collect::<String>()
+    )))
 }
 
 /// Cancels an operation and shows it again.

@@ -2,9 +2,19 @@
 //! imbalance before and after (the planner's one measure, [`planner::imbalance`], so the
 //! "before" of every plan is what the overview shows), and the load per instance before and
 //! after as a bar chart ([`LoadChart`]) with the same numbers in a table.
+//!
+//! A preview is a read: anyone who may read the cluster sees it ([`rebalance_preview`],
+//! [`remove_preview`]); one who may not start it sees it read-only, told what starting it
+//! would need ([`PlanView::needs`]). Starting stays with `http::actions`, which checks the
+//! right to.
 
 use super::charts::LoadChart;
+use crate::engine::PlanRequest;
 use crate::engine::planner::{self, Blocked, Move, Plan};
+use crate::http::auth::Action;
+use crate::http::caller::Caller;
+use crate::http::error::ApiError;
+use crate::http::state::AppState;
 
 /// A plan, ready for the template.
 pub struct PlanView {
@@ -26,8 +36,12 @@ pub struct PlanView {
     pub blocked: Vec<Blocked>,
     /// The move budget cut the plan short.
     pub truncated: bool,
+    /// `None` when the viewer may start the plan; else what starting it would need (the page
+    /// shows this instead of the button).
+    pub needs: Option<String>,
 }
 
+/// A plan its viewer may start: the one a start just made (the start checked the right to).
 impl From<Plan> for PlanView {
     fn from(p: Plan) -> Self {
         PlanView {
@@ -40,8 +54,56 @@ impl From<Plan> for PlanView {
             balanced_after: planner::balanced(&p.after),
             blocked: p.blocked,
             truncated: p.truncated,
+            needs: None,
         }
     }
+}
+
+/// The rebalance of at most `budget` moves the cluster would get now, for anyone who may read
+/// `cluster`.
+pub async fn rebalance_preview(
+    state: &AppState,
+    caller: &Caller,
+    cluster: &str,
+    budget: Option<usize>,
+) -> Result<PlanView, ApiError> {
+    caller.require(state, Action::Read, Some(cluster)).await?;
+    let req = PlanRequest {
+        budget,
+        expected: None,
+    };
+    let plan = state.engine.plan_rebalance(cluster, &req).await?;
+    preview(state, caller, plan, Action::Rebalance, cluster).await
+}
+
+/// The drain plan of removing `instance`, for anyone who may read `cluster`.
+pub async fn remove_preview(
+    state: &AppState,
+    caller: &Caller,
+    cluster: &str,
+    instance: &str,
+) -> Result<PlanView, ApiError> {
+    caller.require(state, Action::Read, Some(cluster)).await?;
+    let plan = state.engine.plan_remove(cluster, instance).await?;
+    preview(state, caller, plan, Action::RemoveInstance, cluster).await
+}
+
+/// `plan` for `caller`, with what starting it (`action`) would need when the caller may not.
+async fn preview(
+    state: &AppState,
+    caller: &Caller,
+    plan: Plan,
+    action: Action,
+    cluster: &str,
+) -> Result<PlanView, ApiError> {
+    let may = state
+        .auth
+        .authorize(&caller.principal, action, Some(cluster))
+        .await?;
+    Ok(PlanView {
+        needs: (!may).then(|| state.auth.requirement(action, Some(cluster))),
+        ..plan.into()
+    })
 }
 
 /// An imbalance (0.25) as people read it ("25 %"): every page shows it through this.
