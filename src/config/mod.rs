@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 
 use self::http::HttpSettings;
 use crate::protocol::{Protocol, names};
-pub use crate::targets::{TargetSpec, parse_target_list};
 use crate::targets::yaml;
+pub use crate::targets::{TargetSpec, parse_target_list};
 
 /// The whole file.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

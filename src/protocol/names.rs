@@ -218,7 +218,10 @@ mod tests {
         for key in ["gnmic/lab/targets/Router-1", "gnmic/lab/targets/r_1"] {
             assert_eq!(gnmic_lease(key), None, "{key}");
         }
-        assert_eq!(gnmic_lease(&format!("gnmic/lab/targets/{}", "r".repeat(250))), None);
+        assert_eq!(
+            gnmic_lease(&format!("gnmic/lab/targets/{}", "r".repeat(250))),
+            None
+        );
     }
 
     #[test]

@@ -134,9 +134,7 @@ impl ClusterState {
                 unchanged_ms: entry.map(|e| now_ms - e.since_ms),
                 desired_unchanged_ms: entry.map(|e| now_ms - e.desired_since_ms),
                 app_working,
-                app_problem: work
-                    .and_then(|w| w.not_working.get(&**key))
-                    .cloned(),
+                app_problem: work.and_then(|w| w.not_working.get(&**key)).cloned(),
             });
         };
         // The configured list (sorted), then the Leases of keys not in it: none when every
