@@ -18,6 +18,22 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// The command line, as `leasehold …` or as the kubectl plugin: a binary named
+    /// `kubectl-leasehold` (which `kubectl leasehold …` runs) is `leasehold ctl …`.
+    pub fn from_env() -> Cli {
+        let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        let plugin = args
+            .first()
+            .and_then(|a| std::path::Path::new(a).file_name())
+            .is_some_and(|n| n == "kubectl-leasehold");
+        if plugin {
+            args.splice(0..1, ["leasehold".into(), "ctl".into()]);
+        }
+        Cli::parse_from(args)
+    }
+}
+
 /// The roles the binary can play.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -122,6 +138,15 @@ pub struct AgentArgs {
     /// restarted gnmic is given its targets again within this, plus the time to add them).
     #[arg(long, default_value_t = 500)]
     pub gnmic_poll_ms: u64,
+    /// Scrape targets: serve the targets this member holds to the scraper in its pod
+    /// (Prometheus' HTTP service discovery at `GET /sd`, the Target Allocator's collector API)
+    /// on this address (docs/scrape.md).
+    #[arg(long, env = "LEASEHOLD_SCRAPE_SD_LISTEN", conflicts_with_all = ["hook_url", "on_acquire", "on_release", "gnmic_api"], requires = "scrape_targets")]
+    pub scrape_sd_listen: Option<SocketAddr>,
+    /// Scrape targets: the target list with each target's `scrape` definition (the ConfigMap
+    /// key the control plane reads, mounted as a file); read again when it changes.
+    #[arg(long, env = "LEASEHOLD_SCRAPE_TARGETS", requires = "scrape_sd_listen")]
+    pub scrape_targets: Option<PathBuf>,
     /// Kubeconfig to use instead of the in-cluster config or $KUBECONFIG.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
@@ -206,8 +231,21 @@ pub struct SimArgs {
     pub loopback_endpoints: bool,
 }
 
-/// Runs the parsed command.
-pub async fn run(cli: Cli) -> anyhow::Result<()> {
+impl Command {
+    /// The log filter this command runs with unless `RUST_LOG` sets one: `info`, and for the
+    /// demo [`crate::demo::LOG_FILTER`].
+    pub fn log_filter(&self) -> &'static str {
+        match self {
+            Command::Demo(_) => crate::demo::LOG_FILTER,
+            // Its output is the answer; only warnings go to stderr.
+            Command::Ctl(_) => "warn",
+            _ => "info",
+        }
+    }
+}
+
+/// Runs the parsed command, with its logging (`logs`) installed.
+pub async fn run(cli: Cli, logs: crate::telemetry::Logs) -> anyhow::Result<()> {
     match cli.command {
         Command::Sim(args) => run_sim(args).await,
         Command::Serve(args) => run_serve(args).await,
@@ -240,7 +278,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 apps: std::sync::Arc::new(crate::demo::NoApps),
                 gnmic: a.gnmic,
             };
-            crate::demo::run(opts, &state, shutdown_signal()).await
+            // While the demo stops, its members log errors only: every member leaves at once,
+            // so nobody can take their targets and each one's drain runs out, as expected; the
+            // demo's closing line says what they released.
+            let signal = shutdown_signal();
+            let shutdown = async move {
+                signal.await;
+                logs.set_default(crate::demo::STOPPING_LOG_FILTER);
+            };
+            crate::demo::run(opts, &state, shutdown).await
         }
     }
 }
@@ -374,6 +420,14 @@ impl AgentArgs {
                 format!("{} is not between 50 and 60000", self.gnmic_poll_ms),
             );
         }
+        if let Some(addr) = self.scrape_sd_listen
+            && addr.port() == 0
+        {
+            return bad(
+                "scrape-sd-listen",
+                format!("{addr}: the scraper's configuration needs a fixed port, not 0"),
+            );
+        }
         for (flag, url) in [("hook-url", &self.hook_url), ("gnmic-api", &self.gnmic_api)] {
             let Some(url) = url else { continue };
             let plain_http = url
@@ -399,6 +453,7 @@ impl AgentArgs {
 
 async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
     use crate::agent::gnmic::{Gnmic, GnmicSettings};
+    use crate::agent::scrape::{Scrape, ScrapeSettings};
     use crate::agent::{self, AgentConfig, CommandHooks, Hooks, HttpHooks, NoHooks};
     use futures::FutureExt as _;
     a.validate()?;
@@ -415,20 +470,32 @@ async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
         ),
         _ => None,
     };
-    let hooks: std::sync::Arc<dyn Hooks> = match (&gnmic, &a.hook_url, &a.on_acquire, &a.on_release)
-    {
-        (Some(g), ..) => std::sync::Arc::new(g.clone()),
-        (None, Some(url), _, _) => {
-            std::sync::Arc::new(HttpHooks::new(url, &a.cluster, &a.identity))
-        }
-        (None, None, None, None) => std::sync::Arc::new(NoHooks),
-        (None, None, acq, rel) => std::sync::Arc::new(CommandHooks {
-            on_acquire: acq.clone(),
-            on_release: rel.clone(),
-            cluster: a.cluster.clone(),
-            instance: a.identity.clone(),
-        }),
+    let scrape = match (&a.scrape_sd_listen, &a.scrape_targets) {
+        (Some(_), Some(targets)) => Some(
+            Scrape::new(ScrapeSettings {
+                targets_file: targets.clone(),
+                cluster: a.cluster.clone(),
+                identity: a.identity.clone(),
+            })
+            .map_err(|e| anyhow::anyhow!("--scrape-targets: {e}"))?,
+        ),
+        _ => None,
     };
+    let hooks: std::sync::Arc<dyn Hooks> =
+        match (&gnmic, &scrape, &a.hook_url, &a.on_acquire, &a.on_release) {
+            (Some(g), ..) => std::sync::Arc::new(g.clone()),
+            (None, Some(s), ..) => std::sync::Arc::new(s.clone()),
+            (None, None, Some(url), _, _) => {
+                std::sync::Arc::new(HttpHooks::new(url, &a.cluster, &a.identity))
+            }
+            (None, None, None, None, None) => std::sync::Arc::new(NoHooks),
+            (None, None, None, acq, rel) => std::sync::Arc::new(CommandHooks {
+                on_acquire: acq.clone(),
+                on_release: rel.clone(),
+                cluster: a.cluster.clone(),
+                instance: a.identity.clone(),
+            }),
+        };
     let authority_listen = a.authority_listen;
     let cfg = AgentConfig {
         lease_prefix: a.lease_prefix,
@@ -469,19 +536,43 @@ async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
         }
         None => futures::future::pending().boxed(),
     };
+    // The scrape list is served until the member has stopped (its last answers are empty).
+    let (stop_sd, sd_stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut sd_server = match (&scrape, a.scrape_sd_listen) {
+        (Some(s), Some(addr)) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| anyhow::anyhow!("--scrape-sd-listen {addr}: {e}"))?;
+            let router = agent::scrape::sd::router(s.clone(), agent.authority());
+            tracing::info!(%addr, "serving this member's scrape targets at GET /sd");
+            agent::scrape::sd::serve(listener, router, async {
+                let _ = sd_stopped.await;
+            })
+            .boxed()
+        }
+        _ => futures::future::pending().boxed(),
+    };
     let member = agent.run(client, shutdown);
     tokio::pin!(member);
     tokio::select! {
         res = &mut member => {
             let _ = stop.send(());
+            let _ = stop_sd.send(());
             if authority_listen.is_some() {
                 server.await?;
+            }
+            if scrape.is_some() {
+                sd_server.await?;
             }
             res
         }
         res = &mut server => {
             res?;
             anyhow::bail!("the authority endpoint stopped serving")
+        }
+        res = &mut sd_server => {
+            res?;
+            anyhow::bail!("the scrape endpoint stopped serving")
         }
         () = reconcile => unreachable!("gnmic's reconciler runs until dropped"),
     }
@@ -601,6 +692,15 @@ mod tests {
             agent(&["--hook-url", "http://127.0.0.1:8080/{event}"]),
             Ok(())
         );
+        assert_eq!(
+            agent(&[
+                "--scrape-sd-listen",
+                "127.0.0.1:9095",
+                "--scrape-targets",
+                "t.yaml"
+            ]),
+            Ok(())
+        );
         for (args, flag) in [
             (&["--cluster", ""][..], "--cluster: "),
             (&["--cluster", "Not_A_Label"], "--cluster: "),
@@ -653,6 +753,57 @@ mod tests {
                     "t.yaml",
                     "--hook-url",
                     "http://127.0.0.1:1/",
+                ],
+                "error: the argument",
+            ),
+            (
+                &[
+                    "--scrape-sd-listen",
+                    "127.0.0.1:0",
+                    "--scrape-targets",
+                    "t.yaml",
+                ],
+                "--scrape-sd-listen: ",
+            ),
+            (
+                &[
+                    "--scrape-sd-listen",
+                    "localhost:9095",
+                    "--scrape-targets",
+                    "t.yaml",
+                ],
+                "error: invalid value",
+            ),
+            // Scrape targets need their definitions, and are the only app.
+            (
+                &["--scrape-sd-listen", "127.0.0.1:9095"],
+                "error: the following required",
+            ),
+            (
+                &["--scrape-targets", "t.yaml"],
+                "error: the following required",
+            ),
+            (
+                &[
+                    "--scrape-sd-listen",
+                    "127.0.0.1:9095",
+                    "--scrape-targets",
+                    "t.yaml",
+                    "--gnmic-api",
+                    "http://127.0.0.1:7890",
+                    "--gnmic-targets",
+                    "t.yaml",
+                ],
+                "error: the argument",
+            ),
+            (
+                &[
+                    "--scrape-sd-listen",
+                    "127.0.0.1:9095",
+                    "--scrape-targets",
+                    "t.yaml",
+                    "--on-acquire",
+                    "true",
                 ],
                 "error: the argument",
             ),

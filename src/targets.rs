@@ -1,15 +1,16 @@
 //! The target list: what a cluster's targets are, as the configuration file (`targets.inline`)
 //! and a ConfigMap key (`targets.config_map`) state them — a key, a weight, a pin, and for a
 //! managed app the app's own definition of the target ([`GnmicTarget`]: what a `gnmic collect`
-//! needs to collect from a device). The control plane reads keys, weights and pins; the agent
-//! of a managed gnmic cluster reads the definitions from the same list. Plain data and its
-//! checks: no I/O. Credentials are never in it, only the name of the Secret that holds them.
+//! needs to collect from a device; [`ScrapeTarget`]: what a scraper such as Prometheus needs
+//! to scrape it). The control plane reads keys, weights and pins; the agent of a managed
+//! cluster reads the definitions from the same list. Plain data and its checks: no I/O.
+//! Credentials are never in it, only the name of the Secret that holds them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-/// One target: a key, or `{key, weight, pin, gnmic}`.
+/// One target: a key, or `{key, weight, pin, gnmic, scrape}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TargetSpec {
     /// Any string; it becomes a Lease name directly or hashed.
@@ -22,11 +23,15 @@ pub struct TargetSpec {
     /// `--gnmic-api`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gnmic: Option<GnmicTarget>,
+    /// What scrapers are given for it over HTTP service discovery (clusters whose agents run
+    /// with `--scrape-sd-listen`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scrape: Option<ScrapeTarget>,
 }
 
 impl<'de> Deserialize<'de> for TargetSpec {
     /// A bare scalar is a key (numbers and booleans keep their text as far as YAML lets them:
-    /// quote keys such as `1.50` or `true`); a mapping is `{key, weight, pin, gnmic}`.
+    /// quote keys such as `1.50` or `true`); a mapping is `{key, weight, pin, gnmic, scrape}`.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::{self, MapAccess, Visitor};
         use std::fmt;
@@ -39,13 +44,14 @@ impl<'de> Deserialize<'de> for TargetSpec {
                     weight: 1,
                     pin: None,
                     gnmic: None,
+                    scrape: None,
                 })
             }
         }
         impl<'de> Visitor<'de> for V {
             type Value = TargetSpec;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a target key or {key, weight, pin, gnmic}")
+                f.write_str("a target key or {key, weight, pin, gnmic, scrape}")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<TargetSpec, E> {
                 self.key(v.to_owned())
@@ -73,6 +79,8 @@ impl<'de> Deserialize<'de> for TargetSpec {
                     pin: Option<String>,
                     #[serde(default)]
                     gnmic: Option<GnmicTarget>,
+                    #[serde(default)]
+                    scrape: Option<ScrapeTarget>,
                 }
                 let f = Full::deserialize(de::value::MapAccessDeserializer::new(map))?;
                 Ok(TargetSpec {
@@ -80,6 +88,7 @@ impl<'de> Deserialize<'de> for TargetSpec {
                     weight: f.weight,
                     pin: f.pin,
                     gnmic: f.gnmic,
+                    scrape: f.scrape,
                 })
             }
         }
@@ -124,6 +133,9 @@ impl TargetSpec {
                 ));
             }
             g.check().map_err(|(f, why)| (format!("gnmic.{f}"), why))?;
+        }
+        if let Some(s) = &self.scrape {
+            s.check().map_err(|(f, why)| (format!("scrape.{f}"), why))?;
         }
         Ok(())
     }
@@ -261,6 +273,137 @@ impl GnmicTarget {
     }
 }
 
+/// One target as scrapers are given it over HTTP service discovery (`leasehold agent
+/// --scrape-sd-listen`, `agent::scrape`): where to scrape and with which labels. `metrics_path`
+/// and `scheme` become Prometheus' `__metrics_path__` and `__scheme__` labels, `job` its `job`
+/// label (left out: the scrape config's `job_name` applies); the agent adds
+/// [`ScrapeTarget::KEY_LABEL`] and [`ScrapeTarget::GENERATION_LABEL`]. Labels of Prometheus'
+/// own (`__…`) and the ones the agent sets are refused in `labels`, as is any field not known
+/// here.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScrapeTarget {
+    /// `host:port` to scrape (`[::1]:9100` for IPv6).
+    pub address: String,
+    /// The `job` label; left out, the scraper's own job name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// More labels for the target's series.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// The path to scrape (`/metrics` when left out, Prometheus' default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_path: Option<String>,
+    /// `http` or `https` (left out: the scrape config's, `http` by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheme: Option<Scheme>,
+}
+
+/// How a target is scraped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    /// The word Prometheus takes in `__scheme__`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+}
+
+impl ScrapeTarget {
+    /// The label the agent gives every target: its key, so that a series says which target
+    /// it is whichever member scraped it.
+    pub const KEY_LABEL: &'static str = "leasehold_target";
+    /// The label the agent gives every target: the fencing generation of the member's hold
+    /// (`agent::Assignment::generation`), so that a scrape can be fenced.
+    pub const GENERATION_LABEL: &'static str = "leasehold_generation";
+
+    /// A target at `address`, everything else left to the defaults.
+    pub fn at(address: &str) -> ScrapeTarget {
+        ScrapeTarget {
+            address: address.to_owned(),
+            ..Default::default()
+        }
+    }
+
+    fn check(&self) -> Result<(), (String, String)> {
+        if !is_scrape_address(&self.address) {
+            return Err((
+                "address".into(),
+                format!(
+                    "{:?} is not host:port (a port is required; IPv6 in brackets: [::1]:9100)",
+                    self.address
+                ),
+            ));
+        }
+        if self.job.as_ref().is_some_and(|j| j.is_empty()) {
+            return Err((
+                "job".into(),
+                "must not be empty (leave it out for the scraper's own job name)".into(),
+            ));
+        }
+        if let Some(p) = &self.metrics_path
+            && (!p.starts_with('/') || p.contains(['?', '#']) || p.contains(char::is_whitespace))
+        {
+            return Err((
+                "metrics_path".into(),
+                format!("{p:?} is not a URL path such as /metrics (no query, no spaces)"),
+            ));
+        }
+        for name in self.labels.keys() {
+            let why = if !is_label_name(name) {
+                "is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)".to_owned()
+            } else if name.starts_with("__") {
+                "names starting with `__` are Prometheus' own: the scrape's path and scheme are \
+                 `metrics_path` and `scheme`"
+                    .to_owned()
+            } else if name == "job" {
+                "the job is `job`, beside `labels`".to_owned()
+            } else if name == Self::KEY_LABEL || name == Self::GENERATION_LABEL {
+                "is set by the agent".to_owned()
+            } else {
+                continue;
+            };
+            return Err((format!("labels.{name}"), format!("{name:?} {why}")));
+        }
+        Ok(())
+    }
+}
+
+/// `host:port` as a scraper takes it: a host (a name, an IPv4 address, or an IPv6 address in
+/// brackets) without a path, user or spaces, and a port from 1 to 65535.
+fn is_scrape_address(text: &str) -> bool {
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return false;
+    };
+    let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => {
+            !host.is_empty()
+                && host
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        }
+    };
+    host_ok && port.parse::<u16>().is_ok_and(|p| p > 0)
+}
+
+/// A Prometheus label name: `[a-zA-Z_][a-zA-Z0-9_]*`.
+fn is_label_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// A positive Go duration (`time.ParseDuration` without sign or fraction): numbers with units
 /// `ns`, `us`, `ms`, `s`, `m`, `h`, at least one of them not zero.
 fn is_go_duration(text: &str) -> bool {
@@ -363,6 +506,92 @@ mod tests {
         let e = parse_target_list("- {key: a, gnmic: {address: 'h:1', skip_verify: true}}\n")
             .unwrap_err();
         assert!(e.contains("skip_verify"), "{e}");
+    }
+
+    #[test]
+    fn a_scrape_definition_is_read_with_prometheus_names() {
+        let list = parse_target_list(
+            "- {key: node-1, scrape: {address: '10.0.0.1:9100'}}\n\
+             - {key: node-2, gnmic: {address: 'h:1'}, scrape: {address: '[fd00::2]:9100', job: nodes, \
+             labels: {rack: r1, _tier: a}, metrics_path: /probe, scheme: https}}\n",
+        )
+        .unwrap();
+        assert_eq!(list[0].scrape, Some(ScrapeTarget::at("10.0.0.1:9100")));
+        let s = list[1].scrape.as_ref().unwrap();
+        assert_eq!(s.address, "[fd00::2]:9100");
+        assert_eq!(s.job.as_deref(), Some("nodes"));
+        assert_eq!(s.labels["rack"], "r1");
+        assert_eq!(s.metrics_path.as_deref(), Some("/probe"));
+        assert_eq!(s.scheme, Some(Scheme::Https));
+        assert!(list[1].gnmic.is_some());
+    }
+
+    #[test]
+    fn what_a_scraper_would_take_wrongly_is_refused_naming_the_field() {
+        for (scrape, want) in [
+            ("{address: '10.0.0.1'}", "[0].scrape.address: "),
+            ("{address: '10.0.0.1:0'}", "[0].scrape.address: "),
+            ("{address: '10.0.0.1:70000'}", "[0].scrape.address: "),
+            ("{address: 'h:9100/metrics'}", "[0].scrape.address: "),
+            ("{address: 'http://h:9100'}", "[0].scrape.address: "),
+            ("{address: 'fd00::2:9100'}", "[0].scrape.address: "),
+            ("{address: ':9100'}", "[0].scrape.address: "),
+            ("{address: 'h:1', job: ''}", "[0].scrape.job: "),
+            (
+                "{address: 'h:1', metrics_path: metrics}",
+                "[0].scrape.metrics_path: ",
+            ),
+            (
+                "{address: 'h:1', metrics_path: '/m?x=1'}",
+                "[0].scrape.metrics_path: ",
+            ),
+            (
+                "{address: 'h:1', labels: {9lives: x}}",
+                "[0].scrape.labels.9lives: ",
+            ),
+            (
+                "{address: 'h:1', labels: {rack-1: x}}",
+                "[0].scrape.labels.rack-1: ",
+            ),
+            (
+                "{address: 'h:1', labels: {__metrics_path__: /x}}",
+                "[0].scrape.labels.__metrics_path__: ",
+            ),
+            (
+                "{address: 'h:1', labels: {__scheme__: https}}",
+                "[0].scrape.labels.__scheme__: ",
+            ),
+            (
+                "{address: 'h:1', labels: {job: x}}",
+                "[0].scrape.labels.job: ",
+            ),
+            (
+                "{address: 'h:1', labels: {leasehold_target: x}}",
+                "[0].scrape.labels.leasehold_target: ",
+            ),
+            (
+                "{address: 'h:1', labels: {leasehold_generation: '1'}}",
+                "[0].scrape.labels.leasehold_generation: ",
+            ),
+        ] {
+            let e = parse_target_list(&format!("- {{key: a, scrape: {scrape}}}\n")).unwrap_err();
+            assert!(e.starts_with(want), "{scrape}: {e}");
+        }
+        // A scheme Prometheus does not have, and a field not known here (Prometheus' spelling
+        // of the path is `metrics_path`).
+        for (scrape, word) in [
+            ("{address: 'h:1', scheme: ftp}", "ftp"),
+            ("{address: 'h:1', path: /m}", "path"),
+        ] {
+            let e = parse_target_list(&format!("- {{key: a, scrape: {scrape}}}\n")).unwrap_err();
+            assert!(e.contains(word), "{scrape}: {e}");
+        }
+        // The reserved names say what to use instead.
+        let e = parse_target_list(
+            "- {key: a, scrape: {address: 'h:1', labels: {__scheme__: https}}}\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("`scheme`"), "{e}");
     }
 
     #[test]

@@ -10,13 +10,16 @@
 //! member Lease, every write a compare-and-swap on `resourceVersion`; it never writes desired
 //! owners.
 //! `member` holds the decision loop, `state` what it keeps per Lease, `writes` the Lease writes,
-//! `hooks` the ways of telling the app, `gnmic` the managed gnmic kind of them, `shared` one watch of the target Leases for the members
+//! `hooks` the ways of telling the app, `gnmic` the managed gnmic kind of them, `scrape` the
+//! kind that serves a scraper its targets (HTTP service discovery), `shared` one watch of the target Leases for the members
 //! of one process.
 
 pub mod authority;
+mod definitions;
 pub mod gnmic;
 pub mod hooks;
 mod member;
+pub mod scrape;
 mod shared;
 mod state;
 mod writes;

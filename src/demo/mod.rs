@@ -9,8 +9,9 @@
 //! `--gnmic`, a real `gnmic collect` per collector member (`gnmic`).
 //!
 //! [`start`] returns a [`Demo`] handle with the bound addresses (tests run it in-process on
-//! port 0); [`run`] is the CLI: start, print where everything is, run until Ctrl-C. The CLI
-//! keeps the demo's files (history, kubeconfig, admin token) in a [`StateDir`]: a temporary
+//! port 0); [`run`] is the CLI: start, print where everything is once it has settled and again
+//! on SIGUSR1 (`terminal`), run until Ctrl-C, and say in one line what stopping released. The
+//! CLI keeps the demo's files (history, kubeconfig, admin token) in a [`StateDir`]: a temporary
 //! directory removed when the demo stops, or one the user names and keeps — never the
 //! directory it was started from. One task
 //! owns everything the demo runs; any part ending on its own ends the demo with an error.
@@ -18,7 +19,9 @@
 mod gnmic;
 mod layout;
 mod members;
+mod terminal;
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -27,6 +30,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use base64::Engine as _;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
@@ -35,6 +41,7 @@ pub use self::layout::config as layout_config;
 pub use self::layout::{CLUSTERS, COLLECTOR, DATABASES, NAMESPACE, REPLICAS, Timing};
 use self::members::Members;
 pub use self::members::{MemberApps, NoApps};
+pub use self::terminal::Stopped;
 use crate::config::http::{AuthSettings, HttpSettings, Mode};
 use crate::engine::Engine;
 use crate::http::demo::{DemoControls, DemoRequest};
@@ -119,16 +126,30 @@ pub const JOIN_SETTLE: Duration = Duration::from_secs(3);
 /// Bound on stopping each part of the demo at shutdown (agents releasing, then the control
 /// plane and HTTP server, whose open event streams would otherwise hold it).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// Bound on waiting at start for the members to be ready and registered before the control
+/// plane starts (they are within a second; past it, the control plane starts anyway, and its
+/// join policy gives the late ones their share once they have joined).
+const MEMBERS_WAIT: Duration = Duration::from_secs(10);
 /// The user of the generated admin token.
 pub const ADMIN_USER: &str = "demo-admin";
+/// The demo's log filter unless `RUST_LOG` sets one: its own members' agents log warnings and
+/// errors only, as their one line per target and hand-over (hundreds a second at start) would
+/// bury everything else; the control plane, the simulator and the demo log at `info`.
+pub const LOG_FILTER: &str = "info,leasehold::agent=warn";
+/// The demo's log filter, unless `RUST_LOG` sets one, once it has been asked to stop: its
+/// members log errors only, since every member leaves at once, nobody can take their targets
+/// and each one's drain timeout runs out — a warning for a member stopping alone, expected here.
+/// What they released, and what they did not, the closing line says ([`Stopped`]).
+pub const STOPPING_LOG_FILTER: &str = "info,leasehold::agent=error";
 
 /// A running demo. Dropping it aborts everything; [`Demo::stop`] stops it gracefully.
 pub struct Demo {
     api: SocketAddr,
     kube: SocketAddr,
     token_file: Option<PathBuf>,
+    engine: Engine,
     stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    task: tokio::task::JoinHandle<anyhow::Result<Stopped>>,
 }
 
 impl Demo {
@@ -147,9 +168,12 @@ impl Demo {
         self.token_file.as_deref()
     }
 
-    /// Runs until `shutdown` completes, then stops gracefully; or until a part of the demo
-    /// fails (the error).
-    pub async fn run_until(mut self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    /// Runs until `shutdown` completes, then stops gracefully (what stopping released); or
+    /// until a part of the demo fails (the error).
+    pub async fn run_until(
+        mut self,
+        shutdown: impl Future<Output = ()>,
+    ) -> anyhow::Result<Stopped> {
         tokio::select! {
             () = shutdown => {
                 if let Some(stop) = self.stop.take() {
@@ -162,7 +186,7 @@ impl Demo {
     }
 
     /// Stops gracefully: agents release what they hold, then everything ends.
-    pub async fn stop(self) -> anyhow::Result<()> {
+    pub async fn stop(self) -> anyhow::Result<Stopped> {
         self.run_until(async {}).await
     }
 }
@@ -173,8 +197,9 @@ impl Drop for Demo {
     }
 }
 
-/// Starts the demo and returns once every address is bound (the control plane and agents
-/// carry on in the background; `/readyz` says when the model has synced).
+/// Starts the demo and returns once every address is bound and the control plane has started,
+/// after every member joined (the control plane and agents carry on in the background;
+/// `/readyz` says when the model has synced).
 pub async fn start(opts: DemoOptions) -> anyhow::Result<Demo> {
     let mut simulator = Simulator::start(opts.kube_listen, SimOptions::default()).await?;
     let client = simulator.client().await?;
@@ -239,19 +264,30 @@ pub async fn start(opts: DemoOptions) -> anyhow::Result<Demo> {
     let kube = simulator.addr();
 
     let (controls, inbox) = DemoControls::channel();
-    let mut members = Members::new(client, opts.timing.lease_duration, inbox.members, apps);
+    let mut members = Members::new(
+        client.clone(),
+        opts.timing.lease_duration,
+        inbox.members,
+        apps,
+    );
     for ordinal in 0..opts.members {
         members.start(COLLECTOR, ordinal);
     }
     for ordinal in 0..layout::REPLICA_MEMBERS {
         members.start(REPLICAS, ordinal);
     }
+    let names = (0..opts.members)
+        .map(|i| format!("{COLLECTOR}-{i}"))
+        .chain((0..layout::REPLICA_MEMBERS).map(|i| format!("{REPLICAS}-{i}")))
+        .collect();
+    members_joined(&client, &names).await;
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
     let mut core = JoinSet::new();
     let e = engine.clone();
+    let (counted, handle) = (engine.clone(), engine.clone());
     let engine_stopped = stopped(stop_rx.clone());
     core.spawn(async move { e.run(engine_stopped).await.context("the control plane") });
     let http_stopped = stopped(stop_rx);
@@ -265,6 +301,7 @@ pub async fn start(opts: DemoOptions) -> anyhow::Result<Demo> {
         simulator,
         network,
         members,
+        counted,
         core,
         stop_tx,
         inbox.requests,
@@ -274,24 +311,78 @@ pub async fn start(opts: DemoOptions) -> anyhow::Result<Demo> {
         api,
         kube,
         token_file,
+        engine: handle,
         stop: Some(stop),
         task,
     })
 }
 
+/// Waits until each member of `names` is ready and registered — its pod Ready, and holding a
+/// Lease (its member Lease) — at most [`MEMBERS_WAIT`]. The control plane then starts as it
+/// would in a running cluster: started with the members, it would place every target on the
+/// first member to register, and rebalance once the others had joined.
+async fn members_joined(client: &kube::Client, names: &BTreeSet<String>) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    let began = tokio::time::Instant::now();
+    loop {
+        let (pods, leases) = match (
+            pods.list(&ListParams::default()).await,
+            leases.list(&ListParams::default()).await,
+        ) {
+            (Ok(pods), Ok(leases)) => (pods, leases),
+            (Err(error), _) | (_, Err(error)) => {
+                tracing::warn!(%error, "demo: cannot see whether the members have joined");
+                return;
+            }
+        };
+        let ready = pods.items.iter().filter(|pod| {
+            pod.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        });
+        let ready: BTreeSet<String> = ready.filter_map(|pod| pod.metadata.name.clone()).collect();
+        let holders: BTreeSet<String> = leases
+            .items
+            .iter()
+            .filter_map(|l| l.spec.as_ref()?.holder_identity.clone())
+            .collect();
+        let waiting: Vec<&String> = names
+            .iter()
+            .filter(|n| !ready.contains(*n) || !holders.contains(*n))
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        if began.elapsed() >= MEMBERS_WAIT {
+            tracing::info!(
+                ?waiting,
+                "demo: starting the control plane before every member has joined"
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The demo's one owning task: serves the demo controls until asked to stop (or until any
-/// part ends on its own), then stops agents (they release), then the control plane and HTTP.
+/// part ends on its own), then stops agents (they release), then the control plane and HTTP;
+/// says what stopping released, as the control plane (`engine`) saw it.
+#[allow(clippy::too_many_arguments)]
 async fn supervise(
     simulator: Simulator,
     // Kept until everything stopped (the members' gnmics collect from it).
     _network: Option<gnmic::Network>,
     mut members: Members,
+    engine: Engine,
     mut core: JoinSet<anyhow::Result<()>>,
     stop_core: watch::Sender<bool>,
     mut requests: mpsc::Receiver<DemoRequest>,
     mut stop: oneshot::Receiver<()>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Stopped> {
     let mut outcome = Ok(());
+    let mut stopped = None;
     simulator
         .run_until(async {
             outcome = loop {
@@ -315,15 +406,27 @@ async fn supervise(
                 }
             };
             // Agents release their targets while the simulator and control plane still run.
+            let began = tokio::time::Instant::now();
+            let running = terminal::Running::now(&engine);
             members.stop_all(SHUTDOWN_GRACE).await;
+            let still_held = running.still_held(&engine).await;
             let _ = stop_core.send(true);
             let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
                 while core.join_next().await.is_some() {}
             })
             .await;
+            stopped = Some((began, running, still_held));
         })
         .await?;
-    outcome
+    outcome?;
+    let (began, running, still_held) =
+        stopped.context("the simulator stopped before the demo did")?;
+    Ok(Stopped {
+        members: running.members(),
+        held: running.targets(),
+        still_held,
+        took: began.elapsed(),
+    })
 }
 
 /// Writes a fresh admin token to `path` (mode 0600) in kube-apiserver's `--token-auth-file`
@@ -354,70 +457,53 @@ fn write_token_file(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A URL for people: an unspecified listen address is reached through loopback.
-fn url_of(addr: SocketAddr) -> String {
-    let mut shown = addr;
-    if addr.ip().is_unspecified() {
-        shown.set_ip(match addr {
-            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-        });
-    }
-    format!("http://{shown}")
-}
-
-/// Runs the demo until `shutdown` (the CLI passes Ctrl-C or SIGTERM), printing where
-/// everything is (its files are in `state`).
+/// Runs the demo until `shutdown` (the CLI passes Ctrl-C or SIGTERM; its files are in
+/// `state`): says it is starting, prints the banner once the demo has settled and again on
+/// SIGUSR1, and at the end one line saying what stopping released.
 pub async fn run(
     opts: DemoOptions,
     state: &StateDir,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    // Listened for from the start: SIGUSR1's default action ends the process.
+    #[cfg(unix)]
+    let mut again = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+        .context("listening for SIGUSR1")?;
+    println!("Starting the Leasehold demo…");
     let kubeconfig = opts.kubeconfig_out.clone();
     let (members, targets) = (opts.members, opts.targets);
+    let join_settle = opts.timing.join_settle;
     let demo = start(opts).await?;
-    let url = url_of(demo.api_addr());
-    println!("Leasehold demo");
-    println!("  dashboard:  {url}/");
-    println!("  API docs:   {url}/docs (REST API under {url}/api/v1)");
-    match demo.token_file() {
-        None => println!("  no login needed (listening on loopback)"),
-        Some(file) => {
-            let file = file.display();
-            println!(
-                "  log in with the admin token in {file} (its first field), regenerated at every start:"
-            );
-            println!(
-                "    curl -H \"Authorization: Bearer $(cut -d, -f1 {file})\" {url}/api/v1/clusters"
-            );
+    let banner = terminal::banner(
+        &demo,
+        members,
+        targets,
+        &kubeconfig,
+        state,
+        std::process::id(),
+    );
+    let engine = demo.engine.clone();
+    let tell = async {
+        if let Some(why) = terminal::settle(&engine, join_settle).await {
+            println!("Not settled yet: {why}");
         }
-    }
-    println!(
-        "  clusters:   {COLLECTOR} ({members} members, {targets} targets), {REPLICAS} (1 controlling + {} copies, {} databases) in namespace {NAMESPACE}",
-        layout::REPLICA_MEMBERS - 1,
-        DATABASES.len()
-    );
-    println!(
-        "  Kubernetes API (simulated): {}; kubeconfig: {}",
-        url_of(demo.kube_addr()),
-        kubeconfig.display()
-    );
-    println!(
-        "  watch the Leases: KUBECONFIG={} kubectl -n {NAMESPACE} get leases -w",
-        kubeconfig.display()
-    );
-    println!(
-        "  demo controls: add a member, stop or crash one from the dashboard, or POST {url}/demo/clusters/{COLLECTOR}/members"
-    );
-    match state {
-        StateDir::Kept(dir) => println!("  state (history, kubeconfig): {}", dir.display()),
-        StateDir::Temporary(dir) => println!(
-            "  state (history, kubeconfig): {}, removed at exit (--state-dir DIR keeps it)",
-            dir.path().display()
-        ),
-    }
-    println!("  Ctrl-C (or SIGTERM) stops it.");
-    demo.run_until(shutdown).await
+        println!("{banner}");
+        #[cfg(unix)]
+        while again.recv().await.is_some() {
+            println!("{banner}");
+        }
+        std::future::pending::<()>().await;
+    };
+    let stopped = demo
+        .run_until(async {
+            tokio::select! {
+                () = shutdown => {}
+                () = tell => {}
+            }
+        })
+        .await?;
+    println!("leasehold demo stopped: {stopped}");
+    Ok(())
 }
 
 #[cfg(test)]

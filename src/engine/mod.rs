@@ -573,6 +573,8 @@ impl Engine {
             .remove(&inner.client, &probed, PROBE_REMOVE_TIMEOUT);
         let _ = tokio::join!(released, probes_removed);
         tasks.abort_all();
+        // Owned tasks end before the engine says it has: nothing of it logs or writes after.
+        while tasks.join_next().await.is_some() {}
         result
     }
 

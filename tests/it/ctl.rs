@@ -160,5 +160,18 @@ async fn ctl_lists_plans_runs_and_says_why_in_its_exit_code() {
         2,
         "clap: --watch needs an id"
     );
+    // As the kubectl plugin: the binary named kubectl-leasehold is `leasehold ctl`.
+    let plugin = dir.path().join("kubectl-leasehold");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_leasehold"), &plugin).unwrap();
+    let o = tokio::process::Command::new(&plugin)
+        .args(["clusters", "-o", "json", "--token-file"])
+        .arg(&token_path)
+        .env("LEASEHOLD_SERVER", &server)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(code(&o), 0, "{o:?}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 2, "{v}");
     demo.stop().await.unwrap();
 }

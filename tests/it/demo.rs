@@ -3,7 +3,10 @@
 //! demo controls: a member added takes a share, a crashed member's targets fail over once its
 //! Leases expire, a stopped member is gone and nothing it held is lost, and the dashboard offers
 //! only the controls that apply and says what each did. Short lease durations
-//! keep it well under a minute. And the `leasehold demo` process, stopped by SIGTERM, cleans up.
+//! keep it well under a minute. And the `leasehold demo` process: stopped by SIGTERM, it cleans
+//! up; on a terminal (a pseudo-terminal from util-linux `script`) it shows a few lines for
+//! people and then its banner, last, again on SIGUSR1, and Ctrl-C ends it with one closing line
+//! and no warning; without a terminal its logs are JSON lines.
 //!
 //! The work is checked, not only the Leases: the app beside each member is the invariant
 //! checker ([`options`]), so no two members may ever work on one target at once; after each
@@ -449,9 +452,16 @@ async fn a_visitor_adds_crashes_and_stops_members() {
     }
 
     let stopping = Instant::now();
-    demo.stop().await.unwrap();
+    let stopped = demo.stop().await.unwrap();
     eprintln!("the demo stopped in {:?}", stopping.elapsed());
     assert_work_ended(&checker, &["collector-1"]);
+    // What the closing line says: the running members (collector-2 and -3, the 3 replicas;
+    // not the crashed collector-1) released every target.
+    assert_eq!(
+        (stopped.members, stopped.held, stopped.still_held),
+        (5, TARGETS + demo::DATABASES.len(), 0),
+        "{stopped}"
+    );
     eprintln!("whole test {:?}", started.elapsed());
 }
 
@@ -543,4 +553,237 @@ async fn sigterm_stops_the_demo_and_removes_its_state() {
         .unwrap();
     assert!(status.success(), "{status}");
     assert!(!Path::new(&state).exists(), "{state} left behind");
+}
+
+/// The demo's flags in the tests of the `leasehold demo` process: free ports, 2 collectors and
+/// 20 targets (with the 3 replicas and their 8 databases: 5 members, 28 targets).
+const DEMO_ARGS: &str =
+    "demo --listen 127.0.0.1:0 --kube-listen 127.0.0.1:0 --members 2 --targets 20";
+/// The closing line of those demos, up to its duration.
+const CLOSING: &str = "leasehold demo stopped: 5 members released 28 targets in ";
+/// The banner's first and last lines.
+const BANNER_TOP: &str = "Leasehold demo";
+const BANNER_END: &str = "Ctrl-C (or SIGTERM) stops the demo.";
+
+/// What a terminal shows of `raw`: its lines without colours and carriage returns.
+fn screen(raw: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(raw);
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            // A CSI sequence (colours): ESC [ parameters, then one final byte.
+            '\u{1b}' => {
+                if chars.next() == Some('[') {
+                    for c in chars.by_ref() {
+                        if ('\u{40}'..='\u{7e}').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+            }
+            '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out.lines().map(str::to_owned).collect()
+}
+
+/// A log line's level, on a terminal (`14:03:07.215  WARN message …`).
+fn is_warning_or_error(line: &str) -> bool {
+    line.split_whitespace()
+        .take(3)
+        .any(|word| word == "WARN" || word == "ERROR")
+}
+
+/// `leasehold demo` on a pseudo-terminal (util-linux `script`), as a person runs it: a line as it
+/// starts, a few log lines for people (no JSON, none per target), then the banner — the last
+/// thing on the screen once the demo has settled, printed again on SIGUSR1. Ctrl-C (typed into
+/// the terminal) stops it with one closing line saying what its members released, and not one
+/// warning or error. (The banner used to be buried under hundreds of per-target lines at once,
+/// and Ctrl-C printed hundreds more and a warning per member.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_terminal_the_banner_comes_last_and_ctrl_c_ends_in_one_line() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let command = format!("'{}' {DEMO_ARGS}", env!("CARGO_BIN_EXE_leasehold"));
+    let mut term = tokio::process::Command::new("script")
+        // Quiet, flush at once, the demo's exit status as its own, no typescript file.
+        .args(["-qefc", &command, "/dev/null"])
+        .env_remove("RUST_LOG")
+        .env_remove("LEASEHOLD_LOG_FORMAT")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("util-linux `script` runs (it gives the demo a pseudo-terminal)");
+    let mut keys = term.stdin.take().unwrap();
+    let mut out = term.stdout.take().unwrap();
+    let shown = Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let reader = tokio::spawn({
+        let shown = shown.clone();
+        async move {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = out.read(&mut buf).await {
+                shown.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        }
+    });
+    let lines = || screen(&shown.lock().unwrap());
+    let banners = |lines: &[String]| lines.iter().filter(|l| l.ends_with(BANNER_END)).count();
+
+    let settled = eventually(Duration::from_secs(60), || async {
+        let lines = lines();
+        (banners(&lines) == 1).then_some(lines)
+    })
+    .await
+    .unwrap_or_else(|| panic!("no banner within 60 s: {:#?}", lines()));
+    // Nothing follows the banner once the demo has settled.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let now = lines();
+    assert_eq!(
+        now.iter().rev().find(|l| !l.trim().is_empty()),
+        settled.last(),
+        "printed after the banner: {now:#?}"
+    );
+    let top = now
+        .iter()
+        .position(|l| l == BANNER_TOP)
+        .expect("the banner's first line");
+    assert!(
+        top <= 10,
+        "{top} lines before the banner, a handful at most: {now:#?}"
+    );
+    assert!(
+        !now.iter().any(|l| l.trim_start().starts_with('{')),
+        "JSON on the terminal: {now:#?}"
+    );
+    assert!(
+        !now.iter().any(|l| l.contains("target=")),
+        "per-target lines on the terminal: {now:#?}"
+    );
+
+    // SIGUSR1 prints the banner again.
+    let pid = now
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("kill -USR1 "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the banner names the demo's process")
+        .to_owned();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-USR1", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    eventually(Duration::from_secs(10), || async {
+        (banners(&lines()) == 2).then_some(())
+    })
+    .await
+    .unwrap_or_else(|| panic!("no second banner after SIGUSR1: {:#?}", lines()));
+
+    // Ctrl-C, as typed.
+    keys.write_all(b"\x03").await.unwrap();
+    keys.flush().await.unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), term.wait())
+        .await
+        .expect("the demo stops within 30 s of Ctrl-C")
+        .unwrap();
+    reader.await.unwrap();
+    let all = lines();
+    assert!(status.success(), "{status}: {all:#?}");
+    // (A log line may still follow it: the control plane's "no longer acting" is written by a
+    // task of the engine that its end does not wait for.)
+    let closing: Vec<&String> = all
+        .iter()
+        .skip(now.len())
+        .filter(|l| l.starts_with(CLOSING) && l.ends_with(" s"))
+        .collect();
+    assert_eq!(closing.len(), 1, "one closing line: {all:#?}");
+    let complaints: Vec<&String> = all.iter().filter(|l| is_warning_or_error(l)).collect();
+    assert!(
+        complaints.is_empty(),
+        "warnings or errors on a normal run: {complaints:#?}"
+    );
+}
+
+/// `leasehold demo` with stderr not a terminal (a pipe, a file, a log collector): its logs are
+/// JSON lines, its members' per-target lines are left out there too, and SIGTERM ends it with
+/// the closing line on stdout and no warning or error in the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_terminal_the_demo_logs_json_lines() {
+    use tokio::io::AsyncReadExt as _;
+    let mut demo = tokio::process::Command::new(env!("CARGO_BIN_EXE_leasehold"))
+        .args(DEMO_ARGS.split_whitespace())
+        .env_remove("RUST_LOG")
+        .env_remove("LEASEHOLD_LOG_FORMAT")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("leasehold demo starts");
+    let mut log = demo.stderr.take().unwrap();
+    let log = tokio::spawn(async move {
+        let mut text = String::new();
+        log.read_to_string(&mut text).await.unwrap();
+        text
+    });
+    let stdout = demo.stdout.take().unwrap();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.ends_with(BANNER_END) {
+                return;
+            }
+        }
+        panic!("the demo ended before its banner");
+    })
+    .await
+    .expect("the banner within 60 s");
+    let pid = demo.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut rest = Vec::new();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        rest.push(line);
+    }
+    let status = tokio::time::timeout(Duration::from_secs(30), demo.wait())
+        .await
+        .expect("the demo exits within 30 s of SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert!(
+        matches!(&rest[..], [line] if line.starts_with(CLOSING)),
+        "stdout after the banner: {rest:?}"
+    );
+
+    let log = log.await.unwrap();
+    let entries: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let said = |message: &str| {
+        entries
+            .iter()
+            .any(|e| e["fields"]["message"] == message && e["level"] == "INFO")
+    };
+    assert!(said("serving HTTP"), "{log}");
+    assert!(said("acting as the control plane"), "{log}");
+    for e in &entries {
+        let target = e["target"].as_str().expect("each entry names its target");
+        assert!(
+            !target.starts_with("leasehold::agent"),
+            "a member's line at the default level: {e}"
+        );
+        assert!(
+            e["level"] == "INFO",
+            "a warning or error on a normal run: {e}"
+        );
+    }
 }

@@ -18,6 +18,7 @@ mod engine;
 mod faults;
 mod idempotency;
 mod managed_gnmic;
+mod managed_scrape;
 mod metrics;
 mod pressure;
 mod shared_watch;

@@ -28,7 +28,7 @@ mod api;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
@@ -37,8 +37,9 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 pub use self::api::{ApiError, GnmicApi, Reported, ReportedState};
+use super::definitions::Definitions;
 use super::hooks::{Assignment, Hooks};
-use crate::targets::{GnmicTarget, parse_target_list};
+use crate::targets::GnmicTarget;
 
 /// How often gnmic's state is read when nothing changes.
 pub const DEFAULT_POLL: Duration = Duration::from_millis(500);
@@ -137,17 +138,10 @@ struct Inner {
     api: GnmicApi,
     settings: GnmicSettings,
     wanted: Mutex<Wanted>,
-    /// The definitions as last read from `targets_file`.
-    defs: Mutex<Defs>,
+    /// The definitions in `targets_file`.
+    defs: Definitions<GnmicTarget>,
     kick: Notify,
     seen: watch::Sender<Seen>,
-}
-
-#[derive(Default)]
-struct Defs {
-    stamp: Option<(SystemTime, u64)>,
-    by_key: Arc<BTreeMap<String, GnmicTarget>>,
-    error: Option<String>,
 }
 
 /// Managed gnmic as the member's hooks. Run [`Gnmic::reconcile`] beside the agent.
@@ -160,22 +154,18 @@ impl Gnmic {
     /// Managed mode with `settings`; the target list is read at once (an unreadable file is
     /// an error: start-up stops with it).
     pub fn new(settings: GnmicSettings) -> Result<Gnmic, String> {
+        let defs = Definitions::read(&settings.targets_file, "gnmic", |t| t.gnmic)?;
         let inner = Inner {
             api: GnmicApi::new(&settings.api),
             settings,
             wanted: Mutex::default(),
-            defs: Mutex::default(),
+            defs,
             kick: Notify::new(),
             seen: watch::Sender::new(Seen::default()),
         };
-        let g = Gnmic {
+        Ok(Gnmic {
             inner: Arc::new(inner),
-        };
-        g.reload_defs();
-        if let Some(e) = &g.inner.defs.lock().unwrap().error {
-            return Err(e.clone());
-        }
-        Ok(g)
+        })
     }
 
     /// What gnmic was last seen doing.
@@ -190,34 +180,8 @@ impl Gnmic {
         report(&want, &seen, Instant::now())
     }
 
-    /// Reads the target list again if the file changed since the last read. A list that does
-    /// not parse keeps the last good one (and is reported).
-    fn reload_defs(&self) {
-        let path = &self.inner.settings.targets_file;
-        let stamp = std::fs::metadata(path)
-            .ok()
-            .and_then(|m| Some((m.modified().ok()?, m.len())));
-        let mut defs = self.inner.defs.lock().unwrap();
-        if stamp.is_some() && stamp == defs.stamp {
-            return;
-        }
-        defs.stamp = stamp;
-        match read_defs(path) {
-            Ok(by_key) => {
-                if defs.error.take().is_some() || !defs.by_key.is_empty() {
-                    tracing::info!(file = %path.display(), targets = by_key.len(), "target definitions read");
-                }
-                defs.by_key = Arc::new(by_key);
-            }
-            Err(e) => {
-                tracing::error!(file = %path.display(), error = %e, "target definitions unreadable; keeping the last good ones");
-                defs.error = Some(e);
-            }
-        }
-    }
-
     fn definition(&self, target: &str) -> Option<GnmicTarget> {
-        self.inner.defs.lock().unwrap().by_key.get(target).cloned()
+        self.inner.defs.current().get(target).cloned()
     }
 
     /// Changes what is wanted by `f` (which says whether it changed anything) and returns the
@@ -301,7 +265,6 @@ impl Gnmic {
         let mut was_reachable = None;
         let started = Instant::now();
         loop {
-            self.reload_defs();
             let (want, epoch) = {
                 let w = self.inner.wanted.lock().unwrap();
                 (w.want.clone(), w.epoch)
@@ -364,7 +327,7 @@ impl Gnmic {
         };
         let listed: BTreeMap<String, ReportedState> =
             listed.into_iter().map(|r| (r.name, r.state)).collect();
-        let defs = self.inner.defs.lock().unwrap().by_key.clone();
+        let defs = self.inner.defs.current();
         let mut problems = BTreeMap::new();
         let mut changed = false;
         // Stop first: what the member no longer holds.
@@ -560,16 +523,6 @@ fn report(want: &BTreeMap<String, u64>, seen: &Seen, now: Instant) -> AppReport 
         collecting: targets.iter().filter(|t| t.collecting).count(),
         targets,
     }
-}
-
-/// The definitions in the target list at `path`, by key.
-fn read_defs(path: &Path) -> Result<BTreeMap<String, GnmicTarget>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let list = parse_target_list(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(list
-        .into_iter()
-        .filter_map(|t| Some((t.key, t.gnmic?)))
-        .collect())
 }
 
 /// Secrets read from their mount, each again at most every [`SECRET_REREAD`].

@@ -564,6 +564,23 @@ impl Harness {
         );
     }
 
+    /// Creates a member pod and starts its agent as a process serving its scrape targets
+    /// (`--scrape-sd-listen`) at `sd` with the definitions in `targets`.
+    pub async fn add_scrape_member(
+        &mut self,
+        name: &str,
+        sd: std::net::SocketAddr,
+        targets: &std::path::Path,
+    ) {
+        self.add_pod(name).await;
+        let sd = sd.to_string();
+        let targets = targets.to_str().unwrap().to_owned();
+        self.spawn_process_member(
+            name,
+            &["--scrape-sd-listen", &sd, "--scrape-targets", &targets],
+        );
+    }
+
     /// Starts `name`'s agent as a `leasehold agent` process with `app` telling it its app.
     fn spawn_process_member(&mut self, name: &str, app: &[&str]) {
         let log = self.db.path().join(format!("agent-{name}.log"));

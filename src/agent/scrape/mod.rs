@@ -1,0 +1,323 @@
+//! Scrape targets served to the member's scraper: the agent tells a Prometheus (or vmagent,
+//! Alloy, an OpenTelemetry Collector) in its pod what to scrape, as a built-in hook kind
+//! ([`Scrape`], `leasehold agent --scrape-sd-listen`). The scraper pulls the list over HTTP
+//! service discovery (`GET /sd`) or the Target Allocator's collector API ([`sd`]); the list is
+//! exactly the targets the member holds and works on:
+//!
+//! - on acquire, the target (its `scrape` definition from the target list,
+//!   `targets::ScrapeTarget`) is listed from the next request on;
+//! - on release or hand-over, it is delisted, and the call returns at once — the hand-over goes
+//!   ahead as soon as the list no longer has it. When the scraper stops scraping it is its own
+//!   affair: it polls the list every `refresh_interval` and applies what it read later still
+//!   (Prometheus batches discovery updates for 5 s). Nothing here proves that it stopped or
+//!   started; this kind does not [confirm its stops](crate::agent::Hooks::confirms_stop);
+//! - on a lost authority the member releases every target, and the list is empty from its
+//!   renew deadline on whatever the member loop does (the served list is checked against the
+//!   published deadline, [`crate::agent::Agent::authority`]).
+//!
+//! Hook calls for one target arrive in order (the member aborts a start before it asks for a
+//! stop) and complete at once, so a call is applied as it comes; a release of an older
+//! generation than the one listed leaves the newer hold listed. The target list file is read
+//! again when it changes; a list that does not parse keeps the last good one. Only this module
+//! and [`sd`] know the formats served; nothing here talks to the scraper.
+
+pub mod sd;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+
+use super::definitions::Definitions;
+use super::hooks::{Assignment, Hooks};
+use crate::targets::ScrapeTarget;
+
+/// The scrape kind's settings.
+#[derive(Debug, Clone)]
+pub struct ScrapeSettings {
+    /// The target list with the `scrape` definitions (the ConfigMap key the control plane
+    /// reads, mounted as a file); read again when it changes.
+    pub targets_file: PathBuf,
+    /// The cluster: the job of targets that name none, on the Target Allocator's API (which
+    /// groups targets by job).
+    pub cluster: String,
+    /// This member's identity: the Target Allocator API's `collector_id` it serves.
+    pub identity: String,
+}
+
+/// One group of targets in Prometheus' HTTP SD format (`[{"targets": [..], "labels": {..}}]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Group {
+    /// `host:port`.
+    pub targets: Vec<String>,
+    /// The group's labels, Prometheus' `__metrics_path__` and `__scheme__` among them.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// The targets as scrapers are told them, as the member's hooks. Serve [`sd::router`] beside
+/// the agent.
+#[derive(Clone)]
+pub struct Scrape {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    settings: ScrapeSettings,
+    /// Target → the generation of the hold listed.
+    held: Mutex<BTreeMap<String, u64>>,
+    /// The definitions in `targets_file`.
+    defs: Definitions<ScrapeTarget>,
+}
+
+impl Scrape {
+    /// The scrape kind with `settings`; the target list is read at once (an unreadable file is
+    /// an error: start-up stops with it).
+    pub fn new(settings: ScrapeSettings) -> Result<Scrape, String> {
+        let defs = Definitions::read(&settings.targets_file, "scrape", |t| t.scrape)?;
+        Ok(Scrape {
+            inner: Arc::new(Inner {
+                settings,
+                held: Mutex::default(),
+                defs,
+            }),
+        })
+    }
+
+    /// The settings it runs with.
+    pub fn settings(&self) -> &ScrapeSettings {
+        &self.inner.settings
+    }
+
+    /// The definitions, read again first if the file changed since the last read.
+    fn definitions(&self) -> Arc<BTreeMap<String, ScrapeTarget>> {
+        self.inner.defs.current()
+    }
+
+    /// What is served now: the held targets with a definition, one group each, by key
+    /// ([`groups`]).
+    pub fn groups(&self) -> Vec<(Option<String>, Group)> {
+        let held = self.inner.held.lock().unwrap().clone();
+        groups(&held, &self.definitions())
+    }
+
+    /// Every job of the target list, held here or not (the Target Allocator's `/scrape_configs`
+    /// and `/jobs`, which a collector reads as its configuration and should not see change
+    /// with every hand-over): a target's `job`, or the cluster's name.
+    pub fn jobs(&self) -> std::collections::BTreeSet<String> {
+        let defs = self.definitions();
+        defs.values()
+            .map(|d| d.job.clone())
+            .map(|j| j.unwrap_or_else(|| self.inner.settings.cluster.clone()))
+            .collect()
+    }
+
+    fn acquire(&self, work: &Assignment) -> Result<(), String> {
+        {
+            let mut held = self.inner.held.lock().unwrap();
+            let listed = held.entry(work.target.clone()).or_insert(work.generation);
+            *listed = (*listed).max(work.generation);
+        }
+        // Listed whatever the definitions say: one that appears in the file later is served
+        // from then on.
+        if self.definitions().contains_key(&work.target) {
+            return Ok(());
+        }
+        Err(format!(
+            "no scrape definition for target {:?} in {}: not served until it has one",
+            work.target,
+            self.inner.settings.targets_file.display()
+        ))
+    }
+
+    fn release(&self, work: &Assignment) {
+        let mut held = self.inner.held.lock().unwrap();
+        // A newer hold stays listed.
+        if held
+            .get(&work.target)
+            .is_some_and(|g| *g <= work.generation)
+        {
+            held.remove(&work.target);
+        }
+    }
+}
+
+impl Hooks for Scrape {
+    fn on_acquire(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(futures::future::ready(self.acquire(work)))
+    }
+    fn on_release(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
+        self.release(work);
+        Box::pin(futures::future::ready(Ok(())))
+    }
+}
+
+/// One group per held target with a definition, in key order, with its job (`None`: the
+/// scraper's own). Each target has a label set of its own ([`ScrapeTarget::KEY_LABEL`] is its
+/// key), so no two share a group. The labels: the definition's, then `job`,
+/// `__metrics_path__` and `__scheme__` where the definition gives them (Prometheus takes a
+/// target's labels over its scrape config's), then the key and the hold's generation.
+pub fn groups(
+    held: &BTreeMap<String, u64>,
+    defs: &BTreeMap<String, ScrapeTarget>,
+) -> Vec<(Option<String>, Group)> {
+    held.iter()
+        .filter_map(|(key, generation)| {
+            let def = defs.get(key)?;
+            let mut labels = def.labels.clone();
+            for (name, value) in [
+                ("job", def.job.clone()),
+                ("__metrics_path__", def.metrics_path.clone()),
+                ("__scheme__", def.scheme.map(|s| s.as_str().to_owned())),
+            ] {
+                if let Some(v) = value {
+                    labels.insert(name.to_owned(), v);
+                }
+            }
+            labels.insert(ScrapeTarget::KEY_LABEL.to_owned(), key.clone());
+            labels.insert(
+                ScrapeTarget::GENERATION_LABEL.to_owned(),
+                generation.to_string(),
+            );
+            let group = Group {
+                targets: vec![def.address.clone()],
+                labels,
+            };
+            Some((def.job.clone(), group))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::targets::Scheme;
+
+    fn work(target: &str, generation: u64) -> Assignment {
+        Assignment {
+            target: target.into(),
+            generation,
+            deadline_unix_ms: None,
+        }
+    }
+
+    /// A scrape kind reading `list` from a file in `dir`.
+    fn scrape(dir: &std::path::Path, list: &str) -> Scrape {
+        let file = dir.join("targets.yaml");
+        std::fs::write(&file, list).unwrap();
+        Scrape::new(ScrapeSettings {
+            targets_file: file,
+            cluster: "c".into(),
+            identity: "c-0".into(),
+        })
+        .unwrap()
+    }
+
+    fn keys(s: &Scrape) -> Vec<(String, String)> {
+        s.groups()
+            .into_iter()
+            .map(|(_, g)| {
+                (
+                    g.labels[ScrapeTarget::KEY_LABEL].clone(),
+                    g.labels[ScrapeTarget::GENERATION_LABEL].clone(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_group_carries_prometheus_labels_the_key_and_the_generation() {
+        let mut def = ScrapeTarget::at("10.0.0.1:9100");
+        def.job = Some("nodes".into());
+        def.metrics_path = Some("/probe".into());
+        def.scheme = Some(Scheme::Https);
+        def.labels.insert("rack".into(), "r1".into());
+        let defs = BTreeMap::from([
+            ("n-1".to_owned(), def),
+            ("n-2".to_owned(), ScrapeTarget::at("10.0.0.2:9100")),
+        ]);
+        // n-3 is held but has no definition: not served.
+        let held = BTreeMap::from([
+            ("n-1".to_owned(), 7),
+            ("n-2".to_owned(), 0),
+            ("n-3".to_owned(), 1),
+        ]);
+        let got = groups(&held, &defs);
+        let json = serde_json::to_value(got.iter().map(|(_, g)| g).collect::<Vec<_>>()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!([
+                {"targets": ["10.0.0.1:9100"], "labels": {
+                    "__metrics_path__": "/probe", "__scheme__": "https", "job": "nodes",
+                    "leasehold_generation": "7", "leasehold_target": "n-1", "rack": "r1"}},
+                {"targets": ["10.0.0.2:9100"], "labels": {
+                    "leasehold_generation": "0", "leasehold_target": "n-2"}},
+            ])
+        );
+        assert_eq!(got[0].0.as_deref(), Some("nodes"));
+        assert_eq!(got[1].0, None);
+    }
+
+    #[tokio::test]
+    async fn holds_are_listed_from_acquire_to_release_and_a_stale_release_keeps_a_newer_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = scrape(
+            dir.path(),
+            "- {key: a, scrape: {address: 'h:1'}}\n- {key: b, scrape: {address: 'h:2'}}\n- c\n",
+        );
+        let hooks: &dyn Hooks = &s;
+        assert!(s.groups().is_empty());
+        hooks.on_acquire(&work("a", 3)).await.unwrap();
+        hooks.on_acquire(&work("b", 1)).await.unwrap();
+        assert_eq!(
+            keys(&s),
+            [("a".into(), "3".into()), ("b".into(), "1".into())]
+        );
+        hooks.on_release(&work("b", 1)).await.unwrap();
+        assert_eq!(keys(&s), [("a".to_owned(), "3".to_owned())]);
+        // A release of an older hold leaves the newer one listed.
+        hooks.on_release(&work("a", 2)).await.unwrap();
+        assert_eq!(keys(&s), [("a".to_owned(), "3".to_owned())]);
+        // A hold resumed in a new term: released and acquired again at the same generation.
+        hooks.on_release(&work("a", 3)).await.unwrap();
+        assert!(s.groups().is_empty());
+        hooks.on_acquire(&work("a", 3)).await.unwrap();
+        assert_eq!(keys(&s), [("a".to_owned(), "3".to_owned())]);
+        // No definition: the acquire says so; served once the file gives one.
+        let e = hooks.on_acquire(&work("c", 5)).await.unwrap_err();
+        assert!(e.contains("no scrape definition for target \"c\""), "{e}");
+        assert_eq!(keys(&s).len(), 1);
+        // (A change is seen by the file's modification time and length.)
+        std::fs::write(
+            &s.settings().targets_file,
+            "- {key: a, scrape: {address: 'h:1'}}\n- {key: c, scrape: {address: 'h:3', job: x}}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            keys(&s),
+            [("a".into(), "3".into()), ("c".into(), "5".into())]
+        );
+        assert_eq!(s.jobs(), ["c".to_owned(), "x".to_owned()].into());
+        // A list that no longer parses keeps the last good one.
+        std::fs::write(
+            &s.settings().targets_file,
+            "- {key: a, scrape: {address: nope}}\n",
+        )
+        .unwrap();
+        assert_eq!(keys(&s).len(), 2);
+    }
+
+    #[test]
+    fn an_unreadable_list_stops_start_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Scrape::new(ScrapeSettings {
+            targets_file: dir.path().join("missing.yaml"),
+            cluster: "c".into(),
+            identity: "c-0".into(),
+        })
+        .err()
+        .unwrap();
+        assert!(e.contains("missing.yaml"), "{e}");
+    }
+}

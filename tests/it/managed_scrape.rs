@@ -1,0 +1,445 @@
+//! Scrape targets served to real Prometheus servers: a `prometheus` per member, each taking its
+//! targets from its member's `leasehold agent --scrape-sd-listen` process over HTTP service
+//! discovery (one of them through the Target Allocator's `/jobs/{job}/targets` instead),
+//! scraping real endpoints this test serves on loopback (half of them at a path of their own,
+//! which only their definition's `metrics_path` leads to). What is checked is read
+//! from each Prometheus — its targets API and its own samples — never from Leasehold.
+//!
+//! One scenario: three members take the targets; a fourth joins and is given its share; it is
+//! removed again (remove-instance). After each step every target is scraped by exactly one
+//! Prometheus, its owner's. For each move, the samples of all Prometheus servers give per
+//! target the longest time nobody scraped it and how long two scraped it at once, printed
+//! (`--nocapture`); a hand-over completes once the old owner's list no longer has the target,
+//! and Prometheus' own pickup (SD refresh, its 5 s discovery batching, the scrape's phase) is
+//! what the numbers measure. A second test cuts a member off the API server: its list is empty
+//! once its authority lapses, and its targets are released.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::agent::scrape::{Scrape, ScrapeSettings, sd};
+use leasehold::agent::{Agent, AgentConfig};
+use leasehold::model::OperationState;
+use serde_json::Value;
+
+use crate::common;
+use common::cluster::*;
+use common::eventually;
+use common::scrape::{self, Coverage, MetricsTargets, Prometheus, get_json, unix_now};
+
+const TARGETS: usize = 30;
+/// How long nothing moves between the join and the removal.
+const SETTLE: Duration = Duration::from_secs(5);
+
+/// Where target `i` serves its metrics: every other one on a path of its own, which only its
+/// definition's `metrics_path` (Prometheus' `__metrics_path__`) leads to.
+fn path(i: usize) -> &'static str {
+    if i.is_multiple_of(2) {
+        "/probe"
+    } else {
+        "/metrics"
+    }
+}
+
+/// The target list, shared by the control plane (inline) and the agents (a file): target `i`
+/// at `addrs[i]`.
+fn target_list(addrs: &[std::net::SocketAddr]) -> Vec<String> {
+    addrs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let path = match path(i) {
+                "/metrics" => String::new(),
+                p => format!(", metrics_path: {p}"),
+            };
+            format!(
+                "{{key: t-{i:02}, scrape: {{address: '{a}', labels: {{source: loopback}}{path}}}}}"
+            )
+        })
+        .collect()
+}
+
+/// The harness for a cluster of `list`, and the agents' copy of the list in `dir`.
+async fn harness(list: &[String], dir: &std::path::Path) -> (Harness, std::path::PathBuf) {
+    let yaml = format!(
+        "control_plane: {{namespace: {NS}, lease_duration: 2s}}
+clusters:
+- name: {CLUSTER}
+  namespace: {NS}
+  selector: {{app: c}}
+  headless_service: c
+  targets:
+    inline:
+{}
+  policy: {{lease_duration: {PROCESS_LEASE_S}s, join_settle: 1s, move_timeout: 20s, on_join: auto}}
+",
+        list.iter()
+            .map(|t| format!("    - {t}\n"))
+            .collect::<String>()
+    );
+    let h = Harness::new(&yaml).await;
+    let targets_file = dir.join("targets.yaml");
+    std::fs::write(
+        &targets_file,
+        list.iter().map(|t| format!("- {t}\n")).collect::<String>(),
+    )
+    .unwrap();
+    (h, targets_file)
+}
+
+/// Target → owner, once every target has one among `members`.
+fn owners(h: &Harness, members: &BTreeSet<String>) -> Option<BTreeMap<String, String>> {
+    let m = h.model();
+    let owners: BTreeMap<String, String> = m
+        .targets
+        .iter()
+        .filter_map(|t| Some((t.key.to_string(), t.owner.clone()?.to_string())))
+        .collect();
+    (m.targets.len() == TARGETS
+        && owners.len() == TARGETS
+        && owners.values().all(|o| members.contains(o)))
+    .then_some(owners)
+}
+
+/// Target → the members whose Prometheus lists it as active, and whether each has scraped it
+/// successfully (`health: up`) at the address of its definition.
+async fn active(
+    proms: &BTreeMap<&str, Prometheus>,
+    addrs: &[std::net::SocketAddr],
+) -> Option<BTreeMap<String, BTreeMap<String, bool>>> {
+    let mut out: BTreeMap<String, BTreeMap<String, bool>> = BTreeMap::new();
+    for (m, p) in proms {
+        for (t, a) in p.active().await? {
+            let i: usize = t.strip_prefix("t-")?.parse().ok()?;
+            let up = a.health == "up" && a.instance == addrs[i].to_string();
+            out.entry(t).or_default().insert((*m).to_owned(), up);
+        }
+    }
+    Some(out)
+}
+
+/// Waits until every target is scraped by exactly one Prometheus, its owner's, the owners
+/// being `members`; returns the owners.
+async fn scraped_by_owners(
+    h: &Harness,
+    proms: &BTreeMap<&str, Prometheus>,
+    addrs: &[std::net::SocketAddr],
+    members: &[&str],
+    within: Duration,
+) -> BTreeMap<String, String> {
+    let members: BTreeSet<String> = members.iter().map(|m| (*m).to_owned()).collect();
+    let got = eventually(within, || async {
+        let owners = owners(h, &members)?;
+        let active = active(proms, addrs).await?;
+        owners
+            .iter()
+            .all(|(t, o)| {
+                active
+                    .get(t)
+                    .is_some_and(|by| by.len() == 1 && by.get(o) == Some(&true))
+            })
+            .then_some(owners)
+    })
+    .await;
+    match got {
+        Some(owners) => owners,
+        None => {
+            let m = h.model();
+            let owners: Vec<_> = m
+                .targets
+                .iter()
+                .map(|t| (t.key.to_string(), t.owner.clone()))
+                .collect();
+            let logs: Vec<String> = h
+                .processes
+                .iter()
+                .map(|(n, p)| format!("--- agent {n}:\n{}", tail(&p.log(), 20)))
+                .collect();
+            panic!(
+                "not every target scraped by its owner's Prometheus alone among {members:?} \
+                 within {within:?}: owners {owners:?}, Prometheus servers scrape {:?}\n{}",
+                active(proms, addrs).await,
+                logs.join("\n")
+            );
+        }
+    }
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Prints the coverage of the targets that moved in `phase` (and the longest gap of those
+/// that did not); returns the longest gap of each kind.
+fn report(
+    phase: &str,
+    cov: &BTreeMap<String, Coverage>,
+    before: &BTreeMap<String, String>,
+    after: &BTreeMap<String, String>,
+) -> (f64, f64) {
+    let moved: Vec<&String> = after
+        .keys()
+        .filter(|t| before.get(*t) != after.get(*t))
+        .collect();
+    let stayed_max = cov
+        .iter()
+        .filter(|(t, _)| !moved.contains(t))
+        .map(|(_, c)| c.max_gap)
+        .fold(0.0, f64::max);
+    let mut moved_max: f64 = 0.0;
+    let mut twice = 0;
+    for t in &moved {
+        let c = cov.get(*t).cloned().unwrap_or_default();
+        eprintln!(
+            "scrape {phase}: {t} {} → {}: longest gap {:.1} s, scraped twice {:.1} s",
+            before[*t], after[*t], c.max_gap, c.twice
+        );
+        moved_max = moved_max.max(c.max_gap);
+        twice += usize::from(c.twice > 0.0);
+    }
+    let total_twice: f64 = moved
+        .iter()
+        .filter_map(|t| cov.get(*t))
+        .map(|c| c.twice)
+        .sum();
+    eprintln!(
+        "scrape {phase}: {} targets moved: longest gap {moved_max:.1} s, {twice} scraped twice \
+         for {total_twice:.1} s in all ({:.1} s per moved target); targets not moved: longest \
+         gap {stayed_max:.1} s",
+        moved.len(),
+        total_twice / moved.len().max(1) as f64
+    );
+    (moved_max, stayed_max)
+}
+
+#[tokio::test]
+async fn prometheus_scrapes_exactly_what_its_member_holds_through_join_and_removal() {
+    let Some(bin) = scrape::binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let paths: Vec<&str> = (0..TARGETS).map(path).collect();
+    let targets = MetricsTargets::serve(&paths).await;
+    let list = target_list(&targets.addrs);
+    let (mut h, targets_file) = harness(&list, dir.path()).await;
+    let mut proms = BTreeMap::new();
+    for m in ["c-0", "c-1", "c-2"] {
+        let sd = scrape::free_addr();
+        let p = Prometheus::start(&bin, dir.path(), m, &format!("http://{sd}/sd"));
+        h.add_scrape_member(m, sd, &targets_file).await;
+        proms.insert(m, p);
+    }
+    for p in proms.values() {
+        p.ready().await;
+    }
+    h.wait_pods_ready(3).await;
+    h.wait_registered(&["c-0", "c-1", "c-2"]).await;
+    let started = unix_now();
+    h.start_engine("cp-a").await;
+    let three = ["c-0", "c-1", "c-2"];
+    let placed =
+        scraped_by_owners(&h, &proms, &targets.addrs, &three, Duration::from_secs(60)).await;
+    eprintln!(
+        "scrape placement: every target scraped by its owner's Prometheus alone {:.1} s after \
+         the control plane started",
+        unix_now() - started
+    );
+
+    // A fourth member joins: its share is handed to it (on_join: auto). Its Prometheus reads
+    // the Target Allocator's per-collector list (the targets name no job: the cluster's).
+    let sd = scrape::free_addr();
+    let p = Prometheus::start(
+        &bin,
+        dir.path(),
+        "c-3",
+        &format!("http://{sd}/jobs/{CLUSTER}/targets?collector_id=c-3"),
+    );
+    p.ready().await;
+    proms.insert("c-3", p);
+    let joined = unix_now();
+    h.add_scrape_member("c-3", sd, &targets_file).await;
+    eventually(Duration::from_secs(30), || async {
+        (h.model().instance("c-3")?.owned >= TARGETS / 4).then_some(())
+    })
+    .await
+    .expect("c-3 was never given its share");
+    let four = ["c-0", "c-1", "c-2", "c-3"];
+    let after_join =
+        scraped_by_owners(&h, &proms, &targets.addrs, &four, Duration::from_secs(60)).await;
+    let scaled = unix_now();
+    eprintln!(
+        "scrape scale-up 3 → 4: every target scraped by its owner's Prometheus alone {:.1} s \
+         after c-3's agent started",
+        scaled - joined
+    );
+
+    // Nothing moves for a while (compared below with the moves).
+    tokio::time::sleep(SETTLE).await;
+
+    // It is removed: its targets are handed back.
+    let op = eventually(Duration::from_secs(30), || async {
+        h.engine()
+            .start_remove(CLUSTER, "c-3", "test", None)
+            .await
+            .ok()
+    })
+    .await
+    .expect("remove-instance never started");
+    let removing = unix_now();
+    let done = eventually(Duration::from_secs(30), || async {
+        let op = h.engine().operation(&op.id).await.ok()?;
+        (op.state == OperationState::Succeeded).then_some(())
+    })
+    .await;
+    assert!(done.is_some(), "removing c-3 never succeeded");
+    let after_removal =
+        scraped_by_owners(&h, &proms, &targets.addrs, &three, Duration::from_secs(60)).await;
+    let removed = unix_now();
+    eprintln!(
+        "scrape remove-instance: every target scraped by its owner's Prometheus alone {:.1} s \
+         after the operation started",
+        removed - removing
+    );
+    // A few more scrapes, so that the end of the last window is sampled.
+    tokio::time::sleep(3 * scrape::INTERVAL).await;
+
+    // What the Prometheus servers scraped, from their own storage.
+    let window = Duration::from_secs((unix_now() - started) as u64 + 10);
+    let mut samples = BTreeMap::new();
+    for (m, p) in &proms {
+        samples.insert((*m).to_owned(), p.scrapes(window).await);
+    }
+    let join = scrape::coverage(&samples, joined, scaled);
+    let (join_gap, join_stayed) = report("scale-up 3 → 4", &join, &placed, &after_join);
+    let removal = scrape::coverage(&samples, removing, removed);
+    let (removal_gap, removal_stayed) =
+        report("remove-instance", &removal, &after_join, &after_removal);
+    // Between the moves, nothing is scraped twice and nothing waits.
+    let settled = scrape::coverage(&samples, scaled, removing);
+    let settled_gap = settled.values().map(|c| c.max_gap).fold(0.0, f64::max);
+    let settled_twice: f64 = settled.values().map(|c| c.twice).sum();
+    eprintln!(
+        "scrape between the moves: longest gap {settled_gap:.1} s, scraped twice {settled_twice:.1} s"
+    );
+    assert_eq!(settled_twice, 0.0, "scraped twice with nothing moving");
+    assert!(
+        settled_gap <= 2.0 && settled.len() == TARGETS,
+        "with nothing moving, a target went unscraped for {settled_gap:.1} s (or was not \
+         scraped at all: {} of {TARGETS} were)",
+        settled.len()
+    );
+    // A target that stays put is scraped throughout (its list entry never changes); one that
+    // moves waits at most for both Prometheus servers' pickup (SD refresh, 5 s of discovery
+    // batching, the scrape's phase), well within 15 s.
+    for (phase, moved, stayed) in [
+        ("scale-up", join_gap, join_stayed),
+        ("remove-instance", removal_gap, removal_stayed),
+    ] {
+        assert!(
+            moved <= 15.0,
+            "{phase}: a moved target went unscraped for {moved:.1} s"
+        );
+        assert!(
+            stayed <= 3.0,
+            "{phase}: a target that did not move went unscraped for {stayed:.1} s"
+        );
+    }
+    h.finish().await;
+    drop(proms);
+}
+
+/// A member cut off from the API server stops being able to renew: from its renew deadline
+/// on its list is empty, and the member loop releases every target (the hook kind's own list
+/// is empty too, not only what is served).
+#[tokio::test]
+async fn a_member_cut_off_from_the_api_serves_no_targets_once_its_authority_lapses() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = Harness::new(&config_yaml(6, "on_join: auto")).await;
+    let file = dir.path().join("targets.yaml");
+    let list: String = (0..6)
+        .map(|i| {
+            format!(
+                "- {{key: t-{i:03}, scrape: {{address: '127.0.0.1:{}'}}}}\n",
+                9100 + i
+            )
+        })
+        .collect();
+    std::fs::write(&file, list).unwrap();
+    h.add_pod("c-0").await;
+    let (client, link) = h.linked_member_client().await;
+    let scrape = Scrape::new(ScrapeSettings {
+        targets_file: file,
+        cluster: CLUSTER.into(),
+        identity: "c-0".into(),
+    })
+    .unwrap();
+    let mut cfg = AgentConfig::new(CLUSTER, &h.ns, "c-0");
+    cfg.member_namespace = h.member_ns.clone();
+    cfg.lease_duration = Duration::from_secs(LEASE_S);
+    cfg.hook_timeout = HOOK_TIMEOUT;
+    cfg.drain_timeout = h.drain_timeout;
+    let agent = Agent::new(cfg, Arc::new(scrape.clone()));
+    let authority = agent.authority();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/sd", listener.local_addr().unwrap());
+    let server = tokio::spawn(sd::serve(
+        listener,
+        sd::router(scrape.clone(), agent.authority()),
+        std::future::pending(),
+    ));
+    let (stop, rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        agent
+            .run(client, async {
+                let _ = rx.await;
+            })
+            .await
+    });
+    h.members.insert(
+        "c-0".into(),
+        Member {
+            task,
+            stop: Some(stop),
+        },
+    );
+    h.wait_pods_ready(1).await;
+    h.wait_registered(&["c-0"]).await;
+    h.start_engine("cp-a").await;
+    let served = |want: usize| {
+        let url = url.clone();
+        async move {
+            let v: Value = get_json(&url).await?;
+            (v.as_array()?.len() == want).then_some(())
+        }
+    };
+    eventually(Duration::from_secs(20), || served(6))
+        .await
+        .expect("the member never served its 6 targets");
+
+    link.send_replace(common::Link::Blackhole);
+    let cut = tokio::time::Instant::now();
+    let deadline = *authority.borrow();
+    eventually(Duration::from_secs(5), || served(0))
+        .await
+        .expect("still served after the member's authority lapsed");
+    let empty = cut.elapsed();
+    let late_ms = deadline.map(|d| jiff::Timestamp::now().as_millisecond() - d);
+    eventually(Duration::from_secs(5), || async {
+        scrape.groups().is_empty().then_some(())
+    })
+    .await
+    .expect("the member never released its targets");
+    eprintln!(
+        "scrape: a member cut off from the API served no targets {empty:?} after the cut \
+         ({late_ms:?} ms after the renew deadline it had published)"
+    );
+    // Renewals come every third of D, the renew deadline two thirds after one: at most D
+    // after the cut, whatever the timing.
+    assert!(
+        empty <= Duration::from_secs(LEASE_S) + Duration::from_millis(300),
+        "served for {empty:?} after the cut"
+    );
+    link.send_replace(common::Link::Up);
+    h.finish().await;
+    server.abort();
+}
