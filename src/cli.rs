@@ -545,7 +545,7 @@ async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("--scrape-sd-listen {addr}: {e}"))?;
             let router = agent::scrape::sd::router(s.clone(), agent.authority());
             tracing::info!(%addr, "serving this member's scrape targets at GET /sd");
-            agent::scrape::sd::serve(listener, router, async {
+            agent::authority::serve(listener, router, async {
                 let _ = sd_stopped.await;
             })
             .boxed()

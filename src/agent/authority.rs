@@ -63,8 +63,8 @@ pub fn router(authority: watch::Receiver<Option<i64>>) -> axum::Router {
         .with_state(authority)
 }
 
-/// Serves `router` ([`router`], with what else the agent offers its app) on `listener` until
-/// `shutdown`.
+/// Serves `router` — an endpoint the agent offers its app or its collector ([`router`],
+/// `gnmic::router`, `scrape::sd::router`) — on `listener` until `shutdown`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,

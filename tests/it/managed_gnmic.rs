@@ -108,34 +108,6 @@ fn gaps(watch: &Watch, phase: &str) -> Duration {
     max
 }
 
-/// The harness for a cluster of `list`, and the agents' copy of the list in `dir`.
-async fn harness(list: &[String], dir: &std::path::Path) -> (Harness, std::path::PathBuf) {
-    let yaml = format!(
-        "control_plane: {{namespace: {NS}, lease_duration: 2s}}
-clusters:
-- name: {CLUSTER}
-  namespace: {NS}
-  selector: {{app: c}}
-  headless_service: c
-  targets:
-    inline:
-{}
-  policy: {{lease_duration: {PROCESS_LEASE_S}s, join_settle: 1s, move_timeout: 20s, on_join: auto}}
-",
-        list.iter()
-            .map(|t| format!("    - {t}\n"))
-            .collect::<String>()
-    );
-    let h = Harness::new(&yaml).await;
-    let targets_file = dir.join("targets.yaml");
-    std::fs::write(
-        &targets_file,
-        list.iter().map(|t| format!("- {t}\n")).collect::<String>(),
-    )
-    .unwrap();
-    (h, targets_file)
-}
-
 /// Fails if any target was run by two gnmics at once so far.
 fn no_overlap(watch: &Watch, phase: &str) {
     let overlaps = watch.overlaps();
@@ -152,7 +124,7 @@ async fn managed_gnmic_never_runs_a_target_twice_through_join_removal_restart_an
     let device = Gnmic::device(&bin, dir.path(), "d");
     device.listening().await;
     let list = target_list(device.addr);
-    let (mut h, targets_file) = harness(&list, dir.path()).await;
+    let (mut h, targets_file) = managed_harness(&list, dir.path()).await;
     let watch = Watch::start(POLL);
     let mut collectors = BTreeMap::new();
     for m in ["c-0", "c-1", "c-2"] {
@@ -323,7 +295,7 @@ async fn a_late_device_is_collected_and_a_gnmic_that_cannot_confirm_a_stop_keeps
     list.push(format!(
         "{{key: late, gnmic: {{address: '{late}', insecure: true, timeout: 1s}}}}"
     ));
-    let (mut h, targets_file) = harness(&list, dir.path()).await;
+    let (mut h, targets_file) = managed_harness(&list, dir.path()).await;
     let watch = Watch::start(POLL);
     let mut collectors = BTreeMap::new();
     for m in ["c-0", "c-1"] {

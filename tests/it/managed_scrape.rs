@@ -60,34 +60,6 @@ fn target_list(addrs: &[std::net::SocketAddr]) -> Vec<String> {
         .collect()
 }
 
-/// The harness for a cluster of `list`, and the agents' copy of the list in `dir`.
-async fn harness(list: &[String], dir: &std::path::Path) -> (Harness, std::path::PathBuf) {
-    let yaml = format!(
-        "control_plane: {{namespace: {NS}, lease_duration: 2s}}
-clusters:
-- name: {CLUSTER}
-  namespace: {NS}
-  selector: {{app: c}}
-  headless_service: c
-  targets:
-    inline:
-{}
-  policy: {{lease_duration: {PROCESS_LEASE_S}s, join_settle: 1s, move_timeout: 20s, on_join: auto}}
-",
-        list.iter()
-            .map(|t| format!("    - {t}\n"))
-            .collect::<String>()
-    );
-    let h = Harness::new(&yaml).await;
-    let targets_file = dir.join("targets.yaml");
-    std::fs::write(
-        &targets_file,
-        list.iter().map(|t| format!("- {t}\n")).collect::<String>(),
-    )
-    .unwrap();
-    (h, targets_file)
-}
-
 /// Target → owner, once every target has one among `members`.
 fn owners(h: &Harness, members: &BTreeSet<String>) -> Option<BTreeMap<String, String>> {
     let m = h.model();
@@ -221,7 +193,7 @@ async fn prometheus_scrapes_exactly_what_its_member_holds_through_join_and_remov
     let paths: Vec<&str> = (0..TARGETS).map(path).collect();
     let targets = MetricsTargets::serve(&paths).await;
     let list = target_list(&targets.addrs);
-    let (mut h, targets_file) = harness(&list, dir.path()).await;
+    let (mut h, targets_file) = managed_harness(&list, dir.path()).await;
     let mut proms = BTreeMap::new();
     for m in ["c-0", "c-1", "c-2"] {
         let sd = scrape::free_addr();
@@ -382,7 +354,7 @@ async fn a_member_cut_off_from_the_api_serves_no_targets_once_its_authority_laps
     let authority = agent.authority();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/sd", listener.local_addr().unwrap());
-    let server = tokio::spawn(sd::serve(
+    let server = tokio::spawn(leasehold::agent::authority::serve(
         listener,
         sd::router(scrape.clone(), agent.authority()),
         std::future::pending(),

@@ -6,7 +6,6 @@
 //! loop has released its targets yet. Read-only; the formats are in `docs/scrape.md`.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -122,17 +121,6 @@ async fn job_targets(
         .map(|(_, g)| g)
         .collect();
     Json(groups).into_response()
-}
-
-/// Serves `router` on `listener` until `shutdown`.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: axum::Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
 }
 
 #[cfg(test)]

@@ -672,3 +672,36 @@ pub async fn three_members_with(yaml: String) -> Harness {
 pub fn config_yaml(targets: usize, policy: &str) -> String {
     config_yaml_with(targets, LEASE_S, policy)
 }
+
+/// The harness for a cluster whose targets are `list` (entries with the definitions of a managed
+/// kind: `gnmic:`, `scrape:`), inline in the control plane's configuration, and the agents'
+/// copy of the list, written to `dir` (their `--gnmic-targets` or `--scrape-targets`).
+pub async fn managed_harness(
+    list: &[String],
+    dir: &std::path::Path,
+) -> (Harness, std::path::PathBuf) {
+    let yaml = format!(
+        "control_plane: {{namespace: {NS}, lease_duration: 2s}}
+clusters:
+- name: {CLUSTER}
+  namespace: {NS}
+  selector: {{app: c}}
+  headless_service: c
+  targets:
+    inline:
+{}
+  policy: {{lease_duration: {PROCESS_LEASE_S}s, join_settle: 1s, move_timeout: 20s, on_join: auto}}
+",
+        list.iter()
+            .map(|t| format!("    - {t}\n"))
+            .collect::<String>()
+    );
+    let h = Harness::new(&yaml).await;
+    let targets_file = dir.join("targets.yaml");
+    std::fs::write(
+        &targets_file,
+        list.iter().map(|t| format!("- {t}\n")).collect::<String>(),
+    )
+    .unwrap();
+    (h, targets_file)
+}
