@@ -605,7 +605,10 @@ fn is_warning_or_error(line: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_terminal_the_banner_comes_last_and_ctrl_c_ends_in_one_line() {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let command = format!("'{}' {DEMO_ARGS}", env!("CARGO_BIN_EXE_leasehold"));
+    // `exec`: `script` runs the command with `$SHELL -c`, and a shell that stays as the demo's
+    // parent (dash, when `$SHELL` is unset or /bin/sh) is killed by the Ctrl-C as well, so the
+    // exit status would be the shell's 130, not the demo's.
+    let command = format!("exec '{}' {DEMO_ARGS}", env!("CARGO_BIN_EXE_leasehold"));
     let mut term = tokio::process::Command::new("script")
         // Quiet, flush at once, the demo's exit status as its own, no typescript file.
         .args(["-qefc", &command, "/dev/null"])
