@@ -297,12 +297,22 @@ pub fn plan(v: &Value) -> String {
         percent(&v["imbalance_before"]),
         percent(&v["imbalance_after"])
     );
+    for w in v["warnings"].as_array().map_or(&[][..], Vec::as_slice) {
+        out.push_str(&format!("WARNING: {}\n", text(&w["message"])));
+    }
     let rows = moves
         .iter()
-        .map(|m| vec![text(&m["target"]), text(&m["from"]), text(&m["to"])])
+        .map(|m| {
+            vec![
+                text(&m["target"]),
+                text(&m["from"]),
+                text(&m["to"]),
+                text(&m["reason"]),
+            ]
+        })
         .collect();
     if !moves.is_empty() {
-        out.push_str(&table(&["TARGET", "FROM", "TO"], rows));
+        out.push_str(&table(&["TARGET", "FROM", "TO", "WHY"], rows));
     }
     if let Some(blocked) = v["blocked"].as_array().filter(|b| !b.is_empty()) {
         out.push_str(&format!("Blocked: {}\n", blocked.len()));
@@ -357,6 +367,24 @@ mod tests {
         assert!(clusters(&c(1, 0, 0)).contains(" unworked "));
         assert!(clusters(&c(0, 2, 0)).contains(" unworked "));
         assert!(clusters(&c(0, 0, 1)).contains(" attention "));
+    }
+
+    #[test]
+    fn a_plan_shows_its_warnings_first_and_each_moves_reason() {
+        let p = json!({"id": "p-1", "imbalance_before": 0.5, "imbalance_after": 0.0,
+            "moves": [{"target": "t-1", "from": "a", "to": "b", "reason": "balance"}],
+            "warnings": [{"kind": "elected_leader", "message": "a is the cluster's elected leader"}],
+            "blocked": []});
+        let out = plan(&p);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[1], "WARNING: a is the cluster's elected leader",
+            "{out}"
+        );
+        assert!(
+            lines[2].contains("WHY") && lines[3].ends_with("balance"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub struct Timing {
 }
 
 /// The control plane's configuration: both clusters, history in the SQLite file `database`,
-/// rebalancing automatically when a member joins.
+/// proposing a rebalance for someone to approve when a member joins.
 pub fn config(
     database: &Path,
     targets: usize,
@@ -61,7 +61,7 @@ pub fn config(
     };
     let dbs: Vec<String> = DATABASES.iter().map(|d| format!("db-{d}")).collect();
     let policy = format!(
-        "{{lease_duration: {}ms, on_join: auto, join_settle: {}ms}}",
+        "{{lease_duration: {}ms, on_join: propose, join_settle: {}ms}}",
         timing.lease_duration.as_millis(),
         timing.join_settle.as_millis()
     );

@@ -323,7 +323,7 @@ impl Members {
             Outcome::Added,
             &name,
             format!(
-                "{name} started (pod and agent); once membership settles a rebalance gives it a share of the targets of {cluster}"
+                "{name} started (pod and agent); once membership settles a rebalance giving it a share of the targets of {cluster} is proposed: approve it on the cluster page"
             ),
         ))
     }

@@ -12,7 +12,9 @@ mod recorder;
 mod removal;
 #[cfg(test)]
 mod simulation;
+pub mod uncordon;
 pub mod views;
+pub mod warnings;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
@@ -590,18 +592,44 @@ impl Engine {
         let busy = self.inner.busy(cluster);
         let d = self.inner.duration_ms(cluster)?;
         let budget = req.budget;
-        Ok(blocking(move || {
+        let mut plan = blocking(move || {
             planner::rebalance(
                 &placement::members(&view.model, d),
                 &placement::targets(&view.model, &busy, d),
                 budget,
             )
         })
-        .await)
+        .await;
+        let churn = self.churn(cluster, &plan).await?;
+        warnings::attach(&mut plan, Vec::new(), churn);
+        Ok(plan)
+    }
+
+    /// The warning naming the targets of `plan` that moved often lately (from the history).
+    async fn churn(
+        &self,
+        cluster: &str,
+        plan: &planner::Plan,
+    ) -> Result<Option<planner::Warning>, EngineError> {
+        if plan.moves.is_empty() {
+            return Ok(None);
+        }
+        let since = now_ms() - warnings::CHURN_WINDOW.as_millis() as i64;
+        // Every frequent mover of the cluster (few, or the warning is the least of its
+        // troubles), so that those in the plan are found whichever they are.
+        let movers = self
+            .inner
+            .store
+            .frequent_movers(cluster, since, warnings::CHURN_LIMIT, 1_000)
+            .await?;
+        Ok(warnings::churn(plan, &movers))
     }
 
     /// The plan removing `instance` would run now: cordon it (the plan already excludes it)
-    /// and spread its targets over the others. Built like [`Engine::plan_rebalance`].
+    /// and spread its targets over the others. Built like [`Engine::plan_rebalance`], with what
+    /// removing it means for the cluster first among its warnings. Targets that cannot move
+    /// (pinned to it) are in [`planner::Plan::blocked`]: [`Engine::start_remove`] refuses such
+    /// a plan.
     pub async fn plan_remove(
         &self,
         cluster: &str,
@@ -617,7 +645,8 @@ impl Engine {
         let busy = self.inner.busy(cluster);
         let d = self.inner.duration_ms(cluster)?;
         let name = instance.to_owned();
-        let plan = blocking(move || {
+        let model = view.clone();
+        let mut plan = blocking(move || {
             planner::drain(
                 &placement::members(&view.model, d),
                 &placement::targets(&view.model, &busy, d),
@@ -626,6 +655,18 @@ impl Engine {
             )
         })
         .await;
+        let churn = self.churn(cluster, &plan).await?;
+        warnings::attach(&mut plan, warnings::removal(&model.model, instance), churn);
+        Ok(plan)
+    }
+
+    /// [`Engine::plan_remove`], refused when targets cannot leave the instance.
+    async fn plan_remove_to_start(
+        &self,
+        cluster: &str,
+        instance: &str,
+    ) -> Result<planner::Plan, EngineError> {
+        let plan = self.plan_remove(cluster, instance).await?;
         if !plan.blocked.is_empty() {
             let list: Vec<String> = plan
                 .blocked
@@ -673,24 +714,33 @@ impl Engine {
         expected: Option<&str>,
     ) -> Result<Operation, EngineError> {
         self.idle(cluster).await?;
-        expect(expected, &self.plan_remove(cluster, instance).await?)?;
+        expect(
+            expected,
+            &self.plan_remove_to_start(cluster, instance).await?,
+        )?;
         let newly_cordoned = self
             .inner
             .store
             .set_cordon(cluster, instance, true, requested_by, now_ms())
             .await?;
         self.inner.load_cordons().await?;
-        let plan = self.plan_remove(cluster, instance).await?;
-        if let Err(e) = expect(expected, &plan) {
-            if newly_cordoned {
-                self.inner
-                    .store
-                    .set_cordon(cluster, instance, false, requested_by, now_ms())
-                    .await?;
-                self.inner.load_cordons().await?;
+        let plan = match self
+            .plan_remove_to_start(cluster, instance)
+            .await
+            .and_then(|plan| expect(expected, &plan).map(|()| plan))
+        {
+            Ok(plan) => plan,
+            Err(e) => {
+                if newly_cordoned {
+                    self.inner
+                        .store
+                        .set_cordon(cluster, instance, false, requested_by, now_ms())
+                        .await?;
+                    self.inner.load_cordons().await?;
+                }
+                return Err(e);
             }
-            return Err(e);
-        }
+        };
         let op = self
             .create(
                 cluster,
@@ -791,6 +841,50 @@ impl Engine {
     ) -> Result<Option<crate::store::Pause>, EngineError> {
         self.inner.cluster(cluster)?;
         Ok(self.inner.store.automation_pause(cluster).await?)
+    }
+
+    /// What uncordoning `instance` would do now: the rebalance the cluster would get with it
+    /// uncordoned, and whether the join policy would propose or start it.
+    pub async fn plan_uncordon(
+        &self,
+        cluster: &str,
+        instance: &str,
+    ) -> Result<uncordon::UncordonPreview, EngineError> {
+        let spec = self.inner.cluster(cluster)?;
+        let view = self.ready_view(cluster).await?;
+        let Some(i) = view.model.instance(instance) else {
+            return Err(EngineError::UnknownInstance {
+                cluster: cluster.to_owned(),
+                instance: instance.to_owned(),
+            });
+        };
+        let (cordoned, ready) = (i.cordoned, i.ready);
+        let busy = self.inner.busy(cluster);
+        let d = self.inner.duration_ms(cluster)?;
+        let name = instance.to_owned();
+        let mut plan = blocking(move || {
+            let mut model = view.model.clone();
+            if let Some(i) = model.instances.iter_mut().find(|i| i.name == name) {
+                i.cordoned = false;
+            }
+            planner::rebalance(
+                &placement::members(&model, d),
+                &placement::targets(&model, &busy, d),
+                None,
+            )
+        })
+        .await;
+        let churn = self.churn(cluster, &plan).await?;
+        warnings::attach(&mut plan, Vec::new(), churn);
+        let pause = self.inner.store.automation_pause(cluster).await?;
+        Ok(uncordon::preview(
+            spec,
+            instance,
+            cordoned,
+            ready,
+            pause.as_ref(),
+            plan,
+        ))
     }
 
     /// Lets a cordoned instance receive targets again.

@@ -160,7 +160,8 @@ impl Outcome {
             (_, None) => return None,
             (Outcome::Added, Some(m)) => format!(
                 "Added member {m}: its pod and agent started; once membership settles, a \
-                 rebalance gives it a share of the targets."
+                 rebalance giving it a share of the targets is proposed (the demo's \
+                 on_join: propose): review and approve it from this page."
             ),
             (Outcome::Stopped, Some(m)) => format!(
                 "Stopped {m} gracefully (as SIGTERM would): it handed its targets over to the \

@@ -1,7 +1,8 @@
 //! The history half of the store: one append-only `history` table holding ownership changes,
 //! instance events and operation audit entries, its filtered newest-first listing with opaque
 //! cursors, the tallies of the bursts a listed page's ownership changes belong to, counted over
-//! the whole history ([`bursts`]: a page of 50 rows must not be all a reader can count), and
+//! the whole history ([`bursts`]: a page of 50 rows must not be all a reader can count), each
+//! operation's lifecycle (`lifecycles`), a cluster as recorded at a moment ([`as_of`]), and
 //! retention (`prune`).
 //!
 //! It must not: update or delete a history row other than by retention, or interpret what it
@@ -9,6 +10,7 @@
 //! is plain grouping — same cluster, cause and operation (or source), rows close in time —
 //! with the gap given by the caller (the dashboard's story decides what it tells).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -20,8 +22,9 @@ use sqlx::any::AnyRow;
 use super::{
     Arg, Page, Sql, Store, StoreError, clamp_limit, decode_cursor, encode_cursor, opt_word,
 };
-use crate::model::{Cause, InstanceEventKind, UnknownWord};
+use crate::model::{Cause, InstanceEventKind, OperationKind, UnknownWord};
 
+mod as_of;
 mod bursts;
 
 /// A target changed hands (or got its first owner, or lost its owner).
@@ -405,6 +408,53 @@ impl Store {
             None
         };
         Ok(Page { items, next_cursor })
+    }
+
+    /// Each of `operations` with its kind (while the operation itself is kept), every step of
+    /// its lifecycle history keeps (its `operation` entries: created, the states it entered,
+    /// its phases), oldest first, and how many ownership changes history keeps of it (every
+    /// one, whatever a listing filters); bounded reads per operation (by its index). An
+    /// operation of which nothing is kept is absent.
+    pub async fn lifecycles(
+        &self,
+        operations: &[&str],
+    ) -> Result<HashMap<String, (Option<OperationKind>, Vec<HistoryEntry>, u64)>, StoreError> {
+        let mut out = HashMap::new();
+        for op in operations {
+            if out.contains_key(*op) {
+                continue;
+            }
+            let mut sql = Sql::new(ENTRY_COLUMNS);
+            sql.filter(
+                " AND operation_id = {} AND kind = 'operation' ORDER BY id",
+                Arg::Text((*op).to_owned()),
+            );
+            let steps = sql
+                .fetch_all(self)
+                .await?
+                .iter()
+                .map(entry_from_row)
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut kind = Sql::new("SELECT kind FROM operations WHERE 1 = 1");
+            kind.filter(" AND id = {}", Arg::Text((*op).to_owned()));
+            let kind = match kind.fetch_all(self).await?.first() {
+                Some(row) => Some(super::word::<OperationKind>(row, "kind")?),
+                None => None,
+            };
+            let mut moved = Sql::new("SELECT COUNT(*) AS n FROM history WHERE kind = 'ownership'");
+            moved.filter(" AND operation_id = {}", Arg::Text((*op).to_owned()));
+            let moved = match moved.fetch_all(self).await?.first() {
+                Some(row) => {
+                    let n: i64 = row.try_get("n")?;
+                    u64::try_from(n).map_err(|_| StoreError::Corrupt(format!("count {n}")))?
+                }
+                None => 0,
+            };
+            if kind.is_some() || !steps.is_empty() || moved > 0 {
+                out.insert((*op).to_owned(), (kind, steps, moved));
+            }
+        }
+        Ok(out)
     }
 
     /// Retention: deletes history entries with `at_ms` before the cutoff, and operations (with

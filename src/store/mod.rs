@@ -26,6 +26,7 @@
 //! upgrade deadlocks) and waits on the busy timeout instead of failing.
 
 mod automation;
+mod churn;
 mod cordons;
 mod history;
 mod idempotency;
@@ -49,6 +50,7 @@ use sqlx::{Executor as _, Row as _};
 use crate::model::UnknownWord;
 
 pub use automation::Pause;
+pub use churn::FrequentMover;
 pub use history::{HistoryEntry, HistoryKind, HistoryQuery, InstanceEvent, OwnershipChange};
 pub use idempotency::{Claim, KeyRecord, KeyScope, StoredResponse};
 pub use operations::{

@@ -332,6 +332,64 @@ fn only_two_sizes_of_ownership_inserts_are_kept_prepared() {
 /// change), each acquisition once: repeats within the batch and rows already stored are
 /// skipped, and only the new ones are counted.
 #[tokio::test]
+async fn frequent_movers_counts_moves_between_members_in_the_window() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        let mut rows = vec![
+            // Before the window: not counted.
+            change("hot", Some("a"), Some("b"), 500),
+            // First owner, release and a re-acquire by the same holder: not moves.
+            change("hot", None, Some("a"), 1_000),
+            change("hot", Some("a"), Some("a"), 1_100),
+            OwnershipChange {
+                to: None,
+                ..change("hot", Some("a"), None, 1_200)
+            },
+        ];
+        for (i, (from, to)) in [("a", "b"), ("b", "c"), ("c", "a"), ("a", "b")]
+            .iter()
+            .enumerate()
+        {
+            rows.push(change("hot", Some(from), Some(to), 2_000 + i as i64));
+        }
+        for (i, (from, to)) in [("a", "b"), ("b", "a"), ("a", "b"), ("b", "a")]
+            .iter()
+            .enumerate()
+        {
+            rows.push(change("warm", Some(from), Some(to), 3_000 + i as i64));
+        }
+        rows.push(change("cold", Some("a"), Some("b"), 4_000));
+        rows.push(OwnershipChange {
+            cluster: "other".into(),
+            ..change("hot", Some("a"), Some("b"), 4_500)
+        });
+        store.record_ownerships(&rows).await.unwrap();
+        let movers = store.frequent_movers("c1", 1_000, 3, 10).await.unwrap();
+        let got: Vec<(&str, i64)> = movers
+            .iter()
+            .map(|m| (m.target.as_str(), m.moves))
+            .collect();
+        assert_eq!(got, [("hot", 4), ("warm", 4)]);
+        assert_eq!(
+            store
+                .frequent_movers("c1", 1_000, 3, 1)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(
+            store
+                .frequent_movers("c1", 3_002, 3, 10)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn ownership_batches_keep_their_order_and_skip_what_is_stored() {
     each_backend(async |db| {
         let store = db.connect().await;
@@ -1802,4 +1860,145 @@ async fn db_rows(store: &Store, want: i64) {
         .await
         .unwrap();
     assert_eq!(n, want);
+}
+
+/// The cluster at a moment: per target its last change at or before it (the moment itself
+/// included), per instance its presence, cordon and leadership then, per operation its last
+/// step; other clusters and later rows are not seen, and how far back history reaches is told.
+#[tokio::test]
+async fn as_of_is_the_last_recorded_change_at_or_before_the_moment() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        let moved = |target: &str, from: Option<&str>, to: Option<&str>, at_ms| OwnershipChange {
+            cause: Cause::Initial,
+            ..change(target, from, to, at_ms)
+        };
+        store
+            .record_ownerships(&[
+                moved("a", None, Some("m-0"), 1_000),
+                moved("b", None, Some("m-0"), 1_000),
+                moved("a", Some("m-0"), Some("m-1"), 2_000),
+                moved("b", Some("m-0"), None, 3_000),
+                moved("c", None, Some("m-1"), 4_000),
+                OwnershipChange {
+                    cluster: "other".into(),
+                    ..moved("a", None, Some("x-0"), 1_500)
+                },
+            ])
+            .await
+            .unwrap();
+        let event = |instance: &str, kind, at_ms| InstanceEvent {
+            cluster: "c1".into(),
+            instance: instance.into(),
+            kind,
+            at_ms,
+            detail: None,
+        };
+        for e in [
+            event("m-0", InstanceEventKind::Joined, 500),
+            event("m-0", InstanceEventKind::Ready, 600),
+            event("m-0", InstanceEventKind::LeaderGained, 700),
+            event("m-1", InstanceEventKind::Joined, 1_500),
+            event("m-0", InstanceEventKind::Left, 2_500),
+            event("m-1", InstanceEventKind::LeaderGained, 2_600),
+        ] {
+            store.record_instance_event(&e).await.unwrap();
+        }
+        store
+            .set_cordon("c1", "m-1", true, "alice", 1_800)
+            .await
+            .unwrap();
+        store
+            .set_cordon("c1", "m-1", false, "alice", 3_500)
+            .await
+            .unwrap();
+        let op = store
+            .create_operation(&new_op("c1", OperationKind::Rebalance, &[], 1_900))
+            .await
+            .unwrap();
+        store
+            .set_operation_state(
+                &op.id,
+                &[OperationState::Pending],
+                OperationState::Running,
+                None,
+                1_950,
+            )
+            .await
+            .unwrap();
+        store
+            .set_operation_state(
+                &op.id,
+                &[OperationState::Running],
+                OperationState::Succeeded,
+                None,
+                2_100,
+            )
+            .await
+            .unwrap();
+
+        let holders = |targets: &[HistoryEntry]| -> Vec<(String, Option<String>, i64)> {
+            targets
+                .iter()
+                .map(|e| (e.target.clone().unwrap(), e.to.clone(), e.at_ms))
+                .collect()
+        };
+        let own = |t: &str, to: Option<&str>, at: i64| (t.to_owned(), to.map(Into::into), at);
+
+        // Before anything: nothing, but how far history reaches.
+        let before = store.as_of("c1", 100).await.unwrap();
+        assert!(before.targets.is_empty() && before.instances().is_empty());
+        assert_eq!(before.kept_from_ms, Some(500));
+        // At the first placement itself (inclusive), and another cluster's a not seen.
+        let first = store.as_of("c1", 1_000).await.unwrap();
+        assert_eq!(
+            holders(&first.targets),
+            [own("a", Some("m-0"), 1_000), own("b", Some("m-0"), 1_000)]
+        );
+        let m0 = &first.instances()[0];
+        assert_eq!(m0.instance, "m-0");
+        assert_eq!(m0.presence, Some((InstanceEventKind::Ready, 600)));
+        assert!(m0.leader && !m0.cordoned);
+        // Mid-way: a moved, m-0 gone, m-1 cordoned and leader, the operation under way.
+        let mid = store.as_of("c1", 2_700).await.unwrap();
+        assert_eq!(
+            holders(&mid.targets),
+            [own("a", Some("m-1"), 2_000), own("b", Some("m-0"), 1_000)]
+        );
+        let inst = mid.instances();
+        assert_eq!(inst.len(), 2);
+        assert_eq!(inst[0].presence, Some((InstanceEventKind::Left, 2_500)));
+        assert!(!inst[0].leader);
+        assert!(inst[1].cordoned && inst[1].leader);
+        assert_eq!(mid.operations.len(), 1);
+        assert_eq!(mid.operations[0].event.as_deref(), Some("succeeded"));
+        let early = store.as_of("c1", 1_960).await.unwrap();
+        assert_eq!(early.operations[0].event.as_deref(), Some("running"));
+        // Later: b released, c placed, m-1 uncordoned.
+        let late = store.as_of("c1", 10_000).await.unwrap();
+        assert_eq!(
+            holders(&late.targets),
+            [
+                own("a", Some("m-1"), 2_000),
+                own("b", None, 3_000),
+                own("c", Some("m-1"), 4_000)
+            ]
+        );
+        assert!(!late.instances()[1].cordoned);
+        // Another cluster, and one with no history at all.
+        let other = store.as_of("other", 10_000).await.unwrap();
+        assert_eq!(holders(&other.targets), [own("a", Some("x-0"), 1_500)]);
+        let none = store.as_of("nope", 10_000).await.unwrap();
+        assert!(none.targets.is_empty() && none.kept_from_ms.is_none());
+
+        // The operation's whole lifecycle, with its kind; an unknown one is absent.
+        let life = store.lifecycles(&[&op.id, "nope"]).await.unwrap();
+        assert_eq!(life.len(), 1);
+        let (kind, steps, moved) = &life[&op.id];
+        assert_eq!(*kind, Some(OperationKind::Rebalance));
+        assert_eq!(*moved, 0, "it moved nothing");
+        let words: Vec<_> = steps.iter().map(|e| e.event.clone().unwrap()).collect();
+        assert_eq!(words, ["created", "running", "succeeded"]);
+    })
+    .await;
 }

@@ -512,6 +512,14 @@ async fn auth_matrix() {
             Operate,
             S::OK,
         ),
+        row(
+            "GET",
+            "/clusters/{cluster}/instances/{instance}/uncordon",
+            "/api/v1/clusters/c/instances/c-1/uncordon",
+            Nothing,
+            Read,
+            S::OK,
+        ),
         api(
             "/clusters/{cluster}/rebalance",
             "/clusters/c/rebalance",
@@ -543,6 +551,12 @@ async fn auth_matrix() {
             "/api/v1/clusters/c/automation",
             Json(json!({"paused": false, "reason": "matrix"})),
             Operate,
+            S::OK,
+        ),
+        api(
+            "/clusters/{cluster}/as-of",
+            "/clusters/c/as-of?at=2026-01-01T00:00:00Z",
+            Read,
             S::OK,
         ),
         api("/events", "/events", Read, S::OK),
@@ -616,6 +630,16 @@ async fn auth_matrix() {
             Operate,
             S::CONFLICT,
         ),
+        // (c-1 is not cordoned here, so the page offers nothing to anyone: the offer is
+        // checked in `an_uncordon_says_what_it_sets_off_before_it_does`.)
+        row(
+            "GET",
+            "/clusters/{cluster}/instances/{instance}/uncordon",
+            "/clusters/c/instances/c-1/uncordon",
+            Nothing,
+            Read,
+            S::OK,
+        ),
         row(
             "POST",
             "/clusters/{cluster}/instances/{instance}/uncordon",
@@ -683,6 +707,14 @@ async fn auth_matrix() {
             S::NOT_FOUND,
         ),
         row("GET", "/history", "/history", Nothing, Read, S::OK),
+        row(
+            "GET",
+            "/clusters/{cluster}/as-of",
+            "/clusters/c/as-of",
+            Nothing,
+            Read,
+            S::OK,
+        ),
         row(
             "GET",
             "/static/{file}",
@@ -932,6 +964,133 @@ async fn a_start_naming_a_stale_plan_is_refused_with_the_fresh_one() {
 }
 
 /// How many operations the API lists.
+/// An uncordon says what it sets off before it does (issue 34, item 4), and a removal's plan
+/// says what it means for the cluster (item 3): c-1 cordoned (by a removal this engine, which
+/// does not act, never runs), its uncordon's preview is the rebalance the join policy would
+/// propose — offered to an operator, read-only for a viewer; removing c-0 then is warned as
+/// removing the last ready member, whose targets have nowhere to go. Each move says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncordon_says_what_it_sets_off_before_it_does() {
+    let app = app().await;
+    app.imbalance().await;
+    let preview = "/api/v1/clusters/c/instances/c-1/uncordon";
+    let (s, _, v) = call(&app, "GET", preview, Some("viewer-token"), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["cordoned"], false, "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("not cordoned"),
+        "{v}"
+    );
+
+    let (s, _, v) = call(
+        &app,
+        "POST",
+        "/api/v1/clusters/c/instances/c-1/remove",
+        Some("operator-token"),
+        Some(json!({"dry_run": false})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    let (s, _, v) = call(&app, "GET", preview, Some("viewer-token"), None).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["cordoned"], true, "{v}");
+    // The cluster's on_join is the default, propose.
+    assert_eq!(v["then"], "proposal", "{v}");
+    let moves = v["plan"]["moves"].as_array().unwrap();
+    assert_eq!(moves.len(), 2, "{v}");
+    // t-4 has no owner yet; one of c-0's four goes to c-1 to even them out.
+    let why: Vec<(&Value, &str)> = moves
+        .iter()
+        .map(|m| {
+            assert_eq!(m["to"], "c-1", "{v}");
+            (&m["from"], m["reason"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        why,
+        [(&json!("c-0"), "balance"), (&Value::Null, "unowned")],
+        "{v}"
+    );
+    let message = v["message"].as_str().unwrap();
+    assert!(
+        message.contains("a rebalance of 2 moves is proposed for someone to approve"),
+        "{message}"
+    );
+    // Nothing changed by looking.
+    let (_, _, v) = call(&app, "GET", preview, Some("viewer-token"), None).await;
+    assert_eq!(v["cordoned"], true, "{v}");
+
+    // The page: the same words, with the button for an operator, what it needs for a viewer.
+    let page = "/clusters/c/instances/c-1/uncordon";
+    let (s, _, body) = call(&app, "GET", page, Some("operator-token"), None).await;
+    let body = body.as_str().unwrap().to_owned();
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert!(
+        body.contains("a rebalance of 2 moves is proposed"),
+        "{body}"
+    );
+    assert!(
+        body.contains("id=\"confirm\"") && !body.contains("id=\"needs\""),
+        "{body}"
+    );
+    assert!(
+        body.contains("c-0 carries more than its share, c-1 less"),
+        "{body}"
+    );
+    let (_, _, body) = call(&app, "GET", page, Some("viewer-token"), None).await;
+    let body = body.as_str().unwrap().to_owned();
+    assert!(
+        !body.contains("id=\"confirm\"") && body.contains("id=\"needs\""),
+        "{body}"
+    );
+    // The instance page links to it instead of uncordoning at once.
+    let (_, _, body) = call(
+        &app,
+        "GET",
+        "/clusters/c/instances/c-1",
+        Some("operator-token"),
+        None,
+    )
+    .await;
+    let body = body.as_str().unwrap().to_owned();
+    assert!(
+        body.contains("href=\"/clusters/c/instances/c-1/uncordon\""),
+        "{body}"
+    );
+    assert!(
+        !body.contains("action=\"/clusters/c/instances/c-1/uncordon\""),
+        "{body}"
+    );
+
+    // With c-1 cordoned, removing c-0 would leave nobody to work its four targets.
+    let (s, _, v) = call(
+        &app,
+        "POST",
+        "/api/v1/clusters/c/instances/c-0/remove",
+        Some("operator-token"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let kinds: Vec<&str> = v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["last_ready_member", "no_active_member"], "{v}");
+    let (_, _, body) = call(
+        &app,
+        "GET",
+        "/clusters/c/instances/c-0/remove",
+        Some("operator-token"),
+        None,
+    )
+    .await;
+    let body = body.as_str().unwrap().to_owned();
+    assert!(body.contains("c-0 is the last ready member"), "{body}");
+}
+
 async fn operation_count(app: &App) -> usize {
     let (s, _, ops) = call(app, "GET", "/api/v1/operations", Some("viewer-token"), None).await;
     assert_eq!(s, StatusCode::OK, "{ops}");
@@ -1318,4 +1477,349 @@ async fn a_run_with_nothing_to_move_records_no_operation() {
     assert_eq!(s, StatusCode::ACCEPTED, "{v}");
     assert!(h.contains_key(header::LOCATION), "{h:?}");
     assert_eq!(operation_count(&app).await, 1);
+}
+
+/// History for an incident, over the router: the cluster as it was at a moment (API and page)
+/// from the history recorded, each bad input a clear 400 (or 404) naming what it takes, never a
+/// 500; the history page's time range, kept by its paging; an operation's lifecycle as one
+/// entry with its moves counted whole; audit rows naming the action and linking the operation
+/// they created; no stored word (`leases_cleaned`) on the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_as_of_time_ranges_lifecycles_and_audit_words() {
+    use leasehold::model::{Cause, OperationKind, OperationState};
+    use leasehold::store::{NewMove, NewOperation, OwnershipChange};
+    let app = app().await;
+    let store = app.engine.store();
+    // Whole seconds, an hour ago: t-0 and t-1 placed on c-0; over a minute later, 120 more
+    // placements a second apart (longer than two pages); a removal of c-0 moves t-0 and t-1 to
+    // c-1.
+    let t0 = (leasehold::store::now_ms() / 1000 - 3600) * 1000;
+    let iso = |ms: i64| jiff::Timestamp::from_millisecond(ms).unwrap().to_string();
+    let field = |ms: i64| {
+        jiff::Timestamp::from_millisecond(ms)
+            .unwrap()
+            .strftime("%Y-%m-%dT%H:%M:%S")
+            .to_string()
+    };
+    let change = |target: &str, from: Option<&str>, to: &str, cause, op: Option<&str>, at_ms| {
+        OwnershipChange {
+            cluster: "c".into(),
+            target: target.into(),
+            from: from.map(Into::into),
+            to: Some(to.into()),
+            cause,
+            operation: op.map(Into::into),
+            at_ms,
+            acquired_at_ms: Some(at_ms),
+            gap_ms: from.map(|_| 40),
+        }
+    };
+    let mut placed: Vec<OwnershipChange> = ["t-0", "t-1"]
+        .iter()
+        .map(|t| change(t, None, "c-0", Cause::Initial, None, t0))
+        .collect();
+    placed.extend((0..120).map(|i| {
+        change(
+            &format!("x-{i:03}"),
+            None,
+            "c-1",
+            Cause::Initial,
+            None,
+            t0 + 70_000 + i * 1000,
+        )
+    }));
+    store.record_ownerships(&placed).await.unwrap();
+    let op = store
+        .create_operation(&NewOperation {
+            cluster: "c".into(),
+            kind: OperationKind::RemoveInstance,
+            state: OperationState::Pending,
+            requested_by: "olga".into(),
+            reason: "node drain".into(),
+            instance: Some("c-0".into()),
+            params: json!({}),
+            moves: ["t-0", "t-1"]
+                .iter()
+                .map(|t| NewMove {
+                    target: (*t).into(),
+                    from: Some("c-0".into()),
+                    to: "c-1".into(),
+                })
+                .collect(),
+            now_ms: t0 + 200_000,
+        })
+        .await
+        .unwrap();
+    store
+        .record_audit(
+            "c",
+            "olga",
+            "remove instance c-0",
+            "ok",
+            Some(&op.id),
+            t0 + 200_000,
+        )
+        .await
+        .unwrap();
+    let to_running = [OperationState::Pending];
+    store
+        .set_operation_state(
+            &op.id,
+            &to_running,
+            OperationState::Running,
+            None,
+            t0 + 201_000,
+        )
+        .await
+        .unwrap();
+    store
+        .record_ownerships(&[
+            change(
+                "t-0",
+                Some("c-0"),
+                "c-1",
+                Cause::Removal,
+                Some(&op.id),
+                t0 + 202_000,
+            ),
+            change(
+                "t-1",
+                Some("c-0"),
+                "c-1",
+                Cause::Removal,
+                Some(&op.id),
+                t0 + 203_000,
+            ),
+        ])
+        .await
+        .unwrap();
+    store
+        .set_operation_phase(&op.id, "leases_cleaned", t0 + 204_000)
+        .await
+        .unwrap();
+    store
+        .set_operation_state(
+            &op.id,
+            &[OperationState::Running],
+            OperationState::Succeeded,
+            None,
+            t0 + 205_000,
+        )
+        .await
+        .unwrap();
+    store
+        .record_audit(
+            "c",
+            "vera",
+            "pause automatic rebalancing: incident",
+            "refused: vera may not rebalance cluster c",
+            None,
+            t0 + 206_000,
+        )
+        .await
+        .unwrap();
+    let get = async |uri: &str| call(&app, "GET", uri, Some("viewer-token"), None).await;
+    let html = |v: Value| v.as_str().unwrap_or_default().to_owned();
+
+    // The API, as a viewer: before the removal t-0 was held by c-0; after, by c-1; t-2 (never
+    // moved) is not recorded; the operation was under way in between.
+    let (s, _, v) = get(&format!(
+        "/api/v1/clusters/c/as-of?at={}",
+        iso(t0 + 100_000)
+    ))
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let target = |v: &Value, key: &str| {
+        v["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["target"] == key)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {key} in {v}"))
+    };
+    assert_eq!(target(&v, "t-0")["state"], "held");
+    assert_eq!(target(&v, "t-0")["holder"], "c-0");
+    assert_eq!(target(&v, "t-2")["state"], "not_recorded");
+    assert_eq!(v["history_from_ms"], t0);
+    assert!(
+        v["limits"].as_str().unwrap().contains("not recorded"),
+        "{v}"
+    );
+    let (_, _, mid) = get(&format!(
+        "/api/v1/clusters/c/as-of?at={}",
+        iso(t0 + 202_500)
+    ))
+    .await;
+    assert_eq!(target(&mid, "t-0")["holder"], "c-1");
+    assert_eq!(target(&mid, "t-1")["holder"], "c-0");
+    assert_eq!(mid["operations"][0]["id"], op.id.as_str());
+    assert_eq!(mid["operations"][0]["step"], "running");
+    let (_, _, after) = get(&format!(
+        "/api/v1/clusters/c/as-of?at={}",
+        iso(t0 + 300_000)
+    ))
+    .await;
+    assert_eq!(target(&after, "t-1")["holder"], "c-1");
+    assert_eq!(target(&after, "t-1")["cause"], "removal");
+    assert!(after["operations"].as_array().unwrap().is_empty(), "ended");
+    // Bad input: 400 naming `at` and what it takes; unknown parameters and clusters.
+    for (uri, want, says) in [
+        (
+            "/api/v1/clusters/c/as-of",
+            StatusCode::BAD_REQUEST,
+            "at: required",
+        ),
+        (
+            "/api/v1/clusters/c/as-of?at=yesterday",
+            StatusCode::BAD_REQUEST,
+            "RFC 3339",
+        ),
+        (
+            "/api/v1/clusters/c/as-of?at=2026-12-07T02:43:00",
+            StatusCode::BAD_REQUEST,
+            "offset",
+        ),
+        (
+            "/api/v1/clusters/c/as-of?at=2026-12-07T02:43:00Z&when=1",
+            StatusCode::BAD_REQUEST,
+            "when",
+        ),
+        (
+            "/api/v1/clusters/nope/as-of?at=2026-12-07T02:43:00Z",
+            StatusCode::NOT_FOUND,
+            "nope",
+        ),
+    ] {
+        let (s, h, v) = get(uri).await;
+        assert_eq!(s, want, "{uri}: {v}");
+        assert_eq!(h[header::CONTENT_TYPE], "application/problem+json", "{uri}");
+        assert!(v["detail"].as_str().unwrap().contains(says), "{uri}: {v}");
+    }
+
+    // The page: reconstructed, and saying so; c-0 held both then.
+    let (s, _, page) = get(&format!("/clusters/c/as-of?t={}", field(t0 + 100_000))).await;
+    let page = html(page);
+    assert_eq!(s, StatusCode::OK, "{page}");
+    assert!(page.contains("Reconstructed from the history"), "{page}");
+    assert!(page.contains("c-0 held 2"), "{page}");
+    assert!(page.contains("not recorded"), "{page}");
+    for bad in ["yesterday", "2026-02-30T00:00"] {
+        let (s, _, page) = get(&format!("/clusters/c/as-of?t={bad}")).await;
+        let page = html(page);
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{page}");
+        assert!(
+            page.contains("id=\"as-of-problem\"") && page.contains("is not a time"),
+            "{page}"
+        );
+        assert!(page.contains("<form"), "the form stays to fix it");
+    }
+    let (s, _, _) = get("/clusters/nope/as-of").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+
+    // The history page's time range: only what is in it, paged with the range kept.
+    let range = format!(
+        "/history?cluster=c&from={}&to={}",
+        field(t0 + 70_000),
+        field(t0 + 200_000)
+    );
+    let (s, _, page) = get(&range).await;
+    let page = html(page);
+    assert_eq!(s, StatusCode::OK, "{page}");
+    assert!(
+        page.contains("120 targets</strong> placed"),
+        "counted whole: {page}"
+    );
+    assert!(
+        !page.contains("t-0</code>"),
+        "t-0's placement is before the range"
+    );
+    // Older pages, each with the range kept, each counting the placements whole.
+    let mut pages = 1;
+    let mut at = page.clone();
+    while let Some(link) = at
+        .split("rel=\"next\"")
+        .next()
+        .filter(|_| at.contains("rel=\"next\""))
+    {
+        let older = link
+            .rsplit("href=\"")
+            .next()
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap()
+            .replace("&#38;", "&")
+            .replace("&amp;", "&");
+        assert!(older.contains("from=") && older.contains("to="), "{older}");
+        let (s, _, next) = get(&older).await;
+        at = html(next);
+        assert_eq!(s, StatusCode::OK);
+        assert!(at.contains("120 targets</strong> placed"), "{at}");
+        pages += 1;
+    }
+    assert_eq!(pages, 3, "120 rows, 50 a page");
+    // Each line's time opens its cluster as it was then.
+    assert!(page.contains("/clusters/c/as-of?t="), "{page}");
+    // Bad values: an error box and the form, not a 500.
+    for (q, want, says) in [
+        (
+            "from=yesterday",
+            StatusCode::BAD_REQUEST,
+            "From: &#34;yesterday&#34; is not a time",
+        ),
+        (
+            "from=2026-12-07T03:00&to=2026-12-07T02:00",
+            StatusCode::BAD_REQUEST,
+            "before it starts",
+        ),
+        ("kind=moves", StatusCode::BAD_REQUEST, "the kinds are"),
+        ("cluster=nope", StatusCode::NOT_FOUND, "no cluster named"),
+    ] {
+        let (s, _, page) = get(&format!("/history?{q}")).await;
+        let page = html(page);
+        assert_eq!(s, want, "{q}: {page}");
+        assert!(page.contains("id=\"history-problem\""), "{q}: {page}");
+        assert!(page.contains(says), "{q}: {page}");
+        assert!(page.contains("<form"), "{q}");
+    }
+
+    // The removal as one entry: its lifecycle and its moves, counted, linked; the audit rows
+    // name the action and link the operation; no stored word is shown.
+    let (_, _, page) = get("/history?cluster=c&kind=").await;
+    let page = html(page);
+    assert_eq!(
+        page.matches(&format!("data-operation=\"{}\"", op.id))
+            .count(),
+        1,
+        "{page}"
+    );
+    assert!(page.contains("Remove instance c-0</strong>"), "{page}");
+    assert!(page.contains("2 targets moved"), "{page}");
+    assert!(page.contains("leftover Leases cleaned up"), "{page}");
+    assert!(page.contains(">started<"), "{page}");
+    assert!(
+        page.contains("olga</strong> asked: <span class=\"action\">Remove instance c-0</span>"),
+        "{page}"
+    );
+    assert!(
+        page.contains(&format!(
+            "→ <a href=\"/operations/{}\">its operation</a>",
+            op.id
+        )),
+        "{page}"
+    );
+    assert!(
+        page.contains("Pause automatic rebalancing: incident"),
+        "{page}"
+    );
+    assert!(page.contains("vera may not rebalance cluster c"), "{page}");
+    for raw in ["leases_cleaned", "remove_instance"] {
+        assert!(!page.contains(raw), "{raw} shown: {page}");
+    }
+    // Listed without its moves (only operation steps), it still counts them all.
+    let (_, _, steps) = get("/history?cluster=c&kind=operation").await;
+    let steps = html(steps);
+    assert!(steps.contains("2 targets moved"), "{steps}");
+    assert!(steps.contains("data-moved=\"2\""), "{steps}");
 }

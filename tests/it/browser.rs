@@ -983,6 +983,15 @@ async fn the_dashboard_in_chromium() {
     let row = b.text("#instance-c-0").await;
     assert!(row.contains("cordoned"), "{row}");
     b.shot("instances-after").await;
+    // Uncordon… says first what uncordoning would set off (this cluster: on_join: off), with
+    // the rebalance it would leave to a person; nothing is uncordoned by looking.
+    b.click("#instance-c-0 a[href$='/uncordon']").await;
+    b.wait_text("h1", "Uncordon c-0", Duration::from_secs(10))
+        .await;
+    b.wait_text("#then", "on_join: off", Duration::from_secs(1))
+        .await;
+    assert!(c.find(Locator::Css("#confirm")).await.is_ok());
+    b.shot("uncordon-preview").await;
     let errors = b.console_errors().await;
     assert!(errors.is_empty(), "console errors {errors:#?}");
 
@@ -1172,10 +1181,56 @@ async fn the_demo_controls_in_chromium() {
     c.goto(&page).await.unwrap();
     b.shot("demo").await;
 
-    // Add a member: it is said, and it joins and gets its share (on_join: auto).
+    // Removing the controlling instance of the replicas cluster is warned about from every
+    // entry point: its instance page, and the confirmation page reached from there and from
+    // the instances list.
+    let replicas = leasehold::demo::REPLICAS;
+    let remove = format!("/clusters/{replicas}/instances/{replicas}-0/remove");
+    let only = "the only ready instance with the role controlling";
+    c.goto(&format!(
+        "{base}/clusters/{replicas}/instances/{replicas}-0"
+    ))
+    .await
+    .unwrap();
+    b.wait_text("#remove-h ~ p.error-box", only, Duration::from_secs(5))
+        .await;
+    b.click(&format!("a[href=\"{remove}\"]")).await;
+    b.wait_text("#plan-warnings", only, Duration::from_secs(10))
+        .await;
+    c.goto(&format!("{base}/clusters/{replicas}/instances"))
+        .await
+        .unwrap();
+    b.click(&format!("a[href=\"{remove}\"]")).await;
+    b.wait_text("#plan-warnings", only, Duration::from_secs(10))
+        .await;
+    b.shot("demo-remove-controlling").await;
+    c.goto(&page).await.unwrap();
+
+    // Add a member: it is said, and once membership settles a rebalance is proposed (the
+    // demo's on_join: propose). The cluster page shows it live; approving it from its page
+    // gives the newcomer its share.
     b.click("#demo-add").await;
     b.wait_text("#demo-notice", "Added member", Duration::from_secs(10))
         .await;
+    b.mark().await;
+    b.wait_text("#proposal", "waits for approval", Duration::from_secs(30))
+        .await;
+    assert!(b.same_page().await, "the page reloaded instead of updating");
+    b.shot("demo-proposal").await;
+    b.click("#proposal-review").await;
+    b.wait_text("h1", "rebalance on", Duration::from_secs(10))
+        .await;
+    b.shot("demo-proposal-review").await;
+    b.click("#approve").await;
+    // Approved: its page again, no longer offering Approve.
+    let approved = common::eventually(Duration::from_secs(10), || async {
+        let gone = c.find(Locator::Css("#approve")).await.is_err();
+        let on_it = c.find(Locator::Css("h1")).await.is_ok();
+        (gone && on_it).then_some(())
+    })
+    .await;
+    assert!(approved.is_some(), "still offered Approve after approving");
+    c.goto(&page).await.unwrap();
     b.mark().await;
     let settle = Duration::from_secs(3);
     let joined = |h: &Holdings| h.len() == 4 && h.iter().all(|(_, n)| *n > 0);
@@ -1261,4 +1316,391 @@ async fn the_demo_controls_in_chromium() {
     let _ = b.client.clone().close().await;
     demo.stop().await.unwrap();
     assert_work_ended(&checker, &["collector-1"]);
+}
+
+/// A member crashes with the overview open (issue 34's acceptance): the collector's card says
+/// "unworked" within 1 s of the API counting a target nobody works on, says it for as long as
+/// the API does, and stops within 1.5 s once every target is worked again — never "healthy"
+/// while targets are unworked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_overview_shows_a_crash_as_unworked_until_every_target_is_worked() {
+    use super::demo::{assert_work_ended, settled};
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let checker = InvariantChecker::new();
+    let demo = leasehold::demo::start(super::demo::options(dir.path(), "127.0.0.1:0", &checker))
+        .await
+        .unwrap();
+    let base = format!("http://127.0.0.1:{}", demo.api_addr().port());
+    let cluster = leasehold::demo::COLLECTOR;
+    let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let send = |method: &str, path: String| {
+        let req = http::Request::builder()
+            .method(method)
+            .uri(format!("{base}{path}"))
+            .body(Default::default())
+            .unwrap();
+        let res = http.request(req);
+        async move {
+            let res = res.await.unwrap();
+            let status = res.status();
+            let body = res.into_body().collect().await.unwrap().to_bytes();
+            (
+                status,
+                serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null),
+            )
+        }
+    };
+    // Targets of the collector nobody works on, as the API counts them.
+    let unworked = || async {
+        let (_, v) = send("GET", "/api/v1/clusters".into()).await;
+        v.as_array()
+            .and_then(|a| a.iter().find(|c| c["name"] == cluster))
+            .map(|c| {
+                c["targets"]["expired"].as_u64().unwrap_or(0)
+                    + c["targets"]["unworked"].as_u64().unwrap_or(0)
+            })
+            .unwrap_or(0)
+    };
+    settled(
+        demo.api_addr(),
+        &checker,
+        cluster,
+        Duration::from_secs(30),
+        |_| true,
+    )
+    .await;
+    let c = &b.client;
+    c.goto(&format!("{base}/")).await.unwrap();
+    b.wait_text("#c-1", "healthy", Duration::from_secs(10))
+        .await;
+    b.mark().await;
+
+    let (status, v) = send(
+        "POST",
+        format!("/demo/clusters/{cluster}/members/collector-1/crash"),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let crashed = tokio::time::Instant::now();
+    // (when the API began counting unworked targets, when it stopped)
+    let mut api_unworked: Option<tokio::time::Instant> = None;
+    let mut api_worked: Option<tokio::time::Instant> = None;
+    let mut page_late: Option<Duration> = None;
+    loop {
+        let n = unworked().await;
+        let tag = b.text("#c-1 .tag").await;
+        let now = tokio::time::Instant::now();
+        if n > 0 {
+            let since = *api_unworked.get_or_insert(now);
+            api_worked = None;
+            if tag == "unworked" {
+                page_late.get_or_insert(now - since);
+            } else {
+                assert!(
+                    now - since <= Duration::from_secs(1),
+                    "the API has counted {n} unworked targets for {:?}, the overview says {tag:?}",
+                    now - since
+                );
+            }
+        } else if api_unworked.is_some() {
+            let since = *api_worked.get_or_insert(now);
+            assert!(
+                tag != "unworked" || now - since <= Duration::from_millis(1500),
+                "every target worked again {:?} ago, the overview still says unworked",
+                now - since
+            );
+            if tag != "unworked" && now - since >= Duration::from_secs(2) {
+                break;
+            }
+        }
+        assert!(
+            crashed.elapsed() < Duration::from_secs(40),
+            "no crash seen and recovered within 40 s (unworked since {:?}, tag {tag:?})",
+            api_unworked.map(|t| t - crashed)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let shown = api_unworked.unwrap() - crashed;
+    eprintln!("crash: unworked in the API {shown:?} after it, on the overview {page_late:?} later");
+    assert!(
+        b.same_page().await,
+        "the overview reloaded instead of updating"
+    );
+    b.shot("overview-after-crash").await;
+    let errors = b.console_errors().await;
+    assert!(errors.is_empty(), "console errors {errors:#?}");
+    let _ = b.client.clone().close().await;
+    demo.stop().await.unwrap();
+    assert_work_ended(&checker, &["collector-1"]);
+}
+
+/// The stories of one page of `/history` as the page tells them (the browser is there): each
+/// line's moves counted (`data-count`, `data-cause`) or operation (`data-operation`,
+/// `data-moved`), and the link to the next page.
+const STORIES: &str = r##"
+const lines = [...document.querySelectorAll("ol.timeline > li")].map(li => {
+  const d = li.querySelector(":scope > details");
+  return {
+    count: d && d.dataset.count ? Number(d.dataset.count) : null,
+    cause: d ? d.dataset.cause || null : null,
+    operation: d ? d.dataset.operation || null : null,
+    moved: d && d.dataset.moved ? Number(d.dataset.moved) : null,
+    as_of: (li.querySelector(":scope > a.when") || {}).href || null,
+  };
+});
+const next = document.querySelector("a[rel=next]");
+return {lines, next: next ? next.href : null};
+"##;
+
+/// History for an incident, in Chromium with its default settings: a history longer than two
+/// pages (120 placements, a member joining, a rebalance) paged through with the Older links,
+/// every story's count equal to the rows the API lists for it; an operation told as one entry
+/// with its moves; a time range set in the form and kept by the paging; the cluster as it was
+/// at a line's time, its counts the API's; a bad time answered with an error box. Every page
+/// fits at 1280 and 390 px.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn history_for_an_incident_in_chromium() {
+    let Some(b) = Browser::start().await else {
+        return;
+    };
+    let mut env = Env::start(2, 120).await;
+    let placed = common::eventually(Duration::from_secs(40), || async {
+        let l = loads(&env).await;
+        (l.iter().map(|(_, n)| n).sum::<u64>() == 120).then_some(l)
+    })
+    .await;
+    assert!(placed.is_some(), "never placed: {:?}", loads(&env).await);
+    let c = &b.client;
+    log_in(&b, &env, TOKEN, false).await;
+    // The placements well before what follows, for the time range below.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    env.add_member("c-2").await;
+    b.wait_text("#cluster-instances", "c-2", Duration::from_secs(20))
+        .await;
+    c.goto(&format!("{}/clusters/{CLUSTER}/rebalance", env.base))
+        .await
+        .unwrap();
+    b.wait_text("#plan", "c-2", Duration::from_secs(20)).await;
+    b.click("#confirm").await;
+    b.wait_text("#op-state", "succeeded", Duration::from_secs(60))
+        .await;
+    let op = c
+        .current_url()
+        .await
+        .unwrap()
+        .path()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .replace("%2D", "-");
+
+    // What the API lists: every ownership row of the cluster, the placements and the
+    // operation's moves among them (once history has every move the operation made).
+    let done = env.api(&format!("/operations/{op}")).await["moves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["state"] == "done")
+        .count();
+    assert!(done > 0, "the rebalance moved nothing");
+    let counted = common::eventually(Duration::from_secs(20), || async {
+        let rows = env
+            .api(&format!(
+                "/history?cluster={CLUSTER}&kind=ownership&limit=1000"
+            ))
+            .await;
+        let rows = rows["items"].as_array().unwrap().clone();
+        let initial = rows.iter().filter(|r| r["cause"] == "initial").count();
+        let moved = rows
+            .iter()
+            .filter(|r| r["operation"] == op.as_str())
+            .count();
+        (moved >= done).then_some((initial, moved))
+    })
+    .await;
+    let Some((initial, moved)) = counted else {
+        let rows = env
+            .api(&format!("/history?cluster={CLUSTER}&limit=8"))
+            .await;
+        panic!("history never had the {done} moves of {op}: {rows:#}");
+    };
+    assert_eq!(initial, 120);
+    let all = env
+        .api(&format!("/history?cluster={CLUSTER}&limit=1000"))
+        .await;
+    let total = all["items"].as_array().unwrap().len();
+    assert!(
+        total > 100,
+        "history of {total} rows: not longer than two pages"
+    );
+
+    // Page through it: each story's count is the rows', on every page it appears.
+    c.goto(&format!("{}/history?cluster={CLUSTER}", env.base))
+        .await
+        .unwrap();
+    b.shot("history-first").await;
+    let (mut pages, mut placements, mut operations) = (0, 0, 0);
+    let mut as_of = None;
+    loop {
+        pages += 1;
+        let page = c.execute(STORIES, vec![]).await.unwrap();
+        // The rebalance's entries on this page.
+        let mut here = 0;
+        for l in page["lines"].as_array().unwrap() {
+            if l["cause"] == "initial" {
+                assert_eq!(l["count"], json!(initial), "page {pages}: {l}");
+                placements += 1;
+                as_of = as_of.or(l["as_of"].as_str().map(str::to_owned));
+            }
+            if l["operation"] == op.as_str() {
+                assert_eq!(l["moved"], json!(moved), "page {pages}: {l}");
+                operations += 1;
+                here += 1;
+            }
+            assert!(l["operation"].is_null() || l["moved"].is_number(), "{l}");
+        }
+        assert!(here <= 1, "page {pages}: the rebalance told {here} times");
+        match page["next"].as_str() {
+            Some(_) => {
+                b.click("a[rel=next]").await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            None => break,
+        }
+    }
+    assert!(pages >= 3, "{total} rows in {pages} pages");
+    assert!(
+        placements >= 2,
+        "the placements reach over {placements} page(s)"
+    );
+    // One entry on each page its rows reach (each counting it whole).
+    assert!(operations >= 1, "the rebalance is not told");
+    b.shot("history-last").await;
+
+    // A time range, set in the form: the rebalance's and nothing before it; kept by paging.
+    let first = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["operation"] == op.as_str())
+        .map(|r| r["at_ms"].as_i64().unwrap())
+        .min()
+        .unwrap();
+    let field = |ms: i64| {
+        jiff::Timestamp::from_millisecond(ms)
+            .unwrap()
+            .strftime("%Y-%m-%dT%H:%M:%S")
+            .to_string()
+    };
+    c.goto(&format!("{}/history?cluster={CLUSTER}", env.base))
+        .await
+        .unwrap();
+    c.execute(
+        "document.getElementById('from').value = arguments[0];\
+         document.getElementById('to').value = arguments[1];",
+        vec![json!(field(first)), json!(field(first + 600_000))],
+    )
+    .await
+    .unwrap();
+    b.click("form.filters button[type=submit]").await;
+    b.wait_text("#history", "Rebalance", Duration::from_secs(10))
+        .await;
+    let url = c.current_url().await.unwrap();
+    assert!(url.query().unwrap().contains("from="), "{url}");
+    let page = c.execute(STORIES, vec![]).await.unwrap();
+    let lines = page["lines"].as_array().unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["operation"] == op.as_str() && l["moved"] == json!(moved))
+    );
+    assert!(
+        lines.iter().all(|l| l["cause"] != "initial"),
+        "placements are before the range"
+    );
+    if let Some(next) = page["next"].as_str() {
+        assert!(next.contains("from=") && next.contains("to="), "{next}");
+    }
+    b.shot("history-range").await;
+
+    // The cluster as it was at the placements' time: the page's counts are the API's.
+    let as_of = as_of.expect("no link to the cluster as it was");
+    c.goto(&as_of).await.unwrap();
+    b.wait_text("h1", "as it was at", Duration::from_secs(10))
+        .await;
+    b.wait_text(
+        "#as-of-limits",
+        "Reconstructed from the history",
+        Duration::from_secs(5),
+    )
+    .await;
+    let t = c
+        .current_url()
+        .await
+        .unwrap()
+        .query_pairs()
+        .find(|(k, _)| k == "t")
+        .unwrap()
+        .1
+        .into_owned();
+    let api = env
+        .api(&format!(
+            "/clusters/{CLUSTER}/as-of?at={}",
+            t.replace('+', "%2B")
+        ))
+        .await;
+    let summary = b.text("#as-of-summary").await;
+    for i in api["instances"].as_array().unwrap() {
+        let n = i["holds"].as_u64().unwrap();
+        if n > 0 {
+            let said = format!("{} held {n}", i["instance"].as_str().unwrap());
+            assert!(summary.contains(&said), "{summary} lacks {said}: {api}");
+        }
+    }
+    let held = api["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["state"] == "held")
+        .count();
+    assert!(held > 0, "{api}");
+    // No serious or critical accessibility violation on the range and as-of pages.
+    let axe = axe_source();
+    let found = axe_violations(c, &axe).await;
+    assert!(found.is_empty(), "as-of: {found:#?}");
+    c.back().await.unwrap();
+    let found = axe_violations(c, &axe).await;
+    assert!(found.is_empty(), "history range: {found:#?}");
+    c.forward().await.unwrap();
+    b.shot("as-of").await;
+    let errors = b.console_errors().await;
+    assert!(errors.is_empty(), "console errors {errors:#?}");
+
+    // A bad time: an error box with the form, not a failure page.
+    c.goto(&format!(
+        "{}/history?cluster={CLUSTER}&from=yesterday",
+        env.base
+    ))
+    .await
+    .unwrap();
+    b.wait_text("#history-problem", "is not a time", Duration::from_secs(5))
+        .await;
+    assert!(c.find(Locator::Css("form.filters")).await.is_ok());
+    b.shot("history-bad-range").await;
+    let errors = b.console_errors().await;
+    assert!(
+        errors.iter().all(|e| e.contains("400")),
+        "only the refused range: {errors:#?}"
+    );
+
+    env.checker.assert_ok();
+    let _ = env.stop.send(true);
+    for a in env.agents.drain(..) {
+        let _ = tokio::time::timeout(Duration::from_secs(5), a).await;
+    }
+    let _ = b.client.clone().close().await;
 }

@@ -162,6 +162,22 @@ impl Http {
         (status, v)
     }
 
+    /// Approves the rebalance the demo proposes when a member joins (`on_join: propose`), once
+    /// there is one (at most `within`); its id.
+    async fn approve_proposal(&self, cluster: &str, within: Duration) -> String {
+        let path = format!("/api/v1/operations?cluster={cluster}&state=proposed");
+        let id = eventually(within, || async {
+            let v = self.get(&path).await;
+            v["items"][0]["id"].as_str().map(str::to_owned)
+        })
+        .await
+        .unwrap_or_else(|| panic!("no rebalance of {cluster} proposed within {within:?}"));
+        let approve = format!("/api/v1/operations/{id}/approve");
+        let (status, _, v) = self.call("POST", &approve, &[], "").await;
+        assert_eq!(status, 202, "POST {approve}: {v}");
+        id
+    }
+
     /// Targets of a cluster (all on one page).
     async fn targets(&self, cluster: &str) -> Vec<Value> {
         let v = self
@@ -235,8 +251,23 @@ async fn a_visitor_adds_crashes_and_stops_members() {
     .await;
     assert!(ready.is_some(), "never ready");
     // Every member gets work. A member whose pod turned Ready only after the first placement
-    // (seen in CI under load) joins and gets its share from the demo's `on_join: auto`
-    // rebalance (`join_settle` 3 s), so this is eventual.
+    // (seen in CI under load) joins, and gets its share once the rebalance the demo then
+    // proposes (`on_join: propose`, `join_settle` 3 s) is approved: approve any proposal.
+    let approving = {
+        let http = Http::new(api);
+        tokio::spawn(async move {
+            loop {
+                let v = http
+                    .get("/api/v1/operations?cluster=collector&state=proposed")
+                    .await;
+                if let Some(id) = v["items"][0]["id"].as_str() {
+                    http.call("POST", &format!("/api/v1/operations/{id}/approve"), &[], "")
+                        .await;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+    };
     let members = BTreeSet::from([
         "collector-0".to_owned(),
         "collector-1".to_owned(),
@@ -251,6 +282,7 @@ async fn a_visitor_adds_crashes_and_stops_members() {
     )
     .await;
     assert_eq!(targets.len(), TARGETS);
+    approving.abort();
     let dbs = settled(
         api,
         &checker,
@@ -308,7 +340,8 @@ async fn a_visitor_adds_crashes_and_stops_members() {
     assert_eq!(status, 400, "{v}");
     assert!(v["detail"].as_str().unwrap().contains("collector-0"), "{v}");
 
-    // Add: collector-3 appears and, after the join settles, the rebalance gives it a share.
+    // Add: collector-3 appears and, after the join settles, a rebalance is proposed; once
+    // approved, it gives collector-3 a share.
     let (status, v) = http.post("/demo/clusters/collector/members").await;
     assert_eq!(status, 200, "{v}");
     assert!(
@@ -316,6 +349,14 @@ async fn a_visitor_adds_crashes_and_stops_members() {
         "{v}"
     );
     let added = Instant::now();
+    let proposal = http
+        .approve_proposal(demo::COLLECTOR, Duration::from_secs(25))
+        .await;
+    let op = http.get(&format!("/api/v1/operations/{proposal}")).await;
+    assert!(
+        op["reason"].as_str().unwrap().contains("collector-3"),
+        "{op}"
+    );
     let all = settled(
         api,
         &checker,

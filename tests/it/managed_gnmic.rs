@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use leasehold::k8s::model::TargetState;
 use leasehold::model::OperationState;
 
 use crate::common;
@@ -337,6 +338,23 @@ async fn a_late_device_is_collected_and_a_gnmic_that_cannot_confirm_a_stop_keeps
     .await
     .expect("the holder of `late` never reported it not collected");
     assert!(why.starts_with("gnmic: failed"), "{why}");
+    // The control plane shows it as unworked (held, nobody collecting it), with gnmic's reason,
+    // and the cluster's counts say so.
+    let shown = eventually(Duration::from_secs(10), || async {
+        let m = h.model();
+        let t = m.targets.iter().find(|t| t.key.as_ref() == "late")?;
+        (t.state == TargetState::Unworked && m.counts.unworked >= 1).then(|| t.clone())
+    })
+    .await
+    .expect("`late` never shown as unworked");
+    assert_eq!(shown.app_working, Some(false));
+    assert!(
+        shown
+            .app_problem
+            .as_deref()
+            .is_some_and(|p| p.starts_with("gnmic: failed")),
+        "{shown:?}"
+    );
     let _late_device = Gnmic::device_at(&bin, dir.path(), "late", late);
     _late_device.listening().await;
     let up = tokio::time::Instant::now();
@@ -344,6 +362,17 @@ async fn a_late_device_is_collected_and_a_gnmic_that_cannot_confirm_a_stop_keeps
     eprintln!(
         "gnmic: a device up after its target failed: collected {:?} later",
         up.elapsed()
+    );
+    let worked = eventually(Duration::from_secs(10), || async {
+        let m = h.model();
+        let t = m.targets.iter().find(|t| t.key.as_ref() == "late")?;
+        (t.state == TargetState::Owned && t.app_working == Some(true) && m.counts.unworked == 0)
+            .then_some(())
+    })
+    .await;
+    assert!(
+        worked.is_some(),
+        "`late` collected, but not shown as worked"
     );
 
     // c-1's gnmic stops answering (SIGSTOP); c-1 is removed. Its targets must stay with it,

@@ -290,7 +290,7 @@ async fn login_sessions_csrf_and_logout() {
     // The audit names the operator behind the session.
     let history = get(&app, "/history?kind=audit", Auth::Cookie(&cookie)).await;
     assert!(history.body.contains("otto"), "{}", history.body);
-    assert!(history.body.contains("uncordon c-0"));
+    assert!(history.body.contains("Uncordon c-0"), "{}", history.body);
 
     // Logout needs the token too, then the cookie is worthless.
     let res = post_form(&app, "/logout", Auth::Cookie(&cookie), &[]).await;
@@ -487,8 +487,17 @@ async fn automatic_rebalancing_is_paused_and_resumed_from_the_cluster_page() {
     )
     .await;
     assert_eq!(paused.status, StatusCode::SEE_OTHER, "{}", paused.body);
+    // A viewer sees the pause, and what resuming it would need instead of the button.
     let page = get(&app, "/clusters/c", Auth::Bearer("viewer-token")).await;
     assert!(page.body.contains("change freeze"), "{}", page.body);
+    assert!(
+        !page.body.contains("Resume automatic rebalancing")
+            && page.body.contains("id=\"automation-needs\"")
+            && page.body.contains("resuming needs the operator role"),
+        "{}",
+        page.body
+    );
+    let page = get(&app, "/clusters/c", Auth::Cookie(&cookie)).await;
     assert!(
         page.body.contains("Resume automatic rebalancing"),
         "{}",

@@ -97,6 +97,86 @@ pub struct Move {
     pub from: Option<String>,
     /// The member it moves to.
     pub to: String,
+    /// Why the plan moves it.
+    pub reason: MoveReason,
+}
+
+/// Why a plan moves a target: the rule of the planner that made the move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MoveReason {
+    /// It is pinned to the member it moves to.
+    Pinned,
+    /// Nobody holds it, or its holder is not a member (gone, or never was).
+    Unowned,
+    /// Its owner is draining (being removed): every unpinned target must leave it.
+    Draining,
+    /// Its owner carries more than its fair share; the receiver less.
+    Balance,
+}
+
+impl MoveReason {
+    /// The reason in words, for a move `from` → `to`.
+    pub fn describe(self, from: Option<&str>, to: &str) -> String {
+        match (self, from) {
+            (MoveReason::Pinned, _) => format!("pinned to {to}"),
+            (MoveReason::Unowned, Some(f)) => format!("its holder {f} is not a member"),
+            (MoveReason::Unowned, None) => "nobody holds it".to_owned(),
+            (MoveReason::Draining, Some(f)) => format!("{f} is being drained"),
+            (MoveReason::Draining, None) => "its owner is being drained".to_owned(),
+            (MoveReason::Balance, Some(f)) => {
+                format!("{f} carries more than its share, {to} less")
+            }
+            (MoveReason::Balance, None) => format!("{to} carries less than its share"),
+        }
+    }
+}
+
+impl WarningKind {
+    /// The kind as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WarningKind::OnlyInstanceOfRole => "only_instance_of_role",
+            WarningKind::ElectedLeader => "elected_leader",
+            WarningKind::LastReadyMember => "last_ready_member",
+            WarningKind::Pinned => "pinned",
+            WarningKind::NoActiveMember => "no_active_member",
+            WarningKind::Unbalanced => "unbalanced",
+            WarningKind::FrequentMoves => "frequent_moves",
+        }
+    }
+}
+
+/// Something the person who starts a plan should know first. The planner adds the ones it can
+/// see in its input ([`WarningKind::Pinned`], [`WarningKind::Unbalanced`]); the engine adds
+/// those that need the cluster's state or history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub struct Warning {
+    /// Which warning, for scripts.
+    pub kind: WarningKind,
+    /// The warning in words, naming what it is about.
+    pub message: String,
+}
+
+/// The warnings a plan can carry (docs/concepts.md, "Plan warnings").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WarningKind {
+    /// Removing the only ready instance with a role (e.g. the controlling instance).
+    OnlyInstanceOfRole,
+    /// Removing the members' elected leader.
+    ElectedLeader,
+    /// Removing the last ready member.
+    LastReadyMember,
+    /// Targets pinned to a member that is draining or missing cannot move.
+    Pinned,
+    /// Targets that need a home find no active member to take them.
+    NoActiveMember,
+    /// The cluster is not balanced ([`balanced`]) after the plan.
+    Unbalanced,
+    /// Targets in the plan moved more than the limit in the recent window.
+    FrequentMoves,
 }
 
 /// How much one member carries, before or after a plan.
@@ -149,6 +229,8 @@ pub struct Plan {
     pub blocked: Vec<Blocked>,
     /// The move budget cut the plan short: more moves were needed.
     pub truncated: bool,
+    /// What to know before starting it, most serious first.
+    pub warnings: Vec<Warning>,
 }
 
 impl Plan {
@@ -539,10 +621,11 @@ impl<'a> Model<'a> {
                     target: view.key.to_owned(),
                     from: view.owner.map(str::to_owned),
                     to: self.members[to].id.to_owned(),
+                    reason: self.reason(view),
                 })
             })
             .collect();
-        let blocked = self
+        let blocked: Vec<Blocked> = self
             .targets
             .iter()
             .filter_map(|t| match t.kind {
@@ -553,6 +636,7 @@ impl<'a> Model<'a> {
                 _ => None,
             })
             .collect();
+        let warnings = self.warnings(&blocked, &after, truncated);
         Plan {
             id: plan_id(&moves),
             moves,
@@ -562,7 +646,76 @@ impl<'a> Model<'a> {
             after,
             blocked,
             truncated,
+            warnings,
         }
+    }
+
+    /// Why `view` moves, read off its kind (only targets of these kinds ever move).
+    fn reason(&self, view: &TargetView) -> MoveReason {
+        match view.kind {
+            Kind::ToPin(_) => MoveReason::Pinned,
+            Kind::Homeless => match view.from {
+                Some(_) => MoveReason::Draining,
+                None => MoveReason::Unowned,
+            },
+            Kind::Free | Kind::Fixed | Kind::Blocked(_) => MoveReason::Balance,
+        }
+    }
+
+    /// The warnings the input alone shows: pinned targets that cannot move, and a cluster
+    /// left unbalanced (a budget that cut the plan short says why).
+    fn warnings(&self, blocked: &[Blocked], after: &[MemberLoad], truncated: bool) -> Vec<Warning> {
+        let mut out = Vec::new();
+        let pinned: Vec<&TargetView> = self
+            .targets
+            .iter()
+            .filter(|t| {
+                matches!(
+                    t.kind,
+                    Kind::Blocked(Block::PinUnknown | Block::PinDraining)
+                )
+            })
+            .collect();
+        if let Some(first) = pinned.first() {
+            let pins: BTreeSet<&str> = pinned.iter().filter_map(|t| t.pin).collect();
+            out.push(Warning {
+                kind: WarningKind::Pinned,
+                message: format!(
+                    "{} target{} pinned to {} (draining or not a member) cannot move: {}{}; change their pins first.",
+                    pinned.len(),
+                    if pinned.len() == 1 { " is" } else { "s are" },
+                    pins.into_iter().collect::<Vec<_>>().join(", "),
+                    first.key,
+                    if pinned.len() > 1 { ", …" } else { "" },
+                ),
+            });
+        }
+        let others = blocked.len() - pinned.len();
+        if others > 0 {
+            out.push(Warning {
+                kind: WarningKind::NoActiveMember,
+                message: format!(
+                    "{others} target{} no active member to go to and stay{} unworked by this plan.",
+                    if others == 1 { " has" } else { "s have" },
+                    if others == 1 { "s" } else { "" },
+                ),
+            });
+        }
+        if !balanced(after) {
+            out.push(Warning {
+                kind: WarningKind::Unbalanced,
+                message: format!(
+                    "The cluster is not balanced after this plan (imbalance {:.0} %){}.",
+                    imbalance(after) * 100.0,
+                    if truncated {
+                        ": the move budget cut it short"
+                    } else {
+                        ": pins and cordons leave no better placement"
+                    },
+                ),
+            });
+        }
+        out
     }
 
     /// Every member's load under `owner`, each in the state `state` reads off its view.

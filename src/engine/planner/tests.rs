@@ -90,8 +90,34 @@ fn check_consistent(
             None => t.pin.is_none() && states.get(&m.to) == Some(&MemberState::Active),
         };
         assert!(ok, "bad destination in {m:?} for {t:?}");
+        // Every move says why, and the reason is the rule that applies to the target.
+        let owner_state = t.owner.as_deref().and_then(|o| states.get(o));
+        let reason = if t.pin.is_some() {
+            MoveReason::Pinned
+        } else {
+            match owner_state {
+                None => MoveReason::Unowned,
+                Some(MemberState::Draining) => MoveReason::Draining,
+                Some(_) => MoveReason::Balance,
+            }
+        };
+        assert_eq!(m.reason, reason, "{m:?} for {t:?}");
     }
     assert!(plan.moves.windows(2).all(|w| w[0].target < w[1].target));
+    // Warned exactly when the result is unbalanced, or pinned targets cannot move.
+    assert_eq!(
+        plan.warnings
+            .iter()
+            .any(|w| w.message.starts_with("The cluster is not balanced")),
+        !balanced(&plan.after),
+        "{:?}",
+        plan.warnings
+    );
+    let stuck_pins = plan.blocked.iter().any(|b| b.reason.starts_with("pinned"));
+    assert_eq!(
+        plan.warnings.iter().any(|w| w.kind == WarningKind::Pinned),
+        stuck_pins
+    );
 
     let loads = |owners: &HashMap<String, Option<String>>| {
         let mut load: BTreeMap<String, (usize, u64)> = BTreeMap::new();
@@ -221,7 +247,8 @@ fn pins_block_with_clear_reasons() {
         [Move {
             target: "c".into(),
             from: Some("m-1".into()),
-            to: "m-4".into()
+            to: "m-4".into(),
+            reason: MoveReason::Pinned,
         }]
     );
     // The blocked target `a` stays on m-1 and counts there.
@@ -855,6 +882,7 @@ fn a_plans_id_names_its_moves() {
         target: t.into(),
         from: from.map(Into::into),
         to: to.into(),
+        reason: MoveReason::Balance,
     };
     let a = [mv("t-1", Some("m-0"), "m-1"), mv("t-2", None, "m-2")];
     assert_eq!(plan_id(&a), plan_id(&a.clone()));
@@ -870,4 +898,72 @@ fn a_plans_id_names_its_moves() {
         assert_ne!(plan_id(&a), plan_id(&other), "{other:?}");
     }
     assert_ne!(plan_id(&[]), plan_id(&a));
+}
+
+#[test]
+fn each_move_says_why_and_a_drain_warns_of_pins_it_cannot_move() {
+    let members = [
+        member("m-0", 1, MemberState::Active),
+        member("m-1", 1, MemberState::Active),
+        member("m-2", 1, MemberState::Active),
+    ];
+    let mut targets = vec![
+        target("a", 1, Some("m-1"), None),
+        target("b", 1, Some("m-1"), Some("m-1")),
+        target("c", 1, None, None),
+        target("d", 1, Some("gone"), None),
+        target("e", 1, Some("m-0"), Some("m-2")),
+    ];
+    let plan = drain(&members, &targets, "m-1", None);
+    let why: BTreeMap<&str, MoveReason> = plan
+        .moves
+        .iter()
+        .map(|m| (m.target.as_str(), m.reason))
+        .collect();
+    assert_eq!(
+        why,
+        BTreeMap::from([
+            ("a", MoveReason::Draining),
+            ("c", MoveReason::Unowned),
+            ("d", MoveReason::Unowned),
+            ("e", MoveReason::Pinned),
+        ])
+    );
+    let pinned: Vec<&Warning> = plan
+        .warnings
+        .iter()
+        .filter(|w| w.kind == WarningKind::Pinned)
+        .collect();
+    assert_eq!(pinned.len(), 1, "{:?}", plan.warnings);
+    assert!(pinned[0].message.contains("m-1") && pinned[0].message.contains('b'));
+    // The word scripts see is the one the page carries.
+    assert_eq!(
+        serde_json::to_value(WarningKind::Pinned).unwrap(),
+        WarningKind::Pinned.as_str()
+    );
+    check_consistent(&members, &targets, &plan, Some("m-1"), true);
+
+    // A rebalance's moves off an overloaded member say so.
+    targets = (0..6)
+        .map(|i| target(&format!("t-{i}"), 1, Some("m-0"), None))
+        .collect();
+    let plan = rebalance(&members, &targets, None);
+    assert_eq!(plan.moves.len(), 4);
+    assert!(plan.moves.iter().all(|m| m.reason == MoveReason::Balance));
+    assert_eq!(
+        plan.moves[0]
+            .reason
+            .describe(plan.moves[0].from.as_deref(), &plan.moves[0].to),
+        format!("m-0 carries more than its share, {} less", plan.moves[0].to)
+    );
+    assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
+    // Cut short by a budget: unbalanced after, and said why.
+    let plan = rebalance(&members, &targets, Some(1));
+    assert_eq!(plan.warnings.len(), 1);
+    assert_eq!(plan.warnings[0].kind, WarningKind::Unbalanced);
+    assert!(
+        plan.warnings[0].message.contains("budget"),
+        "{:?}",
+        plan.warnings
+    );
 }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crate::engine::View;
 use crate::engine::planner::Plan;
+use crate::engine::uncordon::UncordonPreview;
 use crate::k8s::model::{ClusterModel, Instance, ServiceInfo, Target, TargetCounts, TargetState};
 use crate::protocol::Protocol;
 use crate::store::{HistoryEntry, HistoryQuery, Operation, OperationQuery, OperationSummary};
@@ -33,7 +34,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_instances))
         .routes(routes!(get_instance))
         .routes(routes!(remove_instance))
-        .routes(routes!(uncordon_instance))
+        .routes(routes!(preview_uncordon, uncordon_instance))
         .routes(routes!(list_targets))
         .routes(routes!(get_target))
         .routes(routes!(rebalance))
@@ -361,6 +362,25 @@ async fn remove_instance(
     }
     let op = actions::remove(&state, &caller, &cluster, &instance, req.plan_id.as_deref()).await?;
     Ok(accepted(op))
+}
+
+/// What uncordoning an instance would set off, before it is done: the rebalance the cluster
+/// would get with it uncordoned, and whether the join policy would propose it, start it, or
+/// leave it to a person (`on_join: off`, or automation paused). Changes nothing.
+#[utoipa::path(get, path = "/clusters/{cluster}/instances/{instance}/uncordon", tag = "instances",
+    params(("cluster" = String, Path, description = "Cluster name"),
+        ("instance" = String, Path, description = "Instance (pod) name")),
+    responses((status = 200, body = UncordonPreview),
+        (status = 404, description = "No such cluster or instance", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A gnmic cluster: observed only", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The cluster's watches are not current", body = Problem, content_type = "application/problem+json")))]
+async fn preview_uncordon(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((cluster, instance)): ApiPath<(String, String)>,
+) -> Result<Json<UncordonPreview>, ApiError> {
+    caller.require(&state, Action::Read, Some(&cluster)).await?;
+    Ok(Json(state.engine.plan_uncordon(&cluster, &instance).await?))
 }
 
 /// Lets a cordoned instance receive targets again.

@@ -59,6 +59,8 @@ struct ClusterPage<'a> {
     /// The cluster's `on_join` policy, and a person's pause of it.
     on_join: String,
     paused: Option<crate::store::Pause>,
+    /// What pausing or resuming needs when the viewer may not (shown instead of the button).
+    automation_needs: Option<String>,
 }
 
 /// `/clusters/{cluster}`: leader, instances with their load (over the last `?window=`: 5m,
@@ -105,6 +107,8 @@ pub async fn cluster(
         .unwrap_or(0)
         .max(1);
     let paused = state.engine.automation(&cluster).await?;
+    let automation_needs =
+        super::plan::needs(&state, &viewer.caller, Action::Rebalance, &cluster).await?;
     let on_join = serde_json::to_value(state.engine.cluster(&cluster)?.policy.on_join)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
@@ -121,6 +125,7 @@ pub async fn cluster(
         demo: demo::panel(&state, &cluster, query.as_deref()),
         on_join,
         paused,
+        automation_needs,
     })
 }
 
@@ -130,6 +135,9 @@ struct InstancesPage {
     base: Base,
     cluster: String,
     instances: Vec<Instance>,
+    /// A gnmic cluster (its members are the ready addresses of its headless Service, which
+    /// gnmic reads as `{cluster}-gnmic-api`): the endpoint column says whether gnmic counts one.
+    gnmic: bool,
 }
 
 impl InstancesPage {
@@ -161,10 +169,12 @@ pub async fn instances(
     let base = Base::new(&state, &viewer, format!("Instances of {cluster}"))
         .await
         .for_cluster(&cluster);
+    let gnmic = state.engine.cluster(&cluster)?.protocol == crate::protocol::Protocol::Gnmic;
     render(&InstancesPage {
         base,
         instances: view.model.instances.clone(),
         cluster,
+        gnmic,
     })
 }
 
@@ -223,24 +233,11 @@ pub async fn instance(
     let held_total = mine.clone().count();
     let held: Vec<Target> = mine.take(INSTANCE_TARGETS).cloned().collect();
     let removal = state.engine.removal_effects(&cluster, model, &instance)?;
-    let mut warnings = Vec::new();
-    if i.leader {
-        warnings.push(format!(
-            "{instance} is the cluster's elected leader: removing it makes the members elect another."
-        ));
-    }
-    if let Some(role) = &i.role {
-        let others = model
-            .instances
-            .iter()
-            .filter(|o| o.name != instance && o.role.as_deref() == Some(role.as_str()) && o.ready)
-            .count();
-        if others == 0 {
-            warnings.push(format!(
-                "{instance} is the only ready instance with the role {role}: removing it leaves the cluster without one."
-            ));
-        }
-    }
+    // The same warnings as the removal's plan (the engine's one list).
+    let warnings: Vec<String> = crate::engine::warnings::removal(model, &instance)
+        .into_iter()
+        .map(|w| w.message)
+        .collect();
     let store = state.engine.store();
     let query = HistoryQuery {
         cluster: Some(cluster.clone()),
@@ -330,6 +327,39 @@ pub async fn remove(
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The uncordon confirmation page: what uncordoning `instance` would set off.
+#[derive(Template)]
+#[template(path = "uncordon.html")]
+struct UncordonPage {
+    base: Base,
+    cluster: String,
+    instance: String,
+    cordoned: bool,
+    then: String,
+    plan: PlanView,
+}
+
+/// What uncordoning an instance would do (the join policy's rebalance, proposed or started, or
+/// nothing), with the button that does it (for a viewer who may not, read-only).
+pub async fn uncordon_preview(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path((cluster, instance)): Path<(String, String)>,
+) -> Result<Response, UiError> {
+    let v = super::plan::uncordon_preview(&state, &viewer.caller, &cluster, &instance).await?;
+    let base = Base::new(&state, &viewer, format!("Uncordon {instance}"))
+        .await
+        .for_cluster(&cluster);
+    render(&UncordonPage {
+        base,
+        cluster,
+        instance,
+        cordoned: v.cordoned,
+        then: v.then,
+        plan: v.plan,
+    })
 }
 
 /// Uncordons an instance and goes back to the instance list.

@@ -50,7 +50,7 @@ pub fn router() -> Router<AppState> {
         )
         .route(
             "/clusters/{cluster}/instances/{instance}/uncordon",
-            post(clusters::uncordon),
+            get(clusters::uncordon_preview).post(clusters::uncordon),
         )
         .route("/clusters/{cluster}/targets", get(targets::list))
         .route("/clusters/{cluster}/targets/{target}", get(targets::one))
@@ -66,7 +66,8 @@ pub fn router() -> Router<AppState> {
         .route("/operations/{id}", get(operations::one))
         .route("/operations/{id}/approve", post(operations::approve))
         .route("/operations/{id}/cancel", post(operations::cancel))
-        .route("/history", get(operations::history))
+        .route("/history", get(story::page::history))
+        .route("/clusters/{cluster}/as-of", get(story::as_of::as_of))
         .route("/static/{file}", get(assets::serve))
 }
 

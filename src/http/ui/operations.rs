@@ -12,7 +12,6 @@ use serde::Deserialize;
 use super::charts::{GapHistogram, LoadChart};
 use super::page::{Base, Choice, UiError, Viewer, choices, render, see_other};
 use super::plan::PlanView;
-use super::story::{self, Line, What};
 use crate::http::actions;
 use crate::http::auth::Action;
 use crate::http::error::ApiError;
@@ -244,6 +243,9 @@ struct OperationPage {
     total: usize,
     cancellable: bool,
     approvable: bool,
+    /// What cancelling and approving need when the viewer may not (shown instead of buttons).
+    cancel_needs: Option<String>,
+    approve_needs: Option<String>,
     /// Targets per instance before and after, as planned.
     chart: Option<LoadChart>,
     /// The handoff gaps of the moves it made, from history.
@@ -293,6 +295,10 @@ pub async fn one(
         .await?
         .items;
     let gaps: Vec<i64> = moves.iter().filter_map(|e| e.gap_ms).collect();
+    let needs = |action| super::plan::needs(&state, &viewer.caller, action, &op.cluster);
+    let cancel_needs = needs(Action::CancelOperation).await?;
+    // Approving runs a proposed rebalance: the right to rebalance (as `actions::approve`).
+    let approve_needs = needs(Action::Rebalance).await?;
     let mut base = Base::new(&state, &viewer, format!("Operation {}", op.kind)).await;
     base.nav = "operations";
     base.operation = op.id.clone();
@@ -303,6 +309,8 @@ pub async fn one(
         total: op.moves.len(),
         cancellable: !op.state.is_final(),
         approvable: op.state == OperationState::Proposed,
+        cancel_needs,
+        approve_needs,
         chart: planned_load(&op),
         gaps: GapHistogram::new(&gaps),
         op,
@@ -356,100 +364,4 @@ pub async fn cancel(
 ) -> Result<Response, UiError> {
     let op = actions::cancel(&state, &viewer.caller, &id).await?;
     Ok(see_other(&super::operation_href(&op.id)))
-}
-
-/// The history's filters as a form sends them.
-#[derive(Debug, Default, Deserialize)]
-pub struct HistoryFilter {
-    #[serde(default)]
-    cluster: String,
-    #[serde(default)]
-    kind: String,
-    #[serde(default)]
-    target: String,
-    #[serde(default)]
-    instance: String,
-    cursor: Option<String>,
-}
-
-#[derive(Template)]
-#[template(path = "history.html")]
-struct HistoryPage {
-    base: Base,
-    f: HistoryFilter,
-    clusters: Vec<Choice>,
-    kinds: Vec<Choice>,
-    /// The page's entries told as a story (moves that belong together are one line).
-    lines: Vec<Line>,
-    next_cursor: Option<String>,
-}
-
-impl HistoryPage {
-    fn next(&self, cursor: &str) -> String {
-        let mut q = form_urlencoded::Serializer::new(String::new());
-        for (k, v) in [
-            ("cluster", &self.f.cluster),
-            ("kind", &self.f.kind),
-            ("target", &self.f.target),
-            ("instance", &self.f.instance),
-        ] {
-            if !v.is_empty() {
-                q.append_pair(k, v);
-            }
-        }
-        q.append_pair("cursor", cursor);
-        format!("/history?{}", q.finish())
-    }
-}
-
-/// The kinds of history entry, for the filter.
-const KINDS: [HistoryKind; 4] = [
-    HistoryKind::Ownership,
-    HistoryKind::Instance,
-    HistoryKind::Operation,
-    HistoryKind::Audit,
-];
-
-/// `/history`.
-pub async fn history(
-    State(state): State<AppState>,
-    viewer: Viewer,
-    Query(f): Query<HistoryFilter>,
-) -> Result<Response, UiError> {
-    let cluster = Some(f.cluster.clone()).filter(|c| !c.is_empty());
-    viewer
-        .caller
-        .require(&state, Action::Read, cluster.as_deref())
-        .await?;
-    let kind = match f.kind.as_str() {
-        "" => None,
-        k => Some(
-            k.parse::<HistoryKind>()
-                .map_err(|e| ApiError::BadRequest(e.to_string()))?,
-        ),
-    };
-    let query = HistoryQuery {
-        cluster,
-        target: Some(f.target.clone()).filter(|t| !t.is_empty()),
-        instance: Some(f.instance.clone()).filter(|i| !i.is_empty()),
-        kind,
-        cursor: f.cursor.clone().filter(|c| !c.is_empty()),
-        limit: PAGE,
-        ..Default::default()
-    };
-    let store = state.engine.store();
-    let page = store.history(&query).await?;
-    // Each event counted whole, not over this page's rows.
-    let lines = story::tell(store, &query, page.items, usize::MAX).await?;
-    let mut base = Base::new(&state, &viewer, "History").await;
-    base.nav = "history";
-    base.cluster = f.cluster.clone();
-    render(&HistoryPage {
-        clusters: choices(&base.clusters, &f.cluster),
-        kinds: choices(KINDS.iter().map(|k| k.as_str()), &f.kind),
-        base,
-        f,
-        lines,
-        next_cursor: page.next_cursor,
-    })
 }

@@ -4,13 +4,13 @@
 //! after as a bar chart ([`LoadChart`]) with the same numbers in a table.
 //!
 //! A preview is a read: anyone who may read the cluster sees it ([`rebalance_preview`],
-//! [`remove_preview`]); one who may not start it sees it read-only, told what starting it
+//! [`remove_preview`], [`uncordon_preview`]); one who may not start it sees it read-only, told what starting it
 //! would need ([`PlanView::needs`]). Starting stays with `http::actions`, which checks the
 //! right to.
 
 use super::charts::LoadChart;
 use crate::engine::PlanRequest;
-use crate::engine::planner::{self, Blocked, Move, Plan};
+use crate::engine::planner::{self, Blocked, Move, Plan, Warning};
 use crate::http::auth::Action;
 use crate::http::caller::Caller;
 use crate::http::error::ApiError;
@@ -36,9 +36,18 @@ pub struct PlanView {
     pub blocked: Vec<Blocked>,
     /// The move budget cut the plan short.
     pub truncated: bool,
+    /// What to know before starting it.
+    pub warnings: Vec<Warning>,
     /// `None` when the viewer may start the plan; else what starting it would need (the page
     /// shows this instead of the button).
     pub needs: Option<String>,
+}
+
+impl PlanView {
+    /// Why `m` is in the plan, in words.
+    pub fn why(&self, m: &Move) -> String {
+        m.reason.describe(m.from.as_deref(), &m.to)
+    }
 }
 
 /// A plan its viewer may start: the one a start just made (the start checked the right to).
@@ -54,6 +63,7 @@ impl From<Plan> for PlanView {
             balanced_after: planner::balanced(&p.after),
             blocked: p.blocked,
             truncated: p.truncated,
+            warnings: p.warnings,
             needs: None,
         }
     }
@@ -88,6 +98,47 @@ pub async fn remove_preview(
     preview(state, caller, plan, Action::RemoveInstance, cluster).await
 }
 
+/// What uncordoning an instance would do, for the confirmation page.
+pub struct UncordonView {
+    /// Whether it is cordoned now.
+    pub cordoned: bool,
+    /// What follows the uncordon by itself, in words.
+    pub then: String,
+    /// The rebalance the cluster would get with it uncordoned.
+    pub plan: PlanView,
+}
+
+/// What uncordoning `instance` would do now, for anyone who may read `cluster`.
+pub async fn uncordon_preview(
+    state: &AppState,
+    caller: &Caller,
+    cluster: &str,
+    instance: &str,
+) -> Result<UncordonView, ApiError> {
+    caller.require(state, Action::Read, Some(cluster)).await?;
+    let p = state.engine.plan_uncordon(cluster, instance).await?;
+    Ok(UncordonView {
+        cordoned: p.cordoned,
+        then: p.message,
+        plan: preview(state, caller, p.plan, Action::Uncordon, cluster).await?,
+    })
+}
+
+/// `None` when `caller` may do `action` on `cluster`; else what it would need, for a page to
+/// show instead of the button.
+pub async fn needs(
+    state: &AppState,
+    caller: &Caller,
+    action: Action,
+    cluster: &str,
+) -> Result<Option<String>, ApiError> {
+    let may = state
+        .auth
+        .authorize(&caller.principal, action, Some(cluster))
+        .await?;
+    Ok((!may).then(|| state.auth.requirement(action, Some(cluster))))
+}
+
 /// `plan` for `caller`, with what starting it (`action`) would need when the caller may not.
 async fn preview(
     state: &AppState,
@@ -96,12 +147,8 @@ async fn preview(
     action: Action,
     cluster: &str,
 ) -> Result<PlanView, ApiError> {
-    let may = state
-        .auth
-        .authorize(&caller.principal, action, Some(cluster))
-        .await?;
     Ok(PlanView {
-        needs: (!may).then(|| state.auth.requirement(action, Some(cluster))),
+        needs: needs(state, caller, action, cluster).await?,
         ..plan.into()
     })
 }
@@ -137,6 +184,7 @@ mod tests {
             imbalance_after: 0.0,
             blocked: vec![],
             truncated: false,
+            warnings: vec![],
         });
         let rows: Vec<_> = v
             .chart

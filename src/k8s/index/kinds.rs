@@ -354,6 +354,24 @@ fn flush_gnmic_releases(state: &mut ClusterState, emit: &mut Emit<'_>) {
     }
 }
 
+/// Whether gnmic gave its target Lease to another holder because the old hold had expired by
+/// gnmic's own rule, read from the Lease itself: gnmic's locker (v0.47.0, `Lock`) updates a
+/// Lease held by another only once `renewTime + leaseDurationSeconds` has passed by the
+/// taker's clock, and writes that clock's time as `acquireTime`. Our clock alone may not say
+/// so: it saw the last renewal a watch delivery late, so a take-over made moments after the
+/// expiry can be seen before the expiry by our clock.
+fn gnmic_taken_after_expiry(old: &LeaseEntry, view: &LeaseView) -> bool {
+    let held = old.record();
+    let new = &view.holding;
+    match (held.holder.as_deref(), held.renew, new.acquire) {
+        (Some(from), Some(renew), Some(acquire)) if new.holder.as_deref() != Some(from) => {
+            acquire.as_millisecond()
+                > renew.as_millisecond() + i64::from(held.duration_s.max(0)) * 1000
+        }
+        _ => false,
+    }
+}
+
 /// Why the holder of a target changed, from the Lease's annotations.
 fn cause_of(view: &LeaseView, from: Option<&str>) -> Cause {
     let to = view.holding.holder.as_deref();
@@ -484,13 +502,18 @@ impl Indexed for Lease {
             Some(entry) => {
                 let before = entry.holder.clone();
                 let from = entry.last_holder.clone();
-                let gap_ms = entry.handoff_gap_ms(new_holder, now, previous);
-                // gnmic's layout says nothing of why: a hold taken over after it expired by
-                // our clock is a failover, any other change gnmic's own.
+                let mut gap_ms = entry.handoff_gap_ms(new_holder, now, previous);
+                // gnmic's layout says nothing of why: a hold taken over after it expired (by
+                // our clock, or by gnmic's own as the Lease tells it) is a failover, its gap
+                // from the last renewal seen; any other change gnmic's own.
                 let cause = match from.as_deref() {
                     _ if native => cause_of(&view, from.as_deref()),
                     None => Cause::Initial,
                     Some(_) if entry.is_expired(now) => Cause::Failover,
+                    Some(_) if gnmic_taken_after_expiry(entry, &view) => {
+                        gap_ms = Some((now - entry.since_ms).max(0));
+                        Cause::Failover
+                    }
                     Some(_) => Cause::External,
                 };
                 emit.changed = remapped || entry.observe(&view, now, ix) == Observed::Changed;

@@ -669,6 +669,71 @@ fn gnmic_moves_and_failovers_are_told_as_what_they_were() {
     );
 }
 
+/// gnmic takes over a Lease once its hold expired by gnmic's clock; we saw the last renewal a
+/// watch delivery late, so the take-over can come before the expiry by our clock. The Lease's
+/// own times say what gnmic decided: a failover, its gap from the last renewal seen — not
+/// gnmic's own move with no gap. A holder change before the expiry by either clock stays
+/// gnmic's own.
+#[test]
+fn a_gnmic_take_over_seen_just_before_our_expiry_is_a_failover() {
+    let mut ix = index();
+    for p in ["gnmic-1", "gnmic-2"] {
+        let mut pod = mk_pod(p, true, json!({}));
+        pod.metadata.labels = Some([("app".to_owned(), "gnmic".to_owned())].into());
+        ix.apply(&pod, at(0));
+    }
+    // As gnmic's locker writes it: acquireTime and renewTime both set at every write.
+    let lease = |target: &str, holder: &str, written_ms: i64, rv: u64| -> Lease {
+        let key = format!("gnmic/g/targets/{target}");
+        let name = protocol::names::gnmic_lease(&key).unwrap();
+        let t = at(written_ms).to_string();
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv.to_string(),
+                "labels": {"app": "gnmic", name.clone(): holder},
+                "annotations": {"original-key": key}},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 4,
+                "acquireTime": t, "renewTime": t}
+        }))
+        .unwrap()
+    };
+    let gaps = |changes: &[Change]| -> Vec<Option<i64>> {
+        changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::Ownership { gap_ms, .. } => Some(*gap_ms),
+                _ => None,
+            })
+            .collect()
+    };
+    // Renewed at 10 s, seen 300 ms late; taken over 50 ms after its expiry (14.05 s), seen at
+    // once: 3.75 s after the renewal by our clock, short of the 4 s.
+    ix.apply(&lease("r1", "gnmic-1", 10_000, 1), at(10_300));
+    let ch = ix.apply(&lease("r1", "gnmic-2", 14_050, 2), at(14_050));
+    assert_eq!(
+        ownership(&ch),
+        [(
+            "r1".into(),
+            Some("gnmic-1".into()),
+            Some("gnmic-2".into()),
+            Cause::Failover
+        )]
+    );
+    assert_eq!(gaps(&ch), [Some(14_050 - 10_300)]);
+    // A live hold given to another (its renewal 1 s old by the Lease's times and ours): not
+    // gnmic's take-over of an expired lock (a release and a new Lease, seen as one update).
+    ix.apply(&lease("r2", "gnmic-1", 20_000, 3), at(20_000));
+    let ch = ix.apply(&lease("r2", "gnmic-2", 21_000, 4), at(21_000));
+    assert_eq!(
+        ownership(&ch),
+        [(
+            "r2".into(),
+            Some("gnmic-1".into()),
+            Some("gnmic-2".into()),
+            Cause::External
+        )]
+    );
+}
+
 /// A renewal of a live member Lease leaves the revision alone (a model built before it is
 /// current but for ages); everything else the model shows moves it.
 #[test]

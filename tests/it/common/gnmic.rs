@@ -201,7 +201,8 @@ type Client = hyper_util::client::legacy::Client<
 >;
 
 /// One read of one collector: targets it runs, and those it really collects (`READY`).
-/// `None`: it did not answer within a second.
+/// `None`: it did not answer within a second. A clustered `gnmic subscribe` tells no state:
+/// every target it lists counts as collected.
 async fn read(client: &Client, addr: SocketAddr) -> Option<(BTreeSet<String>, BTreeSet<String>)> {
     use http_body_util::BodyExt as _;
     let uri: http::Uri = format!("http://{addr}/api/v1/targets").parse().ok()?;
@@ -214,7 +215,14 @@ async fn read(client: &Client, addr: SocketAddr) -> Option<(BTreeSet<String>, BT
     })
     .await
     .ok()??;
-    let list: Vec<Listed> = serde_json::from_slice(&body).ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&body).ok()?;
+    if let Some(map) = value.as_object() {
+        // A clustered `gnmic subscribe`'s API: a map of the targets it runs by name, no state
+        // (a target it was given and holds the lock of; see [`started`]).
+        let running: BTreeSet<String> = map.keys().cloned().collect();
+        return Some((running.clone(), running));
+    }
+    let list: Vec<Listed> = serde_json::from_value(value).ok()?;
     let running = list
         .iter()
         .filter(|l| l.state.state == "running")
@@ -375,4 +383,434 @@ impl Drop for Watch {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+// gnmic's own clustering: `gnmic subscribe` members with its Kubernetes locker.
+
+/// The `unshare` arguments that give a process its own mount and UTS namespaces (directly as
+/// root, else inside a user namespace), or `None` (said why) where there are none outside CI.
+/// gnmic's Kubernetes locker takes its identity from the hostname and reads client-go's fixed
+/// service-account path, so each member needs both namespaces of its own.
+pub fn namespaces() -> Option<Vec<&'static str>> {
+    let candidates: [&[&str]; 2] = [
+        &["--mount", "--uts", "--propagation", "private"],
+        &[
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "--uts",
+            "--propagation",
+            "private",
+        ],
+    ];
+    let mut errors = Vec::new();
+    for args in candidates {
+        match std::process::Command::new("unshare")
+            .args(args)
+            .args(["--", "true"])
+            .stdin(Stdio::null())
+            .output()
+        {
+            Ok(o) if o.status.success() => return Some(args.to_vec()),
+            Ok(o) => errors.push(format!(
+                "unshare {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&o.stderr).trim()
+            )),
+            Err(e) => errors.push(format!("unshare: {e}")),
+        }
+    }
+    let why = format!(
+        "no mount and UTS namespaces for gnmic's clustered members ({})",
+        errors.join("; ")
+    );
+    if std::env::var_os("CI").is_some() {
+        panic!("the gnmic clustering tests cannot run: {why}");
+    }
+    eprintln!("SKIPPED: the gnmic clustering tests cannot run: {why}");
+    None
+}
+
+/// Inside a member's own namespaces: the pod's hostname, the service-account directory at
+/// client-go's fixed path — bind-mounted over it when it exists, else copied into a tmpfs
+/// mounted on its deepest existing ancestor (read first: the directory may lie under it), so
+/// that nothing is created outside this namespace — then gnmic. `unshare` without `--fork`
+/// and `exec` keep one process: the child's pid is gnmic's.
+const LAUNCH: &str = r#"set -e
+hostname "$1"
+t=/var/run/secrets/kubernetes.io/serviceaccount
+d=$t
+while [ ! -d "$d" ]; do d=$(dirname "$d"); done
+if [ "$d" = "$t" ]; then
+  mount --bind "$2" "$t"
+else
+  token=$(cat "$2/token"); ca=$(cat "$2/ca.crt"); ns=$(cat "$2/namespace")
+  mount -t tmpfs leasehold-test "$d"
+  mkdir -p "$t"
+  printf '%s' "$token" >"$t/token"
+  printf '%s\n' "$ca" >"$t/ca.crt"
+  printf '%s' "$ns" >"$t/namespace"
+fi
+exec "$3" --config "$4" subscribe
+"#;
+
+/// A port free on every one of `ips` a moment ago (gnmic's locker takes one port from the
+/// Endpoints for every member, so all members serve their API on the same port).
+pub fn common_port(ips: &[String]) -> u16 {
+    for _ in 0..20 {
+        let first = std::net::TcpListener::bind((ips[0].as_str(), 0)).expect("bind");
+        let port = first.local_addr().unwrap().port();
+        let rest: Vec<_> = ips[1..]
+            .iter()
+            .map(|ip| std::net::TcpListener::bind((ip.as_str(), port)))
+            .collect();
+        if rest.iter().all(Result::is_ok) {
+            return port;
+        }
+    }
+    panic!("no port free on all of {ips:?}");
+}
+
+/// What a clustered gnmic member needs to reach the API server as if in a pod.
+pub struct InCluster {
+    /// The service-account directory (`token`, `ca.crt`, `namespace`).
+    pub service_account: PathBuf,
+    /// `KUBERNETES_SERVICE_HOST` and `_PORT`.
+    pub env: Vec<(String, String)>,
+    /// The `unshare` arguments ([`namespaces`]).
+    pub unshare: Vec<&'static str>,
+}
+
+/// One member of a [`GnmicCluster`].
+struct ClusterMember {
+    ip: String,
+    config: PathBuf,
+    log: PathBuf,
+    child: Option<tokio::process::Child>,
+}
+
+/// A gnmic cluster clustering itself with its Kubernetes locker: one `gnmic subscribe` per
+/// member ("pod"), each with the pod's name as hostname and instance name, its API on the pod's
+/// IP and the cluster's one port. Every process is killed when this is dropped.
+pub struct GnmicCluster {
+    bin: PathBuf,
+    in_cluster: InCluster,
+    /// The API port of every member.
+    pub port: u16,
+    members: BTreeMap<String, ClusterMember>,
+}
+
+impl GnmicCluster {
+    /// Writes each member's configuration into `dir`: cluster `cluster`, locker Leases in
+    /// `namespace` lasting `lease_s`, `targets` (gnmic's `targets:` map), a subscription and
+    /// an output that discards; `members` are (pod name, pod IP). Starts none of them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        bin: &Path,
+        in_cluster: InCluster,
+        dir: &Path,
+        cluster: &str,
+        namespace: &str,
+        lease_s: u64,
+        members: &[(&str, &str)],
+        targets: &serde_json::Value,
+    ) -> GnmicCluster {
+        let ips: Vec<String> = members.iter().map(|(_, ip)| (*ip).to_owned()).collect();
+        let port = common_port(&ips);
+        let mut out = BTreeMap::new();
+        for (name, ip) in members {
+            let config = serde_json::json!({
+                "log": true,
+                "api-server": { "address": format!("{ip}:{port}") },
+                "clustering": {
+                    "cluster-name": cluster,
+                    "instance-name": name,
+                    "locker": {
+                        "type": "k8s",
+                        "namespace": namespace,
+                        "lease-duration": format!("{lease_s}s"),
+                    },
+                },
+                "subscriptions": { "all": { "paths": ["/"], "mode": "stream",
+                    "stream-mode": "sample", "sample-interval": "1s" } },
+                "outputs": { "discard": { "type": "file", "filename": "/dev/null",
+                    "format": "json" } },
+                "targets": targets,
+            });
+            let path = dir.join(format!("{name}.json"));
+            std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+            out.insert(
+                (*name).to_owned(),
+                ClusterMember {
+                    ip: (*ip).to_owned(),
+                    config: path,
+                    log: dir.join(format!("{name}.log")),
+                    child: None,
+                },
+            );
+        }
+        GnmicCluster {
+            bin: bin.to_owned(),
+            in_cluster,
+            port,
+            members: out,
+        }
+    }
+
+    /// Starts member `name` (again, after [`GnmicCluster::kill`]), its output appended to its
+    /// log.
+    pub fn start(&mut self, name: &str) {
+        let m = self.members.get_mut(name).expect("a member");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&m.log)
+            .unwrap();
+        let mut cmd = tokio::process::Command::new("unshare");
+        cmd.args(&self.in_cluster.unshare)
+            .args(["--", "sh", "-c", LAUNCH, "sh", name])
+            .arg(&self.in_cluster.service_account)
+            .arg(&self.bin)
+            .arg(&m.config)
+            .envs(self.in_cluster.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .kill_on_drop(true);
+        m.child = Some(cmd.spawn().expect("unshare runs"));
+    }
+
+    /// SIGKILL to member `name`, and waits for its exit.
+    pub async fn kill(&mut self, name: &str) {
+        if let Some(mut c) = self.members.get_mut(name).and_then(|m| m.child.take()) {
+            let _ = c.kill().await;
+        }
+    }
+
+    /// SIGTERM to member `name` (a pod's stop), and waits (10 s at most, then SIGKILL) for its
+    /// exit.
+    pub async fn stop(&mut self, name: &str) {
+        let Some(mut c) = self.members.get_mut(name).and_then(|m| m.child.take()) else {
+            return;
+        };
+        if let Some(pid) = c.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
+        if tokio::time::timeout(Duration::from_secs(10), c.wait())
+            .await
+            .is_err()
+        {
+            let _ = c.kill().await;
+        }
+    }
+
+    /// Member `name`'s API address.
+    pub fn api(&self, name: &str) -> SocketAddr {
+        let ip = &self.members[name].ip;
+        format!("{ip}:{}", self.port).parse().unwrap()
+    }
+
+    /// The members' names.
+    pub fn names(&self) -> Vec<String> {
+        self.members.keys().cloned().collect()
+    }
+
+    /// The end of each member's log, for a failure message.
+    pub fn tails(&self) -> String {
+        let mut out = String::new();
+        for (name, m) in &self.members {
+            let text = std::fs::read_to_string(&m.log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let from = lines.len().saturating_sub(20);
+            out.push_str(&format!(
+                "--- {name} ({}) ---\n{}\n",
+                m.log.display(),
+                lines[from..].join("\n")
+            ));
+        }
+        out
+    }
+}
+
+impl Drop for GnmicCluster {
+    fn drop(&mut self) {
+        for m in self.members.values_mut() {
+            if let Some(c) = m.child.as_mut() {
+                let _ = c.start_kill();
+            }
+        }
+    }
+}
+
+/// One `GET` of a gnmic API (HTTP/1.0: the answer ends with the connection), its JSON body if
+/// it answered 200 within 3 s.
+pub async fn api_get(addr: SocketAddr, path: &str) -> Option<serde_json::Value> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let fut = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await
+            .ok()?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.ok()?;
+        let text = String::from_utf8_lossy(&buf);
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        if !head.starts_with("HTTP/1.") || !head.contains(" 200 ") {
+            return None;
+        }
+        serde_json::from_str(body).ok()
+    };
+    tokio::time::timeout(Duration::from_secs(3), fut)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// A clustered gnmic's own account of its cluster (`GET /api/v1/cluster`): the leader, and each
+/// member it counts (from the `{cluster}-gnmic-api` Endpoints) with the targets locked in its
+/// name (from the target Leases' labels, expired or not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterView {
+    pub leader: String,
+    /// Member → its locked targets.
+    pub members: BTreeMap<String, BTreeSet<String>>,
+    /// Targets locked in anyone's name (members it no longer counts included).
+    pub locked: usize,
+}
+
+/// [`ClusterView`] as the member at `addr` says it.
+pub async fn cluster_view(addr: SocketAddr) -> Option<ClusterView> {
+    let v = api_get(addr, "/api/v1/cluster").await?;
+    let members = v["members"]
+        .as_array()
+        .map(|ms| {
+            ms.iter()
+                .map(|m| {
+                    let targets = m["locked-targets"]
+                        .as_array()
+                        .map(|ts| {
+                            ts.iter()
+                                .filter_map(|t| t.as_str().map(str::to_owned))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    (m["name"].as_str().unwrap_or_default().to_owned(), targets)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(ClusterView {
+        leader: v["leader"].as_str().unwrap_or_default().to_owned(),
+        members,
+        locked: v["number-of-locked-targets"].as_u64().unwrap_or(0) as usize,
+    })
+}
+
+/// The targets a clustered (`gnmic subscribe`) member has started (`GET /api/v1/targets`, a map
+/// by name): given to it by the leader and locked by it, or still waiting for the lock.
+pub async fn started(addr: SocketAddr) -> Option<BTreeSet<String>> {
+    let v = api_get(addr, "/api/v1/targets").await?;
+    Some(v.as_object()?.keys().cloned().collect())
+}
+
+/// One request with a JSON body (or none) to a gnmic API (HTTP/1.0); its status, 0 when it did
+/// not answer within 3 s.
+pub async fn api_send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> u16 {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let fut = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        s.write_all(
+            format!(
+                "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .ok()?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.ok()?;
+        let text = String::from_utf8_lossy(&buf);
+        text.split_whitespace().nth(1)?.parse().ok()
+    };
+    tokio::time::timeout(Duration::from_secs(3), fut)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(0)
+}
+
+/// Creates pod `name` (label `app: gnmic`, as a StatefulSet's would be) in `ns`, Running and
+/// Ready with IP `ip` — the test plays its kubelet.
+pub async fn ready_pod(client: &kube::Client, ns: &str, name: &str, ip: &str) {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pod = super::mk_pod(name, serde_json::json!({ "app": "gnmic" }));
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(pod).unwrap(),
+    )
+    .await
+    .expect("pod");
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let ready = serde_json::json!({ "type": "Ready", "status": "True", "lastTransitionTime": now });
+    pods.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({ "status": {
+            "phase": "Running", "podIP": ip, "podIPs": [{ "ip": ip }], "conditions": [ready]
+        } })),
+    )
+    .await
+    .expect("pod status");
+}
+
+/// Creates gnmic cluster `cluster`'s headless Service `{cluster}-gnmic-api` in `ns` (selector
+/// `app: gnmic`, the API `port`); the fake kubelet keeps its Endpoints and EndpointSlice.
+pub async fn api_service(client: &kube::Client, ns: &str, cluster: &str, port: u16) {
+    use k8s_openapi::api::core::v1::Service;
+    use kube::api::{Api, PostParams};
+    let svcs: Api<Service> = Api::namespaced(client.clone(), ns);
+    svcs.create(
+        &PostParams::default(),
+        &serde_json::from_value(serde_json::json!({
+            "metadata": { "name": format!("{cluster}-gnmic-api") },
+            "spec": { "clusterIP": "None", "selector": { "app": "gnmic" },
+                      "ports": [{ "name": "api", "port": port, "targetPort": port }] }
+        }))
+        .unwrap(),
+    )
+    .await
+    .expect("service");
+}
+
+/// Waits (10 s at most) until the Endpoints of `{cluster}-gnmic-api` list `n` ready addresses.
+pub async fn endpoints_ready(client: &kube::Client, ns: &str, cluster: &str, n: usize) {
+    use k8s_openapi::api::core::v1::Endpoints;
+    let endpoints: kube::Api<Endpoints> = kube::Api::namespaced(client.clone(), ns);
+    let name = format!("{cluster}-gnmic-api");
+    super::eventually(Duration::from_secs(10), || async {
+        let ep = endpoints.get(&name).await.ok()?;
+        let got = ep
+            .subsets
+            .as_ref()
+            .and_then(|s| s.first())
+            .and_then(|s| s.addresses.as_ref())
+            .map_or(0, Vec::len);
+        (got == n).then_some(())
+    })
+    .await
+    .unwrap_or_else(|| panic!("the Endpoints of {name} never listed {n} ready addresses"));
 }

@@ -72,7 +72,7 @@ fn moves_that_belong_together_are_one_line_and_the_rest_stay_apart() {
         .iter()
         .map(|l| match &l.what {
             What::One(e) => format!("one {:?}", e.event.as_deref().or(e.target.as_deref())),
-            What::Moves {
+            What::Moves(Moves {
                 cause,
                 from,
                 operation,
@@ -82,10 +82,25 @@ fn moves_that_belong_together_are_one_line_and_the_rest_stay_apart() {
                 span_ms,
                 longest_gap_ms,
                 entries,
-            } => {
+            }) => {
                 assert_eq!(*count, entries.len(), "all given");
                 format!(
                     "{count} {cause:?} from {from:?} op {operation:?} by {by:?} to {to:?} in {span_ms} gap {longest_gap_ms:?}"
+                )
+            }
+            What::Operation(o) => {
+                let m = &o.moves[0];
+                assert_eq!(m.count, m.entries.len(), "all given");
+                let steps: Vec<_> = o.steps.iter().map(|e| e.step()).collect();
+                format!(
+                    "{} by {:?}: {steps:?}, {} moved {:?} to {:?} in {} gap {:?}",
+                    o.id,
+                    o.by,
+                    o.moved(),
+                    m.cause,
+                    m.to,
+                    m.span_ms,
+                    m.longest_gap_ms
                 )
             }
         })
@@ -93,9 +108,8 @@ fn moves_that_belong_together_are_one_line_and_the_rest_stay_apart() {
     assert_eq!(
         shape,
         [
-            r#"3 Rebalance from None op Some("op-1") by Some("alice") to [("d", 3)] in 200 gap Some(900)"#,
+            r#"op-1 by Some("alice"): ["created"], 3 moved Rebalance to [("d", 3)] in 200 gap Some(900)"#,
             r#"one Some("joined")"#,
-            r#"one Some("created")"#,
             r#"3 Handoff from Some("b") op None by None to [("a", 2), ("c", 1)] in 120 gap Some(120)"#,
             r#"one Some("t6")"#,
             r#"one Some("t0")"#,
@@ -105,7 +119,7 @@ fn moves_that_belong_together_are_one_line_and_the_rest_stay_apart() {
     // At most `limit` lines, each whole.
     let two = lines(got_entries(), 2);
     assert_eq!(two.len(), 2);
-    assert!(matches!(&two[0].what, What::Moves { entries, .. } if entries.len() == 3));
+    assert!(matches!(&two[0].what, What::Moves(m) if m.entries.len() == 3));
 }
 
 fn got_entries() -> Vec<HistoryEntry> {
@@ -410,66 +424,114 @@ async fn every_story_counts_its_whole_event(rows: Vec<Row>) {
                 events.entry(k).or_default().push(e);
             }
         }
+        // One told event: its counts are the whole event's, and all its rows on the page are
+        // in it.
+        let check = |page: &[HistoryEntry], m: &Moves, many: bool| {
+            let Moves {
+                cause,
+                from,
+                operation,
+                by: who,
+                to,
+                count,
+                span_ms,
+                longest_gap_ms,
+                entries,
+            } = m;
+            let k = &key[&entries[0].id];
+            let event = &events[k];
+            assert!(
+                entries.iter().all(|e| key[&e.id] == *k),
+                "{q:?}: one event per line"
+            );
+            assert_eq!(*count, event.len(), "{q:?}: {k:?}");
+            assert!(!many || *count > 1);
+            let mut want: BTreeMap<String, usize> = BTreeMap::new();
+            for e in event {
+                *want
+                    .entry(e.to.clone().unwrap_or_else(|| "nobody".into()))
+                    .or_default() += 1;
+            }
+            let got: BTreeMap<String, usize> = to.iter().cloned().collect();
+            assert_eq!(got, want, "{q:?}: {k:?}");
+            assert!(to.windows(2).all(|w| w[0].1 >= w[1].1), "most first");
+            let times = event.iter().map(|e| e.at_ms);
+            assert_eq!(
+                *span_ms,
+                times.clone().max().unwrap() - times.min().unwrap()
+            );
+            assert_eq!(*longest_gap_ms, event.iter().filter_map(|e| e.gap_ms).max());
+            assert_eq!(Some(*cause), k.1);
+            let sources: BTreeSet<_> = event.iter().map(|e| &e.from).collect();
+            let one = (sources.len() == 1)
+                .then(|| event[0].from.clone())
+                .flatten();
+            assert_eq!(from, &one, "{q:?}: {k:?}");
+            assert_eq!(operation, &event[0].operation);
+            let asker = operation
+                .as_deref()
+                .and_then(|o| by.get(o))
+                .map(|b| (*b).to_owned());
+            assert_eq!(who, &asker);
+            // Its rows on this page are all in this line.
+            let here = page.iter().filter(|e| key.get(&e.id) == Some(k)).count();
+            assert_eq!(entries.len(), here, "{q:?}: {k:?}");
+        };
         for (page, lines) in pages(&store, q).await {
             let mut told: Vec<i64> = Vec::new();
             for l in &lines {
                 match &l.what {
                     What::One(e) => {
                         told.push(e.id);
+                        assert!(operation_of(e).is_none(), "{q:?}: {e:?} is an operation's");
                         if let Some(k) = key.get(&e.id) {
                             assert_eq!(events[k].len(), 1, "{q:?}: {e:?} told alone");
                         }
                     }
-                    What::Moves {
-                        cause,
-                        from,
-                        operation,
-                        by: who,
-                        to,
-                        count,
-                        span_ms,
-                        longest_gap_ms,
-                        entries,
-                    } => {
-                        told.extend(entries.iter().map(|e| e.id));
-                        let k = &key[&entries[0].id];
-                        let event = &events[k];
-                        assert!(
-                            entries.iter().all(|e| key[&e.id] == *k),
-                            "{q:?}: one event per line"
-                        );
-                        assert_eq!(*count, event.len(), "{q:?}: {k:?}");
-                        assert!(*count > 1);
-                        let mut want: BTreeMap<String, usize> = BTreeMap::new();
-                        for e in event {
-                            *want
-                                .entry(e.to.clone().unwrap_or_else(|| "nobody".into()))
-                                .or_default() += 1;
+                    What::Moves(m) => {
+                        told.extend(m.entries.iter().map(|e| e.id));
+                        assert!(m.operation.is_none());
+                        check(&page, m, true);
+                    }
+                    What::Operation(o) => {
+                        // Every step history has of it, oldest first, whatever the page
+                        // holds; and who asked.
+                        let steps: Vec<i64> = all
+                            .iter()
+                            .rev()
+                            .filter(|e| {
+                                e.kind == HistoryKind::Operation
+                                    && e.operation.as_deref() == Some(&o.id)
+                            })
+                            .map(|e| e.id)
+                            .collect();
+                        assert_eq!(o.steps.iter().map(|e| e.id).collect::<Vec<_>>(), steps);
+                        assert_eq!(o.by.as_deref(), by.get(o.id.as_str()).copied());
+                        assert_eq!(o.kind, Some(OperationKind::Rebalance));
+                        told.extend(o.entries.iter().map(|e| e.id));
+                        for m in &o.moves {
+                            told.extend(m.entries.iter().map(|e| e.id));
+                            assert_eq!(m.operation.as_deref(), Some(o.id.as_str()));
+                            check(&page, m, false);
                         }
-                        let got: BTreeMap<String, usize> = to.iter().cloned().collect();
-                        assert_eq!(got, want, "{q:?}: {k:?}");
-                        assert!(to.windows(2).all(|w| w[0].1 >= w[1].1), "most first");
-                        let times = event.iter().map(|e| e.at_ms);
-                        assert_eq!(
-                            *span_ms,
-                            times.clone().max().unwrap() - times.min().unwrap()
-                        );
-                        assert_eq!(*longest_gap_ms, event.iter().filter_map(|e| e.gap_ms).max());
-                        assert_eq!(Some(*cause), k.1);
-                        let sources: BTreeSet<_> = event.iter().map(|e| &e.from).collect();
-                        let one = (sources.len() == 1)
-                            .then(|| event[0].from.clone())
-                            .flatten();
-                        assert_eq!(from, &one, "{q:?}: {k:?}");
-                        assert_eq!(operation, &event[0].operation);
-                        let asker = operation
-                            .as_deref()
-                            .and_then(|o| by.get(o))
-                            .map(|b| (*b).to_owned());
-                        assert_eq!(who, &asker);
                         // Its rows on this page are all in this line.
-                        let here = page.iter().filter(|e| key.get(&e.id) == Some(k)).count();
-                        assert_eq!(entries.len(), here, "{q:?}: {k:?}");
+                        let here = page
+                            .iter()
+                            .filter(|e| operation_of(e) == Some(o.id.as_str()))
+                            .count();
+                        let held = o.entries.len()
+                            + o.moves.iter().map(|m| m.entries.len()).sum::<usize>();
+                        assert_eq!(held, here, "{q:?}: {}", o.id);
+                        // Whatever the listing filters: every move it made.
+                        let all_moved = all
+                            .iter()
+                            .filter(|e| {
+                                e.kind == HistoryKind::Ownership
+                                    && e.operation.as_deref() == Some(&o.id)
+                            })
+                            .count();
+                        assert_eq!(o.all_moved, all_moved, "{q:?}: {}", o.id);
+                        assert!(o.moved() <= o.all_moved);
                     }
                 }
             }
