@@ -147,6 +147,14 @@ pub struct AgentArgs {
     /// key the control plane reads, mounted as a file); read again when it changes.
     #[arg(long, env = "LEASEHOLD_SCRAPE_TARGETS", requires = "scrape_sd_listen")]
     pub scrape_targets: Option<PathBuf>,
+    /// Scrape targets: the scraper's own API (Prometheus or vmagent, plain http:// on
+    /// loopback, e.g. `http://127.0.0.1:9090`). Stops are then proven: a target is handed over
+    /// only once the scraper's active targets no longer have it (docs/scrape.md).
+    #[arg(long, env = "LEASEHOLD_SCRAPE_API", requires = "scrape_sd_listen")]
+    pub scrape_api: Option<String>,
+    /// Scrape targets: how often (ms) the scraper's API is read.
+    #[arg(long, default_value_t = 250)]
+    pub scrape_poll_ms: u64,
     /// Kubeconfig to use instead of the in-cluster config or $KUBECONFIG.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
@@ -428,7 +436,17 @@ impl AgentArgs {
                 format!("{addr}: the scraper's configuration needs a fixed port, not 0"),
             );
         }
-        for (flag, url) in [("hook-url", &self.hook_url), ("gnmic-api", &self.gnmic_api)] {
+        if !(50..=60_000).contains(&self.scrape_poll_ms) {
+            return bad(
+                "scrape-poll-ms",
+                format!("{} is not between 50 and 60000", self.scrape_poll_ms),
+            );
+        }
+        for (flag, url) in [
+            ("hook-url", &self.hook_url),
+            ("gnmic-api", &self.gnmic_api),
+            ("scrape-api", &self.scrape_api),
+        ] {
             let Some(url) = url else { continue };
             let plain_http = url
                 .strip_prefix("http://")
@@ -476,6 +494,10 @@ async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
                 targets_file: targets.clone(),
                 cluster: a.cluster.clone(),
                 identity: a.identity.clone(),
+                collector: a
+                    .scrape_api
+                    .clone()
+                    .map(|api| (api, Duration::from_millis(a.scrape_poll_ms))),
             })
             .map_err(|e| anyhow::anyhow!("--scrape-targets: {e}"))?,
         ),
@@ -512,11 +534,12 @@ async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
     let shutdown = shutdown_signal();
     agent::check_grace_period(&client, &cfg).await;
     let agent = agent::Agent::new(cfg, hooks);
-    // gnmic's reconciler runs as long as the member (whose last hook calls need it) and no
-    // longer.
-    let reconcile = match &gnmic {
-        Some(g) => g.clone().reconcile().boxed(),
-        None => futures::future::pending().boxed(),
+    // gnmic's reconciler (or the scraper's reader) runs as long as the member (whose last hook
+    // calls need it) and no longer.
+    let reconcile = match (&gnmic, &scrape) {
+        (Some(g), _) => g.clone().reconcile().boxed(),
+        (None, Some(s)) => s.clone().watch_collector().boxed(),
+        (None, None) => futures::future::pending().boxed(),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let mut server = match authority_listen {
@@ -574,7 +597,7 @@ async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
             res?;
             anyhow::bail!("the scrape endpoint stopped serving")
         }
-        () = reconcile => unreachable!("gnmic's reconciler runs until dropped"),
+        () = reconcile => unreachable!("gnmic's reconciler and the scraper's reader run until dropped"),
     }
 }
 

@@ -34,8 +34,9 @@
 //! A failing `on_acquire` is logged and the Lease is kept: the desired owner is still this
 //! member, giving the Lease up would only make the control plane move it back, and the app can
 //! retry on its own. `on_release` failures are logged too; the release goes ahead — unless
-//! the hooks confirm their stops (`Hooks::confirms_stop`, managed gnmic): then the target is
-//! kept, and its stop asked for again, until the app says it stopped.
+//! the hooks confirm their stops (`Hooks::confirms_stop`: managed gnmic, scrape targets proven
+//! by the scraper's API): then the target is kept, and its stop asked for again, until the app
+//! says it stopped.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;

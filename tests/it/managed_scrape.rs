@@ -1,18 +1,21 @@
-//! Scrape targets served to real Prometheus servers: a `prometheus` per member, each taking its
-//! targets from its member's `leasehold agent --scrape-sd-listen` process over HTTP service
-//! discovery (one of them through the Target Allocator's `/jobs/{job}/targets` instead),
-//! scraping real endpoints this test serves on loopback (half of them at a path of their own,
-//! which only their definition's `metrics_path` leads to). What is checked is read
-//! from each Prometheus — its targets API and its own samples — never from Leasehold.
+//! Scrape targets served to real scrapers — Prometheus servers, and vmagents — one per member,
+//! each taking its targets from its member's `leasehold agent --scrape-sd-listen` process over
+//! HTTP service discovery (one of them through the Target Allocator's `/jobs/{job}/targets`
+//! instead), scraping real endpoints this test serves on loopback (half of them at a path of
+//! their own, which only their definition's `metrics_path` leads to). What is checked is read
+//! from each scraper's own targets API and from the endpoints themselves (every scrape they
+//! answer, and whose), never from Leasehold.
 //!
 //! One scenario: three members take the targets; a fourth joins and is given its share; it is
 //! removed again (remove-instance). After each step every target is scraped by exactly one
-//! Prometheus, its owner's. For each move, the samples of all Prometheus servers give per
-//! target the longest time nobody scraped it and how long two scraped it at once, printed
-//! (`--nocapture`); a hand-over completes once the old owner's list no longer has the target,
-//! and Prometheus' own pickup (SD refresh, its 5 s discovery batching, the scrape's phase) is
-//! what the numbers measure. A second test cuts a member off the API server: its list is empty
-//! once its authority lapses, and its targets are released.
+//! scraper, its owner's. For each move, the scrapes the endpoints answered give per target the
+//! longest time nobody scraped it and how long two scraped it at once, printed
+//! (`--nocapture`). Without the scrapers' API a hand-over completes once the old owner's list no
+//! longer has the target, and the scrapers' own pickup (SD refresh, Prometheus' 5 s discovery
+//! batching, the scrape's phase) is what the numbers measure; with it (`--scrape-api`) only
+//! once the old scraper dropped the target, and no target may be scraped by two. A second test
+//! cuts a member off the API server: its list is empty once its authority lapses, and its
+//! targets are released.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -26,7 +29,7 @@ use serde_json::Value;
 use crate::common;
 use common::cluster::*;
 use common::eventually;
-use common::scrape::{self, Coverage, MetricsTargets, Prometheus, get_json, unix_now};
+use common::scrape::{self, Coverage, Kind, MetricsTargets, Scraper, get_json, unix_now};
 
 const TARGETS: usize = 30;
 /// How long nothing moves between the join and the removal.
@@ -74,10 +77,10 @@ fn owners(h: &Harness, members: &BTreeSet<String>) -> Option<BTreeMap<String, St
     .then_some(owners)
 }
 
-/// Target → the members whose Prometheus lists it as active, and whether each has scraped it
+/// Target → the members whose scraper lists it as active, and whether each has scraped it
 /// successfully (`health: up`) at the address of its definition.
 async fn active(
-    proms: &BTreeMap<&str, Prometheus>,
+    proms: &BTreeMap<&str, Scraper>,
     addrs: &[std::net::SocketAddr],
 ) -> Option<BTreeMap<String, BTreeMap<String, bool>>> {
     let mut out: BTreeMap<String, BTreeMap<String, bool>> = BTreeMap::new();
@@ -91,11 +94,11 @@ async fn active(
     Some(out)
 }
 
-/// Waits until every target is scraped by exactly one Prometheus, its owner's, the owners
+/// Waits until every target is scraped by exactly one scraper, its owner's, the owners
 /// being `members`; returns the owners.
 async fn scraped_by_owners(
     h: &Harness,
-    proms: &BTreeMap<&str, Prometheus>,
+    proms: &BTreeMap<&str, Scraper>,
     addrs: &[std::net::SocketAddr],
     members: &[&str],
     within: Duration,
@@ -129,8 +132,8 @@ async fn scraped_by_owners(
                 .map(|(n, p)| format!("--- agent {n}:\n{}", tail(&p.log(), 20)))
                 .collect();
             panic!(
-                "not every target scraped by its owner's Prometheus alone among {members:?} \
-                 within {within:?}: owners {owners:?}, Prometheus servers scrape {:?}\n{}",
+                "not every target scraped by its owner's scraper alone among {members:?} \
+                 within {within:?}: owners {owners:?}, the scrapers scrape {:?}\n{}",
                 active(proms, addrs).await,
                 logs.join("\n")
             );
@@ -188,7 +191,32 @@ fn report(
 
 #[tokio::test]
 async fn prometheus_scrapes_exactly_what_its_member_holds_through_join_and_removal() {
-    let Some(bin) = scrape::binary() else { return };
+    join_and_removal(Kind::Prometheus, false).await;
+}
+
+/// The same with each agent reading its Prometheus' own targets API (`--scrape-api`): a
+/// target is handed over only once the old owner's Prometheus no longer has it among its
+/// active targets (the `exclusive` hand-off), so no target is ever scraped by two — read from
+/// the scrapes the endpoints answered — and each member Lease carries what its Prometheus
+/// says of the member's targets: all of them scraped and up once settled.
+#[tokio::test]
+async fn with_the_scrapers_api_a_target_is_handed_over_only_once_its_old_scraper_dropped_it() {
+    join_and_removal(Kind::Prometheus, true).await;
+}
+
+/// The same with vmagent (VictoriaMetrics) scraping, its stops proven by its own targets API
+/// (which answers as Prometheus' does).
+#[tokio::test]
+async fn vmagent_scrapes_what_its_member_holds_and_proves_its_stops() {
+    join_and_removal(Kind::Vmagent, true).await;
+}
+
+/// Three members, a fourth joining and removed again, as the module says, scraped by `kind`;
+/// `exclusive`: with the scrapers' API (proven stops).
+async fn join_and_removal(kind: Kind, exclusive: bool) {
+    let Some(bin) = scrape::binary(kind) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let paths: Vec<&str> = (0..TARGETS).map(path).collect();
     let targets = MetricsTargets::serve(&paths).await;
@@ -197,8 +225,16 @@ async fn prometheus_scrapes_exactly_what_its_member_holds_through_join_and_remov
     let mut proms = BTreeMap::new();
     for m in ["c-0", "c-1", "c-2"] {
         let sd = scrape::free_addr();
-        let p = Prometheus::start(&bin, dir.path(), m, &format!("http://{sd}/sd"));
-        h.add_scrape_member(m, sd, &targets_file).await;
+        let p = Scraper::start(
+            kind,
+            &bin,
+            dir.path(),
+            m,
+            &format!("http://{sd}/sd"),
+            targets.sink,
+        );
+        h.add_scrape_member(m, sd, &targets_file, exclusive.then_some(p.addr))
+            .await;
         proms.insert(m, p);
     }
     for p in proms.values() {
@@ -212,24 +248,27 @@ async fn prometheus_scrapes_exactly_what_its_member_holds_through_join_and_remov
     let placed =
         scraped_by_owners(&h, &proms, &targets.addrs, &three, Duration::from_secs(60)).await;
     eprintln!(
-        "scrape placement: every target scraped by its owner's Prometheus alone {:.1} s after \
+        "scrape placement: every target scraped by its owner's scraper alone {:.1} s after \
          the control plane started",
         unix_now() - started
     );
 
-    // A fourth member joins: its share is handed to it (on_join: auto). Its Prometheus reads
+    // A fourth member joins: its share is handed to it (on_join: auto). Its scraper reads
     // the Target Allocator's per-collector list (the targets name no job: the cluster's).
     let sd = scrape::free_addr();
-    let p = Prometheus::start(
+    let p = Scraper::start(
+        kind,
         &bin,
         dir.path(),
         "c-3",
         &format!("http://{sd}/jobs/{CLUSTER}/targets?collector_id=c-3"),
+        targets.sink,
     );
     p.ready().await;
     proms.insert("c-3", p);
     let joined = unix_now();
-    h.add_scrape_member("c-3", sd, &targets_file).await;
+    let api = exclusive.then_some(proms["c-3"].addr);
+    h.add_scrape_member("c-3", sd, &targets_file, api).await;
     eventually(Duration::from_secs(30), || async {
         (h.model().instance("c-3")?.owned >= TARGETS / 4).then_some(())
     })
@@ -240,7 +279,7 @@ async fn prometheus_scrapes_exactly_what_its_member_holds_through_join_and_remov
         scraped_by_owners(&h, &proms, &targets.addrs, &four, Duration::from_secs(60)).await;
     let scaled = unix_now();
     eprintln!(
-        "scrape scale-up 3 → 4: every target scraped by its owner's Prometheus alone {:.1} s \
+        "scrape scale-up 3 → 4: every target scraped by its owner's scraper alone {:.1} s \
          after c-3's agent started",
         scaled - joined
     );
@@ -268,19 +307,15 @@ async fn prometheus_scrapes_exactly_what_its_member_holds_through_join_and_remov
         scraped_by_owners(&h, &proms, &targets.addrs, &three, Duration::from_secs(60)).await;
     let removed = unix_now();
     eprintln!(
-        "scrape remove-instance: every target scraped by its owner's Prometheus alone {:.1} s \
+        "scrape remove-instance: every target scraped by its owner's scraper alone {:.1} s \
          after the operation started",
         removed - removing
     );
     // A few more scrapes, so that the end of the last window is sampled.
     tokio::time::sleep(3 * scrape::INTERVAL).await;
 
-    // What the Prometheus servers scraped, from their own storage.
-    let window = Duration::from_secs((unix_now() - started) as u64 + 10);
-    let mut samples = BTreeMap::new();
-    for (m, p) in &proms {
-        samples.insert((*m).to_owned(), p.scrapes(window).await);
-    }
+    // What was scraped, and by whom, as the targets answered it.
+    let samples = targets.scrapes();
     let join = scrape::coverage(&samples, joined, scaled);
     let (join_gap, join_stayed) = report("scale-up 3 → 4", &join, &placed, &after_join);
     let removal = scrape::coverage(&samples, removing, removed);
@@ -294,6 +329,19 @@ async fn prometheus_scrapes_exactly_what_its_member_holds_through_join_and_remov
         "scrape between the moves: longest gap {settled_gap:.1} s, scraped twice {settled_twice:.1} s"
     );
     assert_eq!(settled_twice, 0.0, "scraped twice with nothing moving");
+    if exclusive {
+        let twice: f64 = join.values().chain(removal.values()).map(|c| c.twice).sum();
+        assert_eq!(
+            twice, 0.0,
+            "with stops proven by the scraper, a target was scraped by two for {twice:.1} s"
+        );
+        // Every member's Lease says its scraper scrapes all it holds, and up.
+        let m = h.model();
+        assert_eq!(m.counts.unworked, 0, "{:?}", m.counts);
+        for t in &m.targets {
+            assert_eq!(t.app_working, Some(true), "{} {:?}", t.key, t.app_problem);
+        }
+    }
     assert!(
         settled_gap <= 2.0 && settled.len() == TARGETS,
         "with nothing moving, a target went unscraped for {settled_gap:.1} s (or was not \
@@ -301,14 +349,16 @@ async fn prometheus_scrapes_exactly_what_its_member_holds_through_join_and_remov
         settled.len()
     );
     // A target that stays put is scraped throughout (its list entry never changes); one that
-    // moves waits at most for both Prometheus servers' pickup (SD refresh, 5 s of discovery
+    // moves waits at most for both scrapers' pickup (SD refresh, Prometheus' 5 s of discovery
     // batching, the scrape's phase), well within 15 s.
     for (phase, moved, stayed) in [
         ("scale-up", join_gap, join_stayed),
         ("remove-instance", removal_gap, removal_stayed),
     ] {
+        // Proven stops add the old scraper's own drop (Prometheus' 5 s discovery batching again).
+        let bound = if exclusive { 25.0 } else { 15.0 };
         assert!(
-            moved <= 15.0,
+            moved <= bound,
             "{phase}: a moved target went unscraped for {moved:.1} s"
         );
         assert!(
@@ -343,6 +393,7 @@ async fn a_member_cut_off_from_the_api_serves_no_targets_once_its_authority_laps
         targets_file: file,
         cluster: CLUSTER.into(),
         identity: "c-0".into(),
+        collector: None,
     })
     .unwrap();
     let mut cfg = AgentConfig::new(CLUSTER, &h.ns, "c-0");

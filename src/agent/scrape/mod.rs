@@ -6,11 +6,15 @@
 //!
 //! - on acquire, the target (its `scrape` definition from the target list,
 //!   `targets::ScrapeTarget`) is listed from the next request on;
-//! - on release or hand-over, it is delisted, and the call returns at once — the hand-over goes
-//!   ahead as soon as the list no longer has it. When the scraper stops scraping it is its own
-//!   affair: it polls the list every `refresh_interval` and applies what it read later still
-//!   (Prometheus batches discovery updates for 5 s). Nothing here proves that it stopped or
-//!   started; this kind does not [confirm its stops](crate::agent::Hooks::confirms_stop);
+//! - on release or hand-over, it is delisted. Without the scraper's API the call returns at
+//!   once — the hand-over goes ahead as soon as the list no longer has it, and when the
+//!   scraper stops scraping is its own affair (it polls the list every `refresh_interval` and
+//!   applies what it read later still: Prometheus batches discovery updates for 5 s). With
+//!   the scraper's API (`--scrape-api`, [`collector`]) the stop is *proven*: the call returns
+//!   once a reading of the scraper's own active targets, taken after the delisting, no longer
+//!   has the target — this kind then [confirms its stops](crate::agent::Hooks::confirms_stop)
+//!   (the `exclusive` hand-off: never two scrapers on one target), and the member Lease
+//!   carries what the scraper says of every held target ([`crate::agent::Hooks::work`]);
 //! - on a lost authority the member releases every target, and the list is empty from its
 //!   renew deadline on whatever the member loop does (the served list is checked against the
 //!   published deadline, [`crate::agent::Agent::authority`]).
@@ -21,6 +25,7 @@
 //! again when it changes; a list that does not parse keeps the last good one. Only this module
 //! and [`sd`] know the formats served; nothing here talks to the scraper.
 
+pub mod collector;
 pub mod sd;
 
 use std::collections::BTreeMap;
@@ -45,7 +50,14 @@ pub struct ScrapeSettings {
     pub cluster: String,
     /// This member's identity: the Target Allocator API's `collector_id` it serves.
     pub identity: String,
+    /// The scraper's own API (Prometheus, vmagent: `http://127.0.0.1:9090`) and how often it
+    /// is read: stops are then proven by it.
+    pub collector: Option<(String, std::time::Duration)>,
 }
+
+/// How long a stop waits for the scraper to prove it, at most (the member's hook timeout
+/// usually cuts it first; a stop it cuts is asked for again).
+pub const STOP_PROOF_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// One group of targets in Prometheus' HTTP SD format (`[{"targets": [..], "labels": {..}}]`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -69,6 +81,8 @@ struct Inner {
     held: Mutex<BTreeMap<String, u64>>,
     /// The definitions in `targets_file`.
     defs: Definitions<ScrapeTarget>,
+    /// The scraper's API, when given.
+    watcher: Option<collector::Watcher>,
 }
 
 impl Scrape {
@@ -76,13 +90,58 @@ impl Scrape {
     /// an error: start-up stops with it).
     pub fn new(settings: ScrapeSettings) -> Result<Scrape, String> {
         let defs = Definitions::read(&settings.targets_file, "scrape", |t| t.scrape)?;
+        let watcher = match &settings.collector {
+            Some((api, poll)) => Some(collector::Watcher::new(api, *poll)?),
+            None => None,
+        };
         Ok(Scrape {
             inner: Arc::new(Inner {
                 settings,
                 held: Mutex::default(),
                 defs,
+                watcher,
             }),
         })
+    }
+
+    /// Reads the scraper's API every poll interval, as long as the member runs (nothing to do
+    /// without one). Ends when dropped.
+    pub async fn watch_collector(self) {
+        match &self.inner.watcher {
+            Some(w) => w.run().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Delists `work` and, with the scraper's API, waits until a reading taken after that no
+    /// longer has the target at this generation or an older one.
+    async fn stop(&self, work: &Assignment) -> Result<(), String> {
+        self.release(work);
+        let Some(w) = &self.inner.watcher else {
+            return Ok(());
+        };
+        let mut after = tokio::time::Instant::now();
+        let until = after + STOP_PROOF_WAIT;
+        let mut last = "no reading of the scraper's API".to_owned();
+        loop {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            let Some(r) = w.reading_after(after, left).await else {
+                return Err(format!(
+                    "the scraper did not prove it stopped scraping {:?} within {STOP_PROOF_WAIT:?}: {last}",
+                    work.target
+                ));
+            };
+            after = r.sent;
+            match r.targets {
+                Ok(t) => match t.get(&work.target) {
+                    Some(s) if s.generation.is_none_or(|g| g <= work.generation) => {
+                        last = format!("it still scrapes it ({})", s.health);
+                    }
+                    _ => return Ok(()),
+                },
+                Err(e) => last = e,
+            }
+        }
     }
 
     /// The settings it runs with.
@@ -148,9 +207,63 @@ impl Hooks for Scrape {
         Box::pin(futures::future::ready(self.acquire(work)))
     }
     fn on_release(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
-        self.release(work);
-        Box::pin(futures::future::ready(Ok(())))
+        let work = work.clone();
+        Box::pin(async move { self.stop(&work).await })
     }
+    fn confirms_stop(&self) -> bool {
+        self.inner.watcher.is_some()
+    }
+    fn work(&self) -> Option<crate::protocol::AppWork> {
+        let reading = self.inner.watcher.as_ref()?.last();
+        let held = self.inner.held.lock().unwrap().clone();
+        let defs = self.definitions();
+        Some(work(&held, &defs, reading.as_ref()))
+    }
+}
+
+/// What the scraper's `reading` says of the `held` targets: each works when the scraper has it
+/// at its generation or a newer one and its last scrape was up. Targets without a definition
+/// are not served, so not worked on.
+pub fn work(
+    held: &BTreeMap<String, u64>,
+    defs: &BTreeMap<String, ScrapeTarget>,
+    reading: Option<&collector::Reading>,
+) -> crate::protocol::AppWork {
+    let targets = reading.map(|r| r.targets.as_ref());
+    let why: Vec<(&str, bool, String)> = held
+        .iter()
+        .map(|(key, generation)| {
+            let (working, why) = if !defs.contains_key(key) {
+                (false, "no scrape definition: not served".to_owned())
+            } else {
+                match targets {
+                    None => (false, "the scraper's API not read yet".to_owned()),
+                    Some(Err(e)) => (false, e.clone()),
+                    Some(Ok(t)) => match t.get(key) {
+                        Some(s) if s.generation.is_some_and(|g| g >= *generation) && s.up() => {
+                            (true, String::new())
+                        }
+                        Some(s) if s.generation.is_some_and(|g| g >= *generation) => (
+                            false,
+                            match s.health.as_str() {
+                                "unknown" => "listed, not scraped yet".to_owned(),
+                                h if s.error.is_empty() => h.to_owned(),
+                                h => format!("{h}: {}", s.error),
+                            },
+                        ),
+                        _ => (false, "not among the scraper's targets yet".to_owned()),
+                    },
+                }
+            };
+            (key.as_str(), working, why)
+        })
+        .collect();
+    let reachable = matches!(targets, Some(Ok(_)));
+    crate::protocol::AppWork::of(
+        "scraper",
+        reachable,
+        why.iter().map(|(k, w, why)| (*k, *w, Some(why.as_str()))),
+    )
 }
 
 /// One group per held target with a definition, in key order, with its job (`None`: the
@@ -210,6 +323,7 @@ mod tests {
             targets_file: file,
             cluster: "c".into(),
             identity: "c-0".into(),
+            collector: None,
         })
         .unwrap()
     }
@@ -309,12 +423,61 @@ mod tests {
     }
 
     #[test]
+    fn the_scrapers_reading_says_which_held_targets_are_worked_on() {
+        use collector::{Reading, Scraped};
+        let defs: BTreeMap<String, ScrapeTarget> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|k| ((*k).to_owned(), ScrapeTarget::at("h:1")))
+            .collect();
+        let held = BTreeMap::from([
+            ("a".to_owned(), 2),
+            ("b".to_owned(), 2),
+            ("c".to_owned(), 5),
+            ("d".to_owned(), 1),
+            ("e".to_owned(), 1),
+        ]);
+        let seen = |generation, health: &str, error: &str| Scraped {
+            generation: Some(generation),
+            health: health.into(),
+            error: error.into(),
+        };
+        let reading = Reading {
+            sent: tokio::time::Instant::now(),
+            targets: Ok(BTreeMap::from([
+                ("a".to_owned(), seen(2, "up", "")),
+                ("b".to_owned(), seen(2, "down", "connection refused")),
+                // Still the older hold's entry: the new one is not scraped yet.
+                ("c".to_owned(), seen(4, "up", "")),
+                ("d".to_owned(), seen(1, "unknown", "")),
+            ])),
+        };
+        let w = super::work(&held, &defs, Some(&reading));
+        assert!(w.reachable);
+        assert_eq!((w.held, w.working), (5, 1));
+        assert_eq!(w.not_working["b"], "down: connection refused");
+        assert_eq!(w.not_working["c"], "not among the scraper's targets yet");
+        assert_eq!(w.not_working["d"], "listed, not scraped yet");
+        assert_eq!(w.not_working["e"], "no scrape definition: not served");
+        let unread = Reading {
+            targets: Err("the scraper's API did not answer: refused".into()),
+            ..reading
+        };
+        let w = super::work(&held, &defs, Some(&unread));
+        assert!(!w.reachable && w.working == 0);
+        assert_eq!(
+            w.not_working["a"],
+            "the scraper's API did not answer: refused"
+        );
+    }
+
+    #[test]
     fn an_unreadable_list_stops_start_up() {
         let dir = tempfile::tempdir().unwrap();
         let e = Scrape::new(ScrapeSettings {
             targets_file: dir.path().join("missing.yaml"),
             cluster: "c".into(),
             identity: "c-0".into(),
+            collector: None,
         })
         .err()
         .unwrap();

@@ -166,6 +166,7 @@ mod tests {
             targets_file: file,
             cluster: "c".into(),
             identity: "c-0".into(),
+            collector: None,
         })
         .unwrap();
         let far = now_unix_ms() + 60_000;

@@ -474,7 +474,9 @@ impl Harness {
         for (name, mut p) in std::mem::take(&mut self.processes) {
             p.signal("-CONT");
             p.signal("-TERM");
-            let exited = tokio::time::timeout(Duration::from_secs(15), p.child.wait()).await;
+            // Its drain (10 s by default), then its apps' last stops: a scraper that proves
+            // its stops (`--scrape-api`) takes its own pickup time, 5–10 s, for those.
+            let exited = tokio::time::timeout(Duration::from_secs(30), p.child.wait()).await;
             assert!(
                 exited.is_ok(),
                 "{name} did not exit on SIGTERM:\n{}",
@@ -565,20 +567,24 @@ impl Harness {
     }
 
     /// Creates a member pod and starts its agent as a process serving its scrape targets
-    /// (`--scrape-sd-listen`) at `sd` with the definitions in `targets`.
+    /// (`--scrape-sd-listen`) at `sd` with the definitions in `targets`; with `scraper_api`
+    /// (its Prometheus' web address) its stops are proven by that Prometheus (`--scrape-api`).
     pub async fn add_scrape_member(
         &mut self,
         name: &str,
         sd: std::net::SocketAddr,
         targets: &std::path::Path,
+        scraper_api: Option<std::net::SocketAddr>,
     ) {
         self.add_pod(name).await;
         let sd = sd.to_string();
         let targets = targets.to_str().unwrap().to_owned();
-        self.spawn_process_member(
-            name,
-            &["--scrape-sd-listen", &sd, "--scrape-targets", &targets],
-        );
+        let mut args = vec!["--scrape-sd-listen", &sd, "--scrape-targets", &targets];
+        let api = scraper_api.map(|a| format!("http://{a}"));
+        if let Some(api) = &api {
+            args.extend(["--scrape-api", api]);
+        }
+        self.spawn_process_member(name, &args);
     }
 
     /// Starts `name`'s agent as a `leasehold agent` process with `app` telling it its app.

@@ -1,14 +1,17 @@
-//! Real Prometheus servers for the scrape tests: a `prometheus` per member whose only scrape
-//! job takes its targets from its agent over HTTP service discovery, the scrape targets
-//! themselves ([`MetricsTargets`]: real HTTP `/metrics` endpoints served by the test process on
-//! loopback), and what each Prometheus says it does — its own targets API and its own samples,
-//! never Leasehold's view. The binary is Debian's `prometheus` (or `$PROMETHEUS`); without it
-//! the tests fail with the reason when `CI` is set and skip with it otherwise.
+//! Real scrapers for the scrape tests — Prometheus (Debian's `prometheus`, or `$PROMETHEUS`)
+//! and vmagent (Debian's `victoria-metrics` package, or `$VMAGENT`): one per member, whose only
+//! scrape job takes its targets from its agent over HTTP service discovery; the scrape targets
+//! themselves ([`MetricsTargets`]: real HTTP endpoints served by the test process on loopback,
+//! which record every scrape they answer and who made it); and what each scraper says it does
+//! (its own targets API). What a test checks is read from the scrapers and the targets, never
+//! from Leasehold. Without a scraper's binary the tests fail with the reason when `CI` is set
+//! and skip with it otherwise.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -19,11 +22,33 @@ use tokio::time::Instant;
 /// configuration can say in whole seconds).
 pub const INTERVAL: Duration = Duration::from_secs(1);
 
-/// The prometheus binary, or `None` (said why) where it cannot be had outside CI.
-pub fn binary() -> Option<PathBuf> {
-    let name = std::env::var_os("PROMETHEUS").unwrap_or_else(|| "prometheus".into());
+/// A scraper: which program scrapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Prometheus (its HTTP SD refresh and its discovery manager's 5 s batching).
+    Prometheus,
+    /// VictoriaMetrics' vmagent (its HTTP SD checked every `-promscrape.httpSDCheckInterval`).
+    Vmagent,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Prometheus => "prometheus",
+            Kind::Vmagent => "vmagent",
+        }
+    }
+}
+
+/// The scraper's binary, or `None` (said why) where it cannot be had outside CI.
+pub fn binary(kind: Kind) -> Option<PathBuf> {
+    let (var, flag, package) = match kind {
+        Kind::Prometheus => ("PROMETHEUS", "--version", "prometheus"),
+        Kind::Vmagent => ("VMAGENT", "-version", "victoria-metrics"),
+    };
+    let name = std::env::var_os(var).unwrap_or_else(|| kind.name().into());
     let why = match std::process::Command::new(&name)
-        .arg("--version")
+        .arg(flag)
         .stdin(Stdio::null())
         .output()
     {
@@ -32,9 +57,9 @@ pub fn binary() -> Option<PathBuf> {
             eprintln!("{}", version.lines().next().unwrap_or_default());
             return Some(PathBuf::from(name));
         }
-        Ok(out) => format!("{name:?} --version exited with {}", out.status),
+        Ok(out) => format!("{name:?} {flag} exited with {}", out.status),
         Err(e) => format!(
-            "no {name:?} ({e}); Debian: apt-get install prometheus, or set PROMETHEUS to the binary"
+            "no {name:?} ({e}); Debian: apt-get install {package}, or set {var} to the binary"
         ),
     };
     if std::env::var_os("CI").is_some() {
@@ -52,10 +77,22 @@ pub fn free_addr() -> SocketAddr {
 }
 
 /// Scrape targets: an endpoint each, on a loopback port of its own, served by this process
-/// until dropped (anything else on the port answers 404).
+/// until dropped (anything else on the port answers 404). Every scrape answered is recorded,
+/// with the scraper that made it (its `scraper` query parameter, which each scraper's
+/// configuration sets to its member's name). Also a sink that takes vmagent's remote writes.
 pub struct MetricsTargets {
     pub addrs: Vec<SocketAddr>,
+    /// Where vmagent may send its remote writes (accepted and dropped).
+    pub sink: SocketAddr,
+    /// (target index, scraper, Unix seconds) of every scrape answered.
+    log: Arc<Mutex<Vec<(usize, String, f64)>>>,
     tasks: Vec<JoinHandle<()>>,
+}
+
+#[derive(serde::Deserialize)]
+struct ScrapeQuery {
+    #[serde(default)]
+    scraper: String,
 }
 
 impl MetricsTargets {
@@ -63,23 +100,58 @@ impl MetricsTargets {
     pub async fn serve(paths: &[&str]) -> MetricsTargets {
         let mut addrs = Vec::new();
         let mut tasks = Vec::new();
+        let log: Arc<Mutex<Vec<(usize, String, f64)>>> = Arc::default();
         for (i, path) in paths.iter().enumerate() {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             addrs.push(listener.local_addr().unwrap());
             let body =
                 format!("# TYPE scrape_test_target gauge\nscrape_test_target{{n=\"{i}\"}} 1\n");
+            let log = log.clone();
             let app = axum::Router::new().route(
                 path,
-                axum::routing::get(move || {
-                    let body = body.clone();
-                    async move { ([("content-type", "text/plain; version=0.0.4")], body) }
-                }),
+                axum::routing::get(
+                    move |axum::extract::Query(q): axum::extract::Query<ScrapeQuery>| {
+                        log.lock().unwrap().push((i, q.scraper, unix_now()));
+                        let body = body.clone();
+                        async move { ([("content-type", "text/plain; version=0.0.4")], body) }
+                    },
+                ),
             );
             tasks.push(tokio::spawn(async move {
                 let _ = axum::serve(listener, app).await;
             }));
         }
-        MetricsTargets { addrs, tasks }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let sink = listener.local_addr().unwrap();
+        let app = axum::Router::new().fallback(|| async { axum::http::StatusCode::NO_CONTENT });
+        tasks.push(tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        }));
+        MetricsTargets {
+            addrs,
+            sink,
+            log,
+            tasks,
+        }
+    }
+
+    /// The times (Unix seconds) each scraper scraped each target (`t-NN`), as the targets saw
+    /// the requests: scraper → target → times, sorted.
+    pub fn scrapes(&self) -> BTreeMap<String, BTreeMap<String, Vec<f64>>> {
+        let mut out: BTreeMap<String, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
+        for (i, scraper, at) in self.log.lock().unwrap().iter() {
+            out.entry(scraper.clone())
+                .or_default()
+                .entry(format!("t-{i:02}"))
+                .or_default()
+                .push(*at);
+        }
+        for by_target in out.values_mut() {
+            for times in by_target.values_mut() {
+                times.sort_by(f64::total_cmp);
+            }
+        }
+        out
     }
 }
 
@@ -125,48 +197,74 @@ pub struct Active {
     pub instance: String,
 }
 
-/// A prometheus process; killed when dropped.
-pub struct Prometheus {
+/// A scraper process; killed when dropped.
+pub struct Scraper {
     _child: tokio::process::Child,
     log: PathBuf,
-    /// Its web address (API, `/-/ready`).
+    kind: Kind,
+    /// Its web address (its targets API).
     pub addr: SocketAddr,
 }
 
-impl Prometheus {
-    /// A Prometheus whose one scrape job (`leasehold`) takes its targets from `sd_url` (HTTP
-    /// SD), refreshed and scraped every [`INTERVAL`], its data in `dir`.
-    pub fn start(bin: &Path, dir: &Path, name: &str, sd_url: &str) -> Prometheus {
+impl Scraper {
+    /// A scraper whose one scrape job (`leasehold`) takes its targets from `sd_url` (HTTP SD),
+    /// refreshed and scraped every [`INTERVAL`], its data in `dir`; each scrape says it is
+    /// `name`'s (the `scraper` parameter). vmagent sends what it scrapes to `sink`.
+    pub fn start(
+        kind: Kind,
+        bin: &Path,
+        dir: &Path,
+        name: &str,
+        sd_url: &str,
+        sink: SocketAddr,
+    ) -> Scraper {
         let addr = free_addr();
-        let config = dir.join(format!("prometheus-{name}.yml"));
+        let config = dir.join(format!("{}-{name}.yml", kind.name()));
         let s = INTERVAL.as_secs();
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: {s}s\n  scrape_timeout: {s}s\nscrape_configs:\n\
-                 - job_name: leasehold\n  http_sd_configs:\n  - url: '{sd_url}'\n    refresh_interval: {s}s\n"
-            ),
-        )
-        .unwrap();
-        let log = dir.join(format!("prometheus-{name}.log"));
+        let job = format!(
+            "scrape_configs:\n- job_name: leasehold\n  scrape_interval: {s}s\n  scrape_timeout: {s}s\n  \
+             params: {{scraper: ['{name}']}}\n  http_sd_configs:\n  - url: '{sd_url}'\n"
+        );
+        let text = match kind {
+            Kind::Prometheus => format!("{job}    refresh_interval: {s}s\n"),
+            // vmagent checks its HTTP SD every -promscrape.httpSDCheckInterval.
+            Kind::Vmagent => job,
+        };
+        std::fs::write(&config, text).unwrap();
+        let log = dir.join(format!("{}-{name}.log", kind.name()));
         let out = std::fs::File::create(&log).unwrap();
-        let child = tokio::process::Command::new(bin)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join(format!("tsdb-{name}")).display()
-            ))
-            .arg(format!("--web.listen-address={addr}"))
-            .arg("--log.level=warn")
+        let mut cmd = tokio::process::Command::new(bin);
+        match kind {
+            Kind::Prometheus => cmd
+                .arg(format!("--config.file={}", config.display()))
+                .arg(format!(
+                    "--storage.tsdb.path={}",
+                    dir.join(format!("tsdb-{name}")).display()
+                ))
+                .arg(format!("--web.listen-address={addr}"))
+                .arg("--log.level=warn"),
+            Kind::Vmagent => cmd
+                .arg(format!("-promscrape.config={}", config.display()))
+                .arg(format!("-promscrape.httpSDCheckInterval={s}s"))
+                .arg(format!("-httpListenAddr={addr}"))
+                .arg(format!("-remoteWrite.url=http://{sink}/api/v1/write"))
+                .arg(format!(
+                    "-remoteWrite.tmpDataPath={}",
+                    dir.join(format!("vmagent-{name}-data")).display()
+                ))
+                .arg("-loggerLevel=WARN"),
+        };
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)
             .kill_on_drop(true)
             .spawn()
-            .expect("prometheus starts");
-        Prometheus {
+            .unwrap_or_else(|e| panic!("{} starts: {e}", kind.name()));
+        Scraper {
             _child: child,
             log,
+            kind,
             addr,
         }
     }
@@ -174,8 +272,12 @@ impl Prometheus {
     /// Waits (20 s at most) until it says it is ready.
     pub async fn ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
+        let path = match self.kind {
+            Kind::Prometheus => "/-/ready",
+            Kind::Vmagent => "/health",
+        };
         loop {
-            let url = format!("http://{}/-/ready", self.addr);
+            let url = format!("http://{}{path}", self.addr);
             let uri: http::Uri = url.parse().unwrap();
             if let Ok(r) = client().get(uri).await
                 && r.status().is_success()
@@ -184,7 +286,8 @@ impl Prometheus {
             }
             assert!(
                 Instant::now() < deadline,
-                "prometheus never became ready on {}: {}",
+                "{} never became ready on {}: {}",
+                self.kind.name(),
                 self.addr,
                 std::fs::read_to_string(&self.log).unwrap_or_default()
             );
@@ -209,49 +312,20 @@ impl Prometheus {
         }
         Some(out)
     }
-
-    /// The times (Unix seconds) of every successful scrape of each target in the last
-    /// `window`, by `leasehold_target`, from its own storage (`up == 1` raw samples, whatever
-    /// the generation label).
-    pub async fn scrapes(&self, window: Duration) -> BTreeMap<String, Vec<f64>> {
-        let query = format!("up[{}s]", window.as_secs());
-        let url = format!(
-            "http://{}/api/v1/query?query={}",
-            self.addr,
-            percent_encoding::utf8_percent_encode(&query, percent_encoding::NON_ALPHANUMERIC)
-        );
-        let v = get_json(&url).await.expect("prometheus answers a query");
-        let mut out: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-        for series in v["data"]["result"].as_array().expect("a matrix") {
-            let Some(key) = series["metric"]["leasehold_target"].as_str() else {
-                continue;
-            };
-            let times = out.entry(key.to_owned()).or_default();
-            for pair in series["values"].as_array().unwrap() {
-                if pair[1] == "1" {
-                    times.push(pair[0].as_f64().unwrap());
-                }
-            }
-        }
-        for times in out.values_mut() {
-            times.sort_by(f64::total_cmp);
-        }
-        out
-    }
 }
 
-/// Per target, what the scrapers' own samples say over a window.
+/// Per target, what the scrapes the targets answered say over a window.
 #[derive(Debug, Clone, Default)]
 pub struct Coverage {
-    /// The longest time with no sample from any scraper (seconds).
+    /// The longest time with no scrape by any scraper (seconds).
     pub max_gap: f64,
     /// How long two scrapers scraped it at once (seconds): the overlap of their runs of
-    /// samples, a run lasting one interval past its last sample.
+    /// scrapes, a run lasting one interval past its last scrape.
     pub twice: f64,
 }
 
 /// Coverage of each target in `[from, to]` (Unix seconds) from `scrapes` (scraper → target →
-/// sample times).
+/// scrape times).
 pub fn coverage(
     scrapes: &BTreeMap<String, BTreeMap<String, Vec<f64>>>,
     from: f64,
@@ -307,7 +381,7 @@ pub fn coverage(
     out
 }
 
-/// Unix seconds now, by this machine's clock (Prometheus' sample times are on it too).
+/// Unix seconds now, by this machine's clock.
 pub fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
