@@ -28,15 +28,16 @@ cd "$(dirname "$0")/.."
 SIM_TARGETS=(sim_smoke fidelity_api fidelity_apply fidelity_watch kubectl differential)
 IT_AREAS=(agent engine shared_watch faults managed_gnmic managed_scrape api ui idempotency metrics deploy pressure)
 # Areas that need the whole cluster (kube-controller-manager, kube-scheduler, kwok's nodes:
-# LEASEHOLD_ENVTEST_CLUSTER=1): the end-to-end scenarios on real StatefulSets. The areas above
+# LEASEHOLD_ENVTEST_CLUSTER=1): the end-to-end scenarios on real StatefulSets, and the Helm
+# chart installed, tested, upgraded and uninstalled (helm_install). The areas above
 # run on kube-apiserver + etcd alone, with the simulator crate's kubelet loop in each test's
 # namespace (kwok's nodes would run their pods too).
-CLUSTER_AREAS=(statefulsets)
+CLUSTER_AREAS=(statefulsets helm_install)
 if (($# > 0)); then
   SIM_TARGETS=() IT_AREAS=() CLUSTER_AREAS=()
   for t in "$@"; do
     if [ -f "crates/kube-sim/tests/$t.rs" ]; then SIM_TARGETS+=("$t")
-    elif [ "$t" = statefulsets ]; then CLUSTER_AREAS+=("$t")
+    elif [ "$t" = statefulsets ] || [ "$t" = helm_install ]; then CLUSTER_AREAS+=("$t")
     elif [ "$t" = docs ]; then :
     else IT_AREAS+=("$t"); fi
   done

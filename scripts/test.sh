@@ -15,6 +15,9 @@
 # (Debian's package, installed when missing) scraping a demo, the alerts firing and resolving
 # and every Grafana query answering (each check counted; LEASEHOLD_SKIP_MONITORING=1 leaves it
 # out).
+# Then scripts/image.sh: the image (umoci, from the release binary, which it builds) inspected
+# and compared with the Dockerfile, broken copies refused, and run by podman to /healthz (each
+# check counted; LEASEHOLD_SKIP_IMAGE=1 leaves it out).
 # Helm is built from the Go module proxy when Go is there (scripts/helm.sh, cached), for the
 # chart's tests, and its lint and render counts as one more test (LEASEHOLD_SKIP_HELM=1 leaves
 # both out).
@@ -98,6 +101,12 @@ run_counted() {
 if [ $# -eq 0 ] && [ "${LEASEHOLD_SKIP_MONITORING:-}" != 1 ]; then
   echo "== monitoring: the alert rules and the Grafana dashboard against a real Prometheus scraping a demo (scripts/monitoring-check.sh)"
   run_counted env LEASEHOLD_BIN=target/debug/leasehold ./scripts/monitoring-check.sh
+fi
+if [ $# -eq 0 ] && [ "${LEASEHOLD_SKIP_IMAGE:-}" != 1 ]; then
+  echo "== image: built with umoci from the release binary, inspected, refused when broken, run by podman (scripts/image.sh)"
+  image_start=$SECONDS
+  run_counted ./scripts/image.sh
+  echo "== image: $((SECONDS - image_start)) s"
 fi
 if [ $# -eq 0 ] && [ "${LEASEHOLD_SKIP_SCHEMATHESIS:-}" != 1 ]; then
   echo "== schemathesis: the API against its OpenAPI document on a running demo (scripts/schemathesis.sh)"

@@ -796,3 +796,111 @@ async fn answered_not_stored(b: &Backend, o: &Value, what: &str) {
     assert!(ok, "{what}: kubectl get {kind} {name}: {err}");
     assert_eq!(got, "", "{what}: {kind} {name} was stored by a dry run");
 }
+
+/// The chart's Prometheus Operator objects (`monitoring.*`, off by default): the PrometheusRule
+/// holds exactly the groups of deploy/monitoring/leasehold-alerts.yaml — the chart's
+/// `files/leasehold-alerts.yaml` is a symbolic link to it — with the labels asked for and, with
+/// `runbookBaseURL`, every `runbook_url` under that base; the ServiceMonitor scrapes /metrics on
+/// the Service's `http` port, selecting that Service and no other.
+#[tokio::test]
+async fn the_charts_prometheus_rule_is_the_monitoring_alert_rules() {
+    let source_path = "deploy/monitoring/leasehold-alerts.yaml";
+    let source = std::fs::read_to_string(root().join(source_path)).unwrap();
+    let link = root().join(CHART).join("files/leasehold-alerts.yaml");
+    assert_eq!(
+        std::fs::canonicalize(&link).expect("the chart's files/leasehold-alerts.yaml"),
+        std::fs::canonicalize(root().join(source_path)).unwrap(),
+        "{CHART}/files/leasehold-alerts.yaml is a link to {source_path}"
+    );
+    let Some(helm) = helm_binary() else { return };
+    for (values, _) in CHART_VALUES {
+        let objects = helm_render(&helm, values).await;
+        for kind in ["PrometheusRule", "ServiceMonitor"] {
+            assert!(
+                find(&objects, kind, "").is_empty(),
+                "{values}: {kind} is off by default"
+            );
+        }
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let values = dir.path().join("monitoring-values.yaml");
+    std::fs::write(
+        &values,
+        "monitoring:\n  prometheusRule: {enabled: true, labels: {release: kps}}\n  \
+         serviceMonitor: {enabled: true, labels: {release: kps}, interval: 15s}\n",
+    )
+    .unwrap();
+    let based = dir.path().join("runbook-values.yaml");
+    std::fs::write(
+        &based,
+        "monitoring:\n  prometheusRule: {enabled: true, runbookBaseURL: 'https://docs.example/lh/'}\n",
+    )
+    .unwrap();
+    let objects = helm_render(&helm, values.to_str().unwrap()).await;
+    let rules = find(&objects, "PrometheusRule", "leasehold");
+    assert_eq!(rules.len(), 1, "one PrometheusRule");
+    let rule = rules[0];
+    assert_eq!(rule["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(rule["metadata"]["namespace"], "leasehold");
+    assert_eq!(rule["metadata"]["labels"]["release"], "kps");
+    let want: Value = serde_saphyr::from_str(&source).unwrap();
+    let groups = want["groups"].as_array().expect("the rule file's groups");
+    assert!(!groups.is_empty());
+    assert_eq!(
+        rule["spec"]["groups"], want["groups"],
+        "the PrometheusRule's groups are {source_path}'s"
+    );
+    // With runbookBaseURL: the same groups but for each runbook_url, prefixed.
+    let based = helm_render(&helm, based.to_str().unwrap()).await;
+    let based = find(&based, "PrometheusRule", "leasehold")[0]["spec"]["groups"].clone();
+    let mut prefixed = want["groups"].clone();
+    let mut urls = 0;
+    for g in prefixed.as_array_mut().unwrap() {
+        for r in g["rules"].as_array_mut().unwrap() {
+            if let Some(url) = r["annotations"]["runbook_url"].as_str() {
+                r["annotations"]["runbook_url"] = json!(format!("https://docs.example/lh/{url}"));
+                urls += 1;
+            }
+        }
+    }
+    assert!(urls > 0);
+    assert_eq!(based, prefixed, "runbookBaseURL prefixes every runbook_url");
+
+    let monitors = find(&objects, "ServiceMonitor", "leasehold");
+    assert_eq!(monitors.len(), 1, "one ServiceMonitor");
+    let monitor = &monitors[0];
+    assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(monitor["metadata"]["labels"]["release"], "kps");
+    let service = find(&objects, "Service", "leasehold");
+    assert_eq!(service.len(), 1);
+    let service = service[0];
+    let selector = monitor["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .expect("matchLabels");
+    assert!(!selector.is_empty());
+    for (k, v) in selector {
+        assert_eq!(
+            &service["metadata"]["labels"][k], v,
+            "the ServiceMonitor selects the Service ({k})"
+        );
+    }
+    // Selects no other Service of the render.
+    let selected = find(&objects, "Service", "")
+        .into_iter()
+        .filter(|s| {
+            selector
+                .iter()
+                .all(|(k, v)| &s["metadata"]["labels"][k] == v)
+        })
+        .count();
+    assert_eq!(selected, 1);
+    assert_eq!(
+        monitor["spec"]["namespaceSelector"]["matchNames"],
+        json!(["leasehold"])
+    );
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["port"], service["spec"]["ports"][0]["name"]);
+    assert_eq!(endpoint["path"], "/metrics");
+    assert_eq!(endpoint["interval"], "15s");
+}
