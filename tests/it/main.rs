@@ -1,7 +1,8 @@
 //! The product's integration tests, linked once: one module per area. Each area runs against
 //! the simulator by default and against a real kube-apiserver on the real tier
-//! (`scripts/test-real.sh`, which gives each area a fresh control plane), but `statefulsets`,
-//! which needs a whole cluster (real controllers and kwok) and says it skipped elsewhere; `scripts/test.sh`
+//! (`scripts/test-real.sh`, which gives each area a fresh control plane), but `statefulsets`
+//! and `helm_install`, which need a whole cluster (real controllers and kwok) and say they
+//! skipped elsewhere; `scripts/test.sh`
 //! runs the areas one after another, as the heavy ones (agents renewing hundreds of Leases, the
 //! whole demo, Chromium) starve each other side by side on a 2-core machine.
 
