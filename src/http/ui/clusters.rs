@@ -135,8 +135,8 @@ struct InstancesPage {
     base: Base,
     cluster: String,
     instances: Vec<Instance>,
-    /// A gnmic cluster (its members are the ready addresses of its headless Service, which
-    /// gnmic reads as `{cluster}-gnmic-api`): the endpoint column says whether gnmic counts one.
+    /// A gnmic cluster whose `headless_service` is the one gnmic reads its members from
+    /// (`{cluster}-gnmic-api`): the endpoint column says whether gnmic counts one.
     gnmic: bool,
 }
 
@@ -169,7 +169,11 @@ pub async fn instances(
     let base = Base::new(&state, &viewer, format!("Instances of {cluster}"))
         .await
         .for_cluster(&cluster);
-    let gnmic = state.engine.cluster(&cluster)?.protocol == crate::protocol::Protocol::Gnmic;
+    // Only when the Service is the one gnmic reads (`{cluster}-gnmic-api`) does its readiness
+    // say whom gnmic counts.
+    let spec = state.engine.cluster(&cluster)?;
+    let gnmic = spec.protocol == crate::protocol::Protocol::Gnmic
+        && spec.headless_service.as_deref() == Some(format!("{cluster}-gnmic-api").as_str());
     render(&InstancesPage {
         base,
         instances: view.model.instances.clone(),
