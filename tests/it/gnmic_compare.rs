@@ -27,15 +27,13 @@ use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use kube_sim::SimOptions;
-use kube_sim::kubelet::KubeletOptions;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::common;
 use common::cluster::*;
 use common::eventually;
-use common::gnmic::{self, Gnmic, GnmicCluster, InCluster, Watch};
+use common::gnmic::{self, Gnmic, GnmicCluster, Watch};
 
 const TARGETS: usize = 12;
 const POLL: Duration = Duration::from_millis(50);
@@ -464,22 +462,8 @@ async fn gnmic_own_clustering() {
     };
     let _serial = SERIAL.lock().await;
     let way = "gnmic's own clustering";
-    let mut t = common::start_with(SimOptions {
-        tls: true,
-        loopback_endpoints: true,
-        ..SimOptions::default()
-    })
-    .await;
-    t.spawn_kubelet_with(KubeletOptions {
-        all_pods: false,
-        namespace: None,
-    });
-    t.create_namespace(NS).await;
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let sa = dir.path().join("serviceaccount");
-    t.sim()
-        .write_service_account(&sa, kube_sim::auth::DEFAULT_ADMIN_TOKEN)
-        .unwrap();
+    let (t, in_cluster) = gnmic::clustered_sim(NS, dir.path(), unshare).await;
     let device = Gnmic::device(&bin, dir.path(), "d");
     device.listening().await;
     let targets: serde_json::Map<String, Value> = keys()
@@ -491,16 +475,6 @@ async fn gnmic_own_clustering() {
             )
         })
         .collect();
-    let in_cluster = InCluster {
-        service_account: sa,
-        env: t
-            .sim()
-            .in_cluster_env()
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v))
-            .collect(),
-        unshare,
-    };
     let mut cluster = GnmicCluster::new(
         &bin,
         in_cluster,

@@ -20,8 +20,6 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::Request;
 use http_body_util::BodyExt as _;
-use kube_sim::SimOptions;
-use kube_sim::kubelet::KubeletOptions;
 use leasehold::config::Config;
 use leasehold::config::http::AuthSettings;
 use leasehold::engine::Engine;
@@ -35,7 +33,7 @@ use tokio::time::Instant;
 use tower::ServiceExt as _;
 
 use crate::common;
-use common::gnmic::{self, ClusterView, Gnmic, GnmicCluster, InCluster};
+use common::gnmic::{self, ClusterView, Gnmic, GnmicCluster};
 
 const NS: &str = "telemetry";
 /// gnmic's cluster name, and Leasehold's (they must be equal).
@@ -341,23 +339,8 @@ async fn leasehold_says_what_gnmic_says_through_a_leader_crash() {
     let began = Instant::now();
     let deadline = began + BUDGET;
 
-    let mut t = common::start_with(SimOptions {
-        tls: true,
-        loopback_endpoints: true,
-        ..SimOptions::default()
-    })
-    .await;
-    // The endpoints controller; the pods (no node) are left to this test.
-    t.spawn_kubelet_with(KubeletOptions {
-        all_pods: false,
-        namespace: None,
-    });
-    t.create_namespace(NS).await;
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let sa = dir.path().join("serviceaccount");
-    t.sim()
-        .write_service_account(&sa, kube_sim::auth::DEFAULT_ADMIN_TOKEN)
-        .unwrap();
+    let (t, in_cluster) = gnmic::clustered_sim(NS, dir.path(), unshare).await;
 
     let device = Gnmic::device(&bin, dir.path(), "d");
     device.listening().await;
@@ -376,16 +359,6 @@ async fn leasehold_says_what_gnmic_says_through_a_leader_crash() {
         );
     }
     let keys: BTreeSet<String> = targets.keys().cloned().collect();
-    let in_cluster = InCluster {
-        service_account: sa,
-        env: t
-            .sim()
-            .in_cluster_env()
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v))
-            .collect(),
-        unshare,
-    };
     let mut cluster = GnmicCluster::new(
         &bin,
         in_cluster,

@@ -620,3 +620,108 @@ async fn config_via(t: &TestSim, text: &str, proxy: std::net::SocketAddr) -> kub
     cfg.default_namespace = t.ns.clone();
     cfg
 }
+
+// Processes run as if in a pod (a clustered gnmic: client-go's in-cluster config reads a fixed
+// service-account path, and gnmic's locker takes its identity from the hostname), each in mount
+// and UTS namespaces of its own so that nothing changes on the machine.
+
+/// The `unshare` arguments that give a process its own mount and UTS namespaces: directly as
+/// root, else inside a user namespace; the error says what `unshare` answered to each.
+pub fn unshare_args() -> Result<Vec<&'static str>, String> {
+    let candidates: [&[&str]; 2] = [
+        &["--mount", "--uts", "--propagation", "private"],
+        &[
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "--uts",
+            "--propagation",
+            "private",
+        ],
+    ];
+    let mut errors = Vec::new();
+    for args in candidates {
+        match std::process::Command::new("unshare")
+            .args(args)
+            .args(["--", "true"])
+            .stdin(std::process::Stdio::null())
+            .output()
+        {
+            Ok(o) if o.status.success() => return Ok(args.to_vec()),
+            Ok(o) => errors.push(format!(
+                "unshare {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&o.stderr).trim()
+            )),
+            Err(e) => errors.push(format!("unshare: {e}")),
+        }
+    }
+    Err(errors.join("; "))
+}
+
+/// Run inside those namespaces as `unshare ARGS -- sh -c IN_POD sh HOSTNAME SA_DIR PROGRAM
+/// [ARG…]`: sets the pod's hostname, puts the service-account directory (`token`, `ca.crt`,
+/// `namespace`) at client-go's fixed path — bind-mounted over it when it exists, else copied
+/// into a tmpfs mounted on its deepest existing ancestor (read first: the directory may lie
+/// under it), so that nothing is created outside this namespace — then execs the program.
+/// `unshare` without `--fork` and `exec` keep one process: the child's pid is the program's.
+pub const IN_POD: &str = r#"set -e
+hostname "$1"
+t=/var/run/secrets/kubernetes.io/serviceaccount
+d=$t
+while [ ! -d "$d" ]; do d=$(dirname "$d"); done
+if [ "$d" = "$t" ]; then
+  mount --bind "$2" "$t"
+else
+  token=$(cat "$2/token"); ca=$(cat "$2/ca.crt"); ns=$(cat "$2/namespace")
+  mount -t tmpfs leasehold-test "$d"
+  mkdir -p "$t"
+  printf '%s' "$token" >"$t/token"
+  printf '%s\n' "$ca" >"$t/ca.crt"
+  printf '%s' "$ns" >"$t/namespace"
+fi
+shift 2
+exec "$@"
+"#;
+
+/// A port free on every one of `ips` a moment ago (gnmic's locker takes one port from the
+/// Endpoints for every member, so all members serve their API on the same port).
+pub fn common_port(ips: &[String]) -> u16 {
+    for _ in 0..20 {
+        let first = std::net::TcpListener::bind((ips[0].as_str(), 0)).expect("bind");
+        let port = first.local_addr().unwrap().port();
+        let rest: Vec<_> = ips[1..]
+            .iter()
+            .map(|ip| std::net::TcpListener::bind((ip.as_str(), port)))
+            .collect();
+        if rest.iter().all(Result::is_ok) {
+            return port;
+        }
+    }
+    panic!("no port free on all of {ips:?}");
+}
+
+/// One `GET path` of a plain HTTP API at `addr` (`host:port`), over HTTP/1.0 (the answer ends
+/// with the connection: no client needed for programs like gnmic whose API a test reads): the
+/// JSON body of a 200 within 3 s, else `None`.
+pub async fn get_json_http10(addr: &str, path: &str) -> Option<Value> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let fut = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await
+            .ok()?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.ok()?;
+        let text = String::from_utf8_lossy(&buf);
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        if !head.starts_with("HTTP/1.") || !head.contains(" 200 ") {
+            return None;
+        }
+        serde_json::from_str(body).ok()
+    };
+    tokio::time::timeout(Duration::from_secs(3), fut)
+        .await
+        .ok()
+        .flatten()
+}

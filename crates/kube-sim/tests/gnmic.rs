@@ -28,7 +28,6 @@ use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube_sim::{SimOptions, Simulator};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 const NS: &str = "default";
 const CLUSTER: &str = "lh";
@@ -66,101 +65,9 @@ fn gnmic_binary() -> Result<PathBuf, String> {
     Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }
 
-/// The `unshare` arguments that give a process its own mount and UTS namespaces: directly as
-/// root, else inside a user namespace.
-fn unshare_args() -> Result<Vec<&'static str>, String> {
-    let candidates: [&[&str]; 2] = [
-        &["--mount", "--uts", "--propagation", "private"],
-        &[
-            "--user",
-            "--map-root-user",
-            "--mount",
-            "--uts",
-            "--propagation",
-            "private",
-        ],
-    ];
-    let mut errors = Vec::new();
-    for args in candidates {
-        match std::process::Command::new("unshare")
-            .args(args)
-            .args(["--", "true"])
-            .stdin(Stdio::null())
-            .output()
-        {
-            Ok(o) if o.status.success() => return Ok(args.to_vec()),
-            Ok(o) => errors.push(format!(
-                "unshare {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&o.stderr).trim()
-            )),
-            Err(e) => errors.push(format!("unshare: {e}")),
-        }
-    }
-    Err(format!(
-        "no mount and UTS namespaces for the gnmic processes ({})",
-        errors.join("; ")
-    ))
-}
-
-/// Inside the new namespaces: the pod's hostname, the service-account directory at client-go's
-/// fixed path — bind-mounted over it when it exists, else copied into a tmpfs mounted on its
-/// deepest existing ancestor (read first: the directory may lie under it), so that nothing is
-/// created outside this namespace — then gnmic.
-const LAUNCH: &str = r#"set -e
-hostname "$1"
-t=/var/run/secrets/kubernetes.io/serviceaccount
-d=$t
-while [ ! -d "$d" ]; do d=$(dirname "$d"); done
-if [ "$d" = "$t" ]; then
-  mount --bind "$2" "$t"
-else
-  token=$(cat "$2/token"); ca=$(cat "$2/ca.crt"); ns=$(cat "$2/namespace")
-  mount -t tmpfs leasehold-test "$d"
-  mkdir -p "$t"
-  printf '%s' "$token" >"$t/token"
-  printf '%s\n' "$ca" >"$t/ca.crt"
-  printf '%s' "$ns" >"$t/namespace"
-fi
-exec "$3" --config "$4" subscribe
-"#;
-
-/// A port free on every member IP.
-fn common_port(ips: &[String]) -> u16 {
-    for _ in 0..20 {
-        let first = std::net::TcpListener::bind((ips[0].as_str(), 0)).expect("bind");
-        let port = first.local_addr().unwrap().port();
-        let rest: Vec<_> = ips[1..]
-            .iter()
-            .map(|ip| std::net::TcpListener::bind((ip.as_str(), port)))
-            .collect();
-        if rest.iter().all(Result::is_ok) {
-            return port;
-        }
-    }
-    panic!("no port free on all of {ips:?}");
-}
-
-/// One `GET` to a gnmic API (HTTP/1.0: the answer ends with the connection).
+/// One `GET` to a gnmic API.
 async fn api_get(addr: &str, path: &str) -> Option<Value> {
-    let fut = async {
-        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-            .await
-            .ok()?;
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf).await.ok()?;
-        let text = String::from_utf8_lossy(&buf);
-        let (head, body) = text.split_once("\r\n\r\n")?;
-        if !head.starts_with("HTTP/1.") || !head.contains(" 200 ") {
-            return None;
-        }
-        serde_json::from_str(body).ok()
-    };
-    tokio::time::timeout(Duration::from_secs(3), fut)
-        .await
-        .ok()
-        .flatten()
+    kube_sim::testkit::get_json_http10(addr, path).await
 }
 
 /// The gnmic processes; killed (SIGKILL) when dropped, whatever happens to the test.
@@ -245,7 +152,9 @@ async fn gnmic_k8s_locker_clusters_against_the_simulator() {
             return;
         }
     };
-    let unshare = match unshare_args() {
+    let unshare = match kube_sim::testkit::unshare_args()
+        .map_err(|e| format!("no mount and UTS namespaces for the gnmic processes ({e})"))
+    {
         Ok(a) => a,
         Err(why) => {
             unavailable(&why);
@@ -279,7 +188,7 @@ async fn gnmic_k8s_locker_clusters_against_the_simulator() {
 
     // The members' Service and pods, as a StatefulSet would leave them.
     let ips: Vec<String> = (0..MEMBERS).map(|i| format!("127.0.0.{}", i + 2)).collect();
-    let port = common_port(&ips);
+    let port = kube_sim::testkit::common_port(&ips);
     let svc_name = format!("{CLUSTER}-gnmic-api");
     let svcs: Api<Service> = Api::namespaced(client.clone(), NS);
     svcs.create(
@@ -369,10 +278,12 @@ async fn gnmic_k8s_locker_clusters_against_the_simulator() {
         let out = std::fs::File::create(&log).unwrap();
         let mut cmd = tokio::process::Command::new("unshare");
         cmd.args(&unshare)
-            .args(["--", "sh", "-c", LAUNCH, "sh", &name])
+            .args(["--", "sh", "-c", kube_sim::testkit::IN_POD, "sh", &name])
             .arg(&sa)
             .arg(&gnmic)
+            .arg("--config")
             .arg(&cfg)
+            .arg("subscribe")
             .envs(sim.in_cluster_env())
             .env("POD_NAME", &name)
             .stdin(Stdio::null())

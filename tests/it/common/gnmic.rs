@@ -392,83 +392,15 @@ impl Drop for Watch {
 /// gnmic's Kubernetes locker takes its identity from the hostname and reads client-go's fixed
 /// service-account path, so each member needs both namespaces of its own.
 pub fn namespaces() -> Option<Vec<&'static str>> {
-    let candidates: [&[&str]; 2] = [
-        &["--mount", "--uts", "--propagation", "private"],
-        &[
-            "--user",
-            "--map-root-user",
-            "--mount",
-            "--uts",
-            "--propagation",
-            "private",
-        ],
-    ];
-    let mut errors = Vec::new();
-    for args in candidates {
-        match std::process::Command::new("unshare")
-            .args(args)
-            .args(["--", "true"])
-            .stdin(Stdio::null())
-            .output()
-        {
-            Ok(o) if o.status.success() => return Some(args.to_vec()),
-            Ok(o) => errors.push(format!(
-                "unshare {}: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&o.stderr).trim()
-            )),
-            Err(e) => errors.push(format!("unshare: {e}")),
-        }
-    }
-    let why = format!(
-        "no mount and UTS namespaces for gnmic's clustered members ({})",
-        errors.join("; ")
-    );
+    let why = match kube_sim::testkit::unshare_args() {
+        Ok(args) => return Some(args),
+        Err(e) => format!("no mount and UTS namespaces for gnmic's clustered members ({e})"),
+    };
     if std::env::var_os("CI").is_some() {
         panic!("the gnmic clustering tests cannot run: {why}");
     }
     eprintln!("SKIPPED: the gnmic clustering tests cannot run: {why}");
     None
-}
-
-/// Inside a member's own namespaces: the pod's hostname, the service-account directory at
-/// client-go's fixed path — bind-mounted over it when it exists, else copied into a tmpfs
-/// mounted on its deepest existing ancestor (read first: the directory may lie under it), so
-/// that nothing is created outside this namespace — then gnmic. `unshare` without `--fork`
-/// and `exec` keep one process: the child's pid is gnmic's.
-const LAUNCH: &str = r#"set -e
-hostname "$1"
-t=/var/run/secrets/kubernetes.io/serviceaccount
-d=$t
-while [ ! -d "$d" ]; do d=$(dirname "$d"); done
-if [ "$d" = "$t" ]; then
-  mount --bind "$2" "$t"
-else
-  token=$(cat "$2/token"); ca=$(cat "$2/ca.crt"); ns=$(cat "$2/namespace")
-  mount -t tmpfs leasehold-test "$d"
-  mkdir -p "$t"
-  printf '%s' "$token" >"$t/token"
-  printf '%s\n' "$ca" >"$t/ca.crt"
-  printf '%s' "$ns" >"$t/namespace"
-fi
-exec "$3" --config "$4" subscribe
-"#;
-
-/// A port free on every one of `ips` a moment ago (gnmic's locker takes one port from the
-/// Endpoints for every member, so all members serve their API on the same port).
-pub fn common_port(ips: &[String]) -> u16 {
-    for _ in 0..20 {
-        let first = std::net::TcpListener::bind((ips[0].as_str(), 0)).expect("bind");
-        let port = first.local_addr().unwrap().port();
-        let rest: Vec<_> = ips[1..]
-            .iter()
-            .map(|ip| std::net::TcpListener::bind((ip.as_str(), port)))
-            .collect();
-        if rest.iter().all(Result::is_ok) {
-            return port;
-        }
-    }
-    panic!("no port free on all of {ips:?}");
 }
 
 /// What a clustered gnmic member needs to reach the API server as if in a pod.
@@ -479,6 +411,44 @@ pub struct InCluster {
     pub env: Vec<(String, String)>,
     /// The `unshare` arguments ([`namespaces`]).
     pub unshare: Vec<&'static str>,
+}
+
+/// The simulator a clustered gnmic runs against — HTTPS (client-go's in-cluster config needs
+/// it), loopback addresses accepted in Endpoints, the endpoints controller (the pods are left
+/// to the test) — with namespace `ns`, and what a member needs to reach it as if in a pod: the
+/// service-account files (written into `dir`), the in-cluster environment and `unshare`.
+pub async fn clustered_sim(
+    ns: &str,
+    dir: &Path,
+    unshare: Vec<&'static str>,
+) -> (super::TestSim, InCluster) {
+    let mut t = super::start_with(kube_sim::SimOptions {
+        tls: true,
+        loopback_endpoints: true,
+        ..kube_sim::SimOptions::default()
+    })
+    .await;
+    t.spawn_kubelet_with(kube_sim::kubelet::KubeletOptions {
+        all_pods: false,
+        namespace: None,
+    });
+    t.create_namespace(ns).await;
+    let sa = dir.join("serviceaccount");
+    t.sim()
+        .write_service_account(&sa, kube_sim::auth::DEFAULT_ADMIN_TOKEN)
+        .unwrap();
+    let env = t
+        .sim()
+        .in_cluster_env()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+    let in_cluster = InCluster {
+        service_account: sa,
+        env,
+        unshare,
+    };
+    (t, in_cluster)
 }
 
 /// One member of a [`GnmicCluster`].
@@ -516,7 +486,7 @@ impl GnmicCluster {
         targets: &serde_json::Value,
     ) -> GnmicCluster {
         let ips: Vec<String> = members.iter().map(|(_, ip)| (*ip).to_owned()).collect();
-        let port = common_port(&ips);
+        let port = kube_sim::testkit::common_port(&ips);
         let mut out = BTreeMap::new();
         for (name, ip) in members {
             let config = serde_json::json!({
@@ -568,10 +538,12 @@ impl GnmicCluster {
             .unwrap();
         let mut cmd = tokio::process::Command::new("unshare");
         cmd.args(&self.in_cluster.unshare)
-            .args(["--", "sh", "-c", LAUNCH, "sh", name])
+            .args(["--", "sh", "-c", kube_sim::testkit::IN_POD, "sh", name])
             .arg(&self.in_cluster.service_account)
             .arg(&self.bin)
+            .arg("--config")
             .arg(&m.config)
+            .arg("subscribe")
             .envs(self.in_cluster.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -644,28 +616,9 @@ impl Drop for GnmicCluster {
     }
 }
 
-/// One `GET` of a gnmic API (HTTP/1.0: the answer ends with the connection), its JSON body if
-/// it answered 200 within 3 s.
+/// One `GET` of a gnmic API: its JSON body if it answered 200 within 3 s.
 pub async fn api_get(addr: SocketAddr, path: &str) -> Option<serde_json::Value> {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let fut = async {
-        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-            .await
-            .ok()?;
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf).await.ok()?;
-        let text = String::from_utf8_lossy(&buf);
-        let (head, body) = text.split_once("\r\n\r\n")?;
-        if !head.starts_with("HTTP/1.") || !head.contains(" 200 ") {
-            return None;
-        }
-        serde_json::from_str(body).ok()
-    };
-    tokio::time::timeout(Duration::from_secs(3), fut)
-        .await
-        .ok()
-        .flatten()
+    kube_sim::testkit::get_json_http10(&addr.to_string(), path).await
 }
 
 /// A clustered gnmic's own account of its cluster (`GET /api/v1/cluster`): the leader, and each
