@@ -694,20 +694,35 @@ impl Member {
                 let Some(h) = self.held.get_mut(&name) else {
                     return;
                 };
-                if let Err(error) = &result {
-                    tracing::warn!(cluster = %self.cfg.cluster, target = %h.target, event = event.as_str(), %error, "hook failed");
+                let unconfirmed = event == HookEvent::Release
+                    && h.phase == (Phase::Stopping { release: true })
+                    && result.is_err()
+                    && self.hooks.confirms_stop();
+                match &result {
+                    // An app that confirms its stops may take a while to (a scraper's own
+                    // pipeline takes seconds): said as a warning once it has kept the target
+                    // a lease duration, until then at debug.
+                    Err(error) if unconfirmed => {
+                        let since = *h.unconfirmed_since.get_or_insert_with(Instant::now);
+                        if since.elapsed() >= self.cfg.lease_duration {
+                            tracing::warn!(cluster = %self.cfg.cluster, target = %h.target, %error, waited = ?since.elapsed(), "the app has not confirmed it stopped: keeping the target");
+                        } else {
+                            tracing::debug!(target = %h.target, %error, "the app has not confirmed it stopped yet: keeping the target");
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(cluster = %self.cfg.cluster, target = %h.target, event = event.as_str(), %error, "hook failed");
+                    }
+                    Ok(()) => h.unconfirmed_since = None,
                 }
                 match (event, h.phase) {
                     (HookEvent::Acquire, Phase::Starting) => {
                         h.starting = None;
                         h.phase = Phase::Working;
                     }
-                    (HookEvent::Release, Phase::Stopping { release: true })
-                        if result.is_err() && self.hooks.confirms_stop() =>
-                    {
+                    (HookEvent::Release, Phase::Stopping { release: true }) if unconfirmed => {
                         // The app may still work on it: not handed over; the next pass asks
                         // again (the hook's own wait paces it).
-                        tracing::warn!(target = %h.target, "the app did not confirm it stopped: keeping the target");
                         h.phase = Phase::Working;
                     }
                     (HookEvent::Release, Phase::Stopping { release: true }) => {

@@ -249,6 +249,9 @@ pub(super) struct Held {
     /// The member's tenure when the hold was taken (`protocol::member::Authority::tenure`),
     /// which its acquisition's answer is judged by (`protocol::member::after_acquire`).
     pub(super) tenure: u64,
+    /// Since when the app has not confirmed a planned stop (hooks that confirm their stops):
+    /// kept, and asked again; said as a warning once it lasts a lease duration.
+    pub(super) unconfirmed_since: Option<Instant>,
 }
 
 impl Held {
@@ -265,6 +268,7 @@ impl Held {
             phase,
             starting: None,
             tenure: 0,
+            unconfirmed_since: None,
         }
     }
 }

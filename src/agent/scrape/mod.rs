@@ -55,9 +55,11 @@ pub struct ScrapeSettings {
     pub collector: Option<(String, std::time::Duration)>,
 }
 
-/// How long a stop waits for the scraper to prove it, at most (the member's hook timeout
-/// usually cuts it first; a stop it cuts is asked for again).
-pub const STOP_PROOF_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long one stop call waits for the scraper to prove the stop before it answers "not
+/// yet" (the member asks again at its next pass, within a second). Calls stay short, so a
+/// scraper's own seconds-long pipeline never looks like an overwhelmed app to the member's
+/// hook limiter, and never meets its hook timeout.
+pub const STOP_CALL_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// One group of targets in Prometheus' HTTP SD format (`[{"targets": [..], "labels": {..}}]`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -83,6 +85,8 @@ struct Inner {
     defs: Definitions<ScrapeTarget>,
     /// The scraper's API, when given.
     watcher: Option<collector::Watcher>,
+    /// Holds delisted and not yet proven stopped: (target, generation) → when delisted.
+    stopping: Mutex<BTreeMap<(String, u64), tokio::time::Instant>>,
 }
 
 impl Scrape {
@@ -100,6 +104,7 @@ impl Scrape {
                 held: Mutex::default(),
                 defs,
                 watcher,
+                stopping: Mutex::default(),
             }),
         })
     }
@@ -113,22 +118,32 @@ impl Scrape {
         }
     }
 
-    /// Delists `work` and, with the scraper's API, waits until a reading taken after that no
-    /// longer has the target at this generation or an older one.
+    /// Delists `work` and, with the scraper's API, answers once a reading taken after the
+    /// delisting no longer has the target at this generation or an older one — or, after
+    /// [`STOP_CALL_WAIT`] without one, that it is not proven yet (the member asks again).
     async fn stop(&self, work: &Assignment) -> Result<(), String> {
         self.release(work);
         let Some(w) = &self.inner.watcher else {
             return Ok(());
         };
-        let mut after = tokio::time::Instant::now();
-        let until = after + STOP_PROOF_WAIT;
-        let mut last = "no reading of the scraper's API".to_owned();
+        let key = (work.target.clone(), work.generation);
+        let delisted = *self
+            .inner
+            .stopping
+            .lock()
+            .unwrap()
+            .entry(key.clone())
+            .or_insert_with(tokio::time::Instant::now);
+        let until = tokio::time::Instant::now() + STOP_CALL_WAIT;
+        let mut after = delisted;
+        let mut last = "no reading of the scraper's API since".to_owned();
         loop {
             let left = until.saturating_duration_since(tokio::time::Instant::now());
             let Some(r) = w.reading_after(after, left).await else {
                 return Err(format!(
-                    "the scraper did not prove it stopped scraping {:?} within {STOP_PROOF_WAIT:?}: {last}",
-                    work.target
+                    "not proven yet: the scraper was told to stop scraping {:?} {:?} ago, and {last}",
+                    work.target,
+                    delisted.elapsed()
                 ));
             };
             after = r.sent;
@@ -137,7 +152,10 @@ impl Scrape {
                     Some(s) if s.generation.is_none_or(|g| g <= work.generation) => {
                         last = format!("it still scrapes it ({})", s.health);
                     }
-                    _ => return Ok(()),
+                    _ => {
+                        self.inner.stopping.lock().unwrap().remove(&key);
+                        return Ok(());
+                    }
                 },
                 Err(e) => last = e,
             }
@@ -173,6 +191,12 @@ impl Scrape {
     }
 
     fn acquire(&self, work: &Assignment) -> Result<(), String> {
+        // Stops of older holds no longer matter once it is held again.
+        self.inner
+            .stopping
+            .lock()
+            .unwrap()
+            .retain(|(target, _), _| *target != work.target);
         {
             let mut held = self.inner.held.lock().unwrap();
             let listed = held.entry(work.target.clone()).or_insert(work.generation);
