@@ -38,7 +38,8 @@ if [ ${#files[@]} -eq 0 ]; then
   files=(README.md docs/getting-started.md docs/concepts.md docs/api.md docs/runbook.md
          docs/security.md docs/configuration.md deploy/README.md deploy/examples/worker-pool/README.md
          deploy/examples/mmr/README.md deploy/examples/gnmic/README.md
-         deploy/examples/gnmic-observed/README.md)
+         deploy/examples/gnmic-observed/README.md deploy/examples/prometheus/README.md
+         deploy/examples/otel-collector/README.md)
 fi
 for tool in kubectl curl jq python3; do
   command -v "$tool" >/dev/null || { echo "docs-check: $tool is required" >&2; exit 1; }

@@ -29,6 +29,8 @@ const OVERLAYS: &[&str] = &[
     "deploy/examples/gnmic-observed",
     "deploy/examples/mmr",
     "deploy/examples/worker-pool",
+    "deploy/examples/prometheus",
+    "deploy/examples/otel-collector",
 ];
 
 /// Where the manifests are applied: the simulator, or the apiserver the other test tier names.
@@ -202,7 +204,7 @@ async fn every_leasehold_config_under_deploy_loads() {
         }
     }
     files.sort();
-    assert_eq!(files.len(), 7, "{files:?}");
+    assert_eq!(files.len(), 9, "{files:?}");
     for f in &files {
         let c = Config::load(f).unwrap_or_else(|e| panic!("{e}"));
         assert!(!c.clusters.is_empty());

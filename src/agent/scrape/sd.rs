@@ -12,12 +12,20 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::{Group, Scrape};
+
+/// What a path segment may hold unescaped (RFC 3986 unreserved): a job named `demo-app` is
+/// linked as `/jobs/demo-app/targets`.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 #[derive(Clone)]
 struct Served {
@@ -80,10 +88,7 @@ async fn jobs(State(s): State<Served>) -> Json<BTreeMap<String, Value>> {
             .jobs()
             .into_iter()
             .map(|job| {
-                let link = format!(
-                    "/jobs/{}/targets",
-                    utf8_percent_encode(&job, NON_ALPHANUMERIC)
-                );
+                let link = format!("/jobs/{}/targets", utf8_percent_encode(&job, SEGMENT));
                 (job, json!({"_link": link}))
             })
             .collect(),
