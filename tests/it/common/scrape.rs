@@ -320,8 +320,12 @@ pub struct Coverage {
     /// The longest time with no scrape by any scraper (seconds).
     pub max_gap: f64,
     /// How long two scrapers scraped it at once (seconds): the overlap of their runs of
-    /// scrapes, a run lasting one interval past its last scrape.
+    /// scrapes, a run lasting one interval past its last scrape. (A next owner that starts
+    /// less than an interval after the last owner's last scrape counts here too.)
     pub twice: f64,
+    /// Scrapes by one scraper made strictly between the first and the last scrape of a run of
+    /// another's: two scrapers really at work on it at once.
+    pub interleaved: usize,
 }
 
 /// Coverage of each target in `[from, to]` (Unix seconds) from `scrapes` (scraper → target →
@@ -339,6 +343,9 @@ pub fn coverage(
         // more than half an interval).
         let mut all: Vec<f64> = Vec::new();
         let mut runs: Vec<(usize, f64, f64)> = Vec::new();
+        let mut each: Vec<(usize, f64)> = Vec::new();
+        // Each run from its first to its last scrape.
+        let mut spans: Vec<(usize, f64, f64)> = Vec::new();
         for (i, by_target) in scrapes.values().enumerate() {
             let times: Vec<f64> = by_target
                 .get(t)
@@ -348,12 +355,14 @@ pub fn coverage(
                 .filter(|x| (from..=to).contains(x))
                 .collect();
             all.extend(&times);
+            each.extend(times.iter().map(|x| (i, *x)));
             let mut run: Option<(f64, f64)> = None;
             for x in times {
                 run = match run {
                     Some((a, b)) if x - b <= interval * 1.5 => Some((a, x)),
                     Some((a, b)) => {
                         runs.push((i, a, b + interval));
+                        spans.push((i, a, b));
                         Some((x, x))
                     }
                     None => Some((x, x)),
@@ -361,6 +370,7 @@ pub fn coverage(
             }
             if let Some((a, b)) = run {
                 runs.push((i, a, (b + interval).min(to)));
+                spans.push((i, a, b));
             }
         }
         all.sort_by(f64::total_cmp);
@@ -376,7 +386,18 @@ pub fn coverage(
                 }
             }
         }
-        out.insert(t.clone(), Coverage { max_gap, twice });
+        let interleaved = each
+            .iter()
+            .filter(|(i, x)| spans.iter().any(|(j, a, b)| i != j && a < x && x < b))
+            .count();
+        out.insert(
+            t.clone(),
+            Coverage {
+                max_gap,
+                twice,
+                interleaved,
+            },
+        );
     }
     out
 }
