@@ -505,6 +505,13 @@ seen=$work/seen
 : >"$seen"
 
 api() { curl -sS -X POST "$base$1"; echo; }
+# The demo proposes the rebalance a join brings (on_join: propose): approve the one waiting, if any.
+approve() {
+  local id
+  id=$(curl -sf "$base/api/v1/operations?cluster=$1&state=proposed" \
+    | python3 -c 'import json,sys; i=json.load(sys.stdin)["items"]; print(i[0]["id"] if i else "")') || return 0
+  if [ -n "$id" ]; then curl -sf -o /dev/null -X POST "$base/api/v1/operations/$id/approve" || true; fi
+}
 echo "-- crash: collector-1 dies holding its targets"
 api /demo/clusters/collector/members/collector-1/crash
 py expect "$prom" crash collector 120 \
@@ -533,7 +540,7 @@ RUST_LOG=warn "$bin" agent --cluster collector --namespace demo --identity colle
 agent_pid=$!
 held() { curl -sf "$base/api/v1/clusters/collector/targets?owner=collector-9&limit=1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])'; }
 n=0
-for _ in $(seq 1 120); do n=$(held 2>/dev/null || echo 0); [ "$n" -gt 0 ] && break; sleep 0.5; done
+for _ in $(seq 1 120); do approve collector; n=$(held 2>/dev/null || echo 0); [ "$n" -gt 0 ] && break; sleep 0.5; done
 if [ "$n" -gt 0 ]; then pass "stall: collector-9 joined and holds targets ($n)"; else fail "stall: collector-9 joined and holds targets"; tail -20 "$work/agent.log"; fi
 # Its share settled (the rebalance's moves done) before it stalls.
 sleep 3
