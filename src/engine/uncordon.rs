@@ -28,11 +28,11 @@ pub enum AfterUncordon {
 pub struct UncordonPreview {
     /// Whether the instance is cordoned now (if not, uncordoning changes nothing).
     pub cordoned: bool,
-    /// What follows the uncordon by itself.
-    pub then: AfterUncordon,
+    /// What the uncordon sets off by itself.
+    pub triggers: AfterUncordon,
     /// The same, in words.
     pub message: String,
-    /// The rebalance the cluster would get with the instance uncordoned: what [`Self::then`]
+    /// The rebalance the cluster would get with the instance uncordoned: what [`Self::triggers`]
     /// proposes or starts, or what a person could start.
     pub plan: Plan,
 }
@@ -55,7 +55,7 @@ pub fn preview(
     } else {
         format!("{instance} is not ready: once it is, and membership has been still for {settle} s")
     };
-    let (then, message) = if !cordoned {
+    let (triggers, message) = if !cordoned {
         (
             AfterUncordon::Nothing,
             format!("{instance} is not cordoned: uncordoning it changes nothing."),
@@ -94,7 +94,7 @@ pub fn preview(
     };
     UncordonPreview {
         cordoned,
-        then,
+        triggers,
         message,
         plan,
     }
@@ -194,9 +194,9 @@ mod tests {
                 "not cordoned",
             ),
         ];
-        for (on_join, pause, cordoned, n, then, says) in cases {
+        for (on_join, pause, cordoned, n, triggers, says) in cases {
             let p = preview(&cluster(on_join), "m-3", cordoned, true, pause, plan(n));
-            assert_eq!(p.then, then, "{on_join:?} {n}: {}", p.message);
+            assert_eq!(p.triggers, triggers, "{on_join:?} {n}: {}", p.message);
             assert!(p.message.contains(says), "{on_join:?} {n}: {}", p.message);
             assert_eq!(p.plan.moves.len(), n);
         }

@@ -995,7 +995,7 @@ async fn an_uncordon_says_what_it_sets_off_before_it_does() {
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["cordoned"], true, "{v}");
     // The cluster's on_join is the default, propose.
-    assert_eq!(v["then"], "proposal", "{v}");
+    assert_eq!(v["triggers"], "proposal", "{v}");
     let moves = v["plan"]["moves"].as_array().unwrap();
     assert_eq!(moves.len(), 2, "{v}");
     // t-4 has no owner yet; one of c-0's four goes to c-1 to even them out.
