@@ -66,30 +66,14 @@ async fn collected_by_owners(h: &Harness, watch: &Watch, members: &[&str], withi
     })
     .await;
     if ok.is_none() {
-        let m = h.model();
-        let owners: Vec<_> = m
-            .targets
-            .iter()
-            .map(|t| (t.key.to_string(), t.owner.clone()))
-            .collect();
-        let logs: Vec<String> = h
-            .processes
-            .iter()
-            .map(|(n, p)| format!("--- agent {n}:\n{}", tail(&p.log(), 30)))
-            .collect();
         panic!(
-            "not every target collected by its owner among {members:?} within {within:?}: owners \
-             {owners:?}, gnmic collects {:?}, run by two at once: {:?}\n{}",
+            "not every target collected by its owner among {members:?} within {within:?}: gnmic \
+             collects {:?}, run by two at once: {:?}; {}",
             watch.collecting(),
             watch.overlaps(),
-            logs.join("\n")
+            h.diagnosis(30)
         );
     }
-}
-
-fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// The gaps `watch` recorded since the last call: printed as `phase`, and their longest.

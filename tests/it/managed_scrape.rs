@@ -119,31 +119,13 @@ async fn scraped_by_owners(
     .await;
     match got {
         Some(owners) => owners,
-        None => {
-            let m = h.model();
-            let owners: Vec<_> = m
-                .targets
-                .iter()
-                .map(|t| (t.key.to_string(), t.owner.clone()))
-                .collect();
-            let logs: Vec<String> = h
-                .processes
-                .iter()
-                .map(|(n, p)| format!("--- agent {n}:\n{}", tail(&p.log(), 20)))
-                .collect();
-            panic!(
-                "not every target scraped by its owner's scraper alone among {members:?} \
-                 within {within:?}: owners {owners:?}, the scrapers scrape {:?}\n{}",
-                active(proms, addrs).await,
-                logs.join("\n")
-            );
-        }
+        None => panic!(
+            "not every target scraped by its owner's scraper alone among {members:?} within \
+             {within:?}: the scrapers scrape {:?}; {}",
+            active(proms, addrs).await,
+            h.diagnosis(20)
+        ),
     }
-}
-
-fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// Prints the coverage of the targets that moved in `phase` (and the longest gap of those

@@ -394,6 +394,30 @@ impl Harness {
         .expect("pods ready");
     }
 
+    /// For a failure message: every target's owner in the model, and the last `lines` lines
+    /// of each process member's log.
+    pub fn diagnosis(&self, lines: usize) -> String {
+        let owners: Vec<_> = self
+            .model()
+            .targets
+            .iter()
+            .map(|t| (t.key.to_string(), t.owner.clone()))
+            .collect();
+        let logs: Vec<String> = self
+            .processes
+            .iter()
+            .map(|(n, p)| {
+                let log = p.log();
+                let all: Vec<&str> = log.lines().collect();
+                format!(
+                    "--- agent {n}:\n{}",
+                    all[all.len().saturating_sub(lines)..].join("\n")
+                )
+            })
+            .collect();
+        format!("owners {owners:?}\n{}", logs.join("\n"))
+    }
+
     pub fn model(&self) -> ClusterModel {
         self.engine().model(CLUSTER).unwrap()
     }
