@@ -728,6 +728,7 @@ async fn memory_part(a: &Args, seed: Seed, rows: &mut Vec<(String, String)>) -> 
             .map(|i| {
                 let holder = member(i % a.mem_pods);
                 let desire = Desire {
+                    overlap_ms: None,
                     term: None,
                     owner: holder.clone(),
                     cause: Cause::Initial,

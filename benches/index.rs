@@ -63,6 +63,7 @@ fn ts(ms: i64) -> Timestamp {
 /// resourceVersion as the API server would give it.
 fn mk_lease(i: usize, holder: &str, at_ms: i64, rv: u64) -> Lease {
     let desire = Desire {
+        overlap_ms: None,
         term: None,
         owner: holder.to_owned(),
         cause: Cause::Initial,

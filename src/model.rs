@@ -57,6 +57,16 @@ pub struct UnknownWord {
 }
 
 words! {
+    /// How an overlap hand-off went (docs/protocol.md, "Overlap hand-off"): the next owner's
+    /// app was proven to work on the target before the old owner's stopped (`proven`), or not
+    /// within the bound, so the old owner stopped first (`unproven`).
+    Overlap {
+        Proven = "proven",
+        Unproven = "unproven",
+    }
+}
+
+words! {
     /// Why a target changed hands.
     Cause {
         /// The target's first owner.

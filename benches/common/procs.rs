@@ -239,6 +239,7 @@ pub(crate) async fn seed(
         .map(|i| {
             let holder = member(i % pods);
             let desire = Desire {
+                overlap_ms: None,
                 term: None,
                 owner: holder.clone(),
                 cause: Cause::Initial,

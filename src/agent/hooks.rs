@@ -22,6 +22,12 @@ pub enum HookEvent {
     Acquire,
     /// The member is about to give the target up: stop working on it.
     Release,
+    /// An overlap hand-off to this member: start working on the target before it is handed
+    /// over, and answer once the work is proven ([`Hooks::prepares`]).
+    Prepare,
+    /// The overlap hand-off did not happen (moved elsewhere, authority lost, stopping): undo
+    /// the prepare.
+    Unprepare,
 }
 
 impl HookEvent {
@@ -30,6 +36,8 @@ impl HookEvent {
         match self {
             HookEvent::Acquire => "acquire",
             HookEvent::Release => "release",
+            HookEvent::Prepare => "prepare",
+            HookEvent::Unprepare => "unprepare",
         }
     }
 }
@@ -95,6 +103,23 @@ pub trait Hooks: Send + Sync + 'static {
     fn work(&self) -> Option<crate::protocol::AppWork> {
         None
     }
+    /// Whether the app can start on a target before its hand-over and prove it works
+    /// ([`on_prepare`](Hooks::on_prepare)): then this member takes part in overlap hand-offs
+    /// as the next owner (docs/protocol.md, "Overlap hand-off"). Otherwise (the default) it
+    /// waits for the hand-over, and the holder, given no proof, stops first once its bound
+    /// passed.
+    fn prepares(&self) -> bool {
+        false
+    }
+    /// Start working on `work.target` ahead of its hand-over (at the generation the hand-over
+    /// will give) and answer `Ok` once the work is proven, or `Err` when not yet (asked again).
+    fn on_prepare(&self, _work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
+        futures::future::ready(Err("this app cannot start ahead of a hand-over".to_owned())).boxed()
+    }
+    /// Undo [`on_prepare`](Hooks::on_prepare): the target was not handed to this member.
+    fn on_unprepare(&self, _work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
+        futures::future::ready(Ok(())).boxed()
+    }
 }
 
 impl dyn Hooks {
@@ -103,6 +128,8 @@ impl dyn Hooks {
         match event {
             HookEvent::Acquire => self.on_acquire(work),
             HookEvent::Release => self.on_release(work),
+            HookEvent::Prepare => self.on_prepare(work),
+            HookEvent::Unprepare => self.on_unprepare(work),
         }
     }
 }
@@ -144,6 +171,8 @@ impl CommandHooks {
         let cmd = match event {
             HookEvent::Acquire => &self.on_acquire,
             HookEvent::Release => &self.on_release,
+            // Command hooks do not prepare (`Hooks::prepares`): never called.
+            HookEvent::Prepare | HookEvent::Unprepare => &None,
         };
         let Some(cmd) = cmd else {
             return Ok(());

@@ -57,7 +57,7 @@ use tokio::time::Instant;
 use super::AgentConfig;
 use super::hooks::{Assignment, HookEvent, Hooks, call_bounded};
 use super::shared::{SharedLeases, WatchItem};
-use super::state::{Gate, Heart, Held, Overruns, Permits, Phase, Seen, is_newer};
+use super::state::{Gate, Heart, Held, Overruns, Permits, Phase, Preparing, Seen, is_newer};
 use super::writes::{self, WriteError};
 use crate::k8s::pacing::Sample;
 use crate::protocol::member::{self, Acquired, Answer, Authority, Keep, Listing, Outcome, Take};
@@ -108,6 +108,12 @@ enum Done {
     },
     /// An overrun report published as a Kubernetes Event.
     Reported { result: Result<(), String> },
+    /// The `ready` write of an overlap hand-off to us (`protocol::ready`).
+    Readied {
+        name: String,
+        sent: Instant,
+        result: Result<Lease, WriteError>,
+    },
     /// A member Lease write (`write.at` is set from `sent` on its return).
     Heartbeat {
         write: member::Sent,
@@ -154,6 +160,13 @@ pub(super) struct Member {
     /// same tenure works on them again without a write (`protocol::member::Take::Resume`).
     dormant: BTreeMap<String, (u64, i32)>,
     tasks: JoinSet<Done>,
+    /// Targets being handed to us in an overlap hand-off, their app started ahead of it
+    /// (`Take::Prepare`).
+    preparing: BTreeMap<String, Preparing>,
+    /// Held targets to hand over in an overlap hand-off, still worked on while the next
+    /// owner's word is awaited: the desired term seen, since when, and until when at most
+    /// (`None` once over: the stop has begun).
+    awaiting: BTreeMap<String, (String, Instant, Option<Instant>)>,
     /// The target Lease writes' adaptive limit (the member Lease's writes are not under it).
     gate: Gate,
     /// Hook calls' adaptive limit ([`HOOKS_AT_ONCE`]); a stop for a lost authority is not
@@ -223,6 +236,8 @@ impl Member {
             handovers_waiting: BTreeSet::new(),
             handing_over: None,
             dormant: BTreeMap::new(),
+            preparing: BTreeMap::new(),
+            awaiting: BTreeMap::new(),
             tasks: JoinSet::new(),
             dirty: BTreeSet::new(),
             candidates: BTreeSet::new(),
@@ -329,6 +344,7 @@ impl Member {
                         self.drain_until = Some(now + self.cfg.drain_timeout);
                     } else {
                         self.stopping = true;
+                        self.unprepare_all();
                         self.dirty.extend(self.held.keys().cloned());
                     }
                 }
@@ -553,10 +569,30 @@ impl Member {
             }
             other => other,
         };
+        let done = match done {
+            Done::Readied { name, sent, result } => {
+                self.on_readied(name, sent, result);
+                return;
+            }
+            Done::Hook {
+                name,
+                event: event @ (HookEvent::Prepare | HookEvent::Unprepare),
+                result,
+                gated,
+            } => {
+                if let Some((started, took)) = gated {
+                    self.hook_gate.observe(started, Sample::Answered(took));
+                }
+                self.on_prepared(name, event, result);
+                return;
+            }
+            other => other,
+        };
         let name = match &done {
             Done::Acquired { name, .. } | Done::Released { name, .. } | Done::Hook { name, .. } => {
                 name.clone()
             }
+            Done::Readied { .. } => return,
             Done::Heartbeat { .. } => return,
             Done::Reported { result } => {
                 if let Err(error) = result {
@@ -680,7 +716,7 @@ impl Member {
                     }
                 }
             }
-            Done::Heartbeat { .. } | Done::Reported { .. } => {}
+            Done::Heartbeat { .. } | Done::Reported { .. } | Done::Readied { .. } => {}
             Done::Hook {
                 name,
                 event,
@@ -808,6 +844,13 @@ impl Member {
         {
             self.dirty.append(&mut self.handovers_waiting);
         }
+        let held = &self.held;
+        self.awaiting.retain(|name, _| held.contains_key(name));
+        for (name, (_, _, until)) in &self.awaiting {
+            if until.is_some_and(|u| u <= now) {
+                self.dirty.insert(name.clone());
+            }
+        }
         let dirty = std::mem::take(&mut self.dirty);
         for name in &dirty {
             if self.held.contains_key(name) {
@@ -820,6 +863,14 @@ impl Member {
         let mut wake = now + TICK.min(self.cfg.lease_duration / 3);
         if let Some(at) = heart_wake {
             wake = wake.min(at);
+        }
+        if let Some(at) = self
+            .awaiting
+            .values()
+            .filter_map(|(_, _, until)| *until)
+            .min()
+        {
+            wake = wake.min(at.max(now));
         }
         if self.synced && !self.stopping {
             wake = wake.min(self.acquire_pass(now_ms));
@@ -882,10 +933,15 @@ impl Member {
             &self.cfg.identity,
             self.stopping,
         );
-        let wanted = matches!(decision, Keep::Keep | Keep::Lost);
+        let mut wanted = matches!(decision, Keep::Keep | Keep::Lost);
         let exists = decision != Keep::Gone;
         // A handover waits for a slot (`handover_slots`); on shutdown everything goes.
         let handover = decision == Keep::HandOver && !self.stopping;
+        if handover && self.overlap_wait(name) {
+            wanted = true;
+        } else if !handover {
+            self.awaiting.remove(name);
+        }
         let full = handover
             && self
                 .held
@@ -975,6 +1031,8 @@ impl Member {
         let tenure = self.heart.auth.tenure;
         self.dormant.retain(|_, (t, _)| *t == tenure);
         let mut adopt = Vec::new();
+        let mut prepare = Vec::new();
+        let mut skipped = Vec::new();
         self.not_before.retain(|_, t| *t > now);
         let candidates = &self.candidates;
         self.handed_wait.retain(|n, _| candidates.contains(n));
@@ -1000,8 +1058,11 @@ impl Member {
             let resumable = self.dormant.get(name) == Some(&(tenure, s.view.holding.transitions));
             let held = (term.as_deref(), resumable);
             match member::take(&s.view, me, may_acquire, held, listing, now_ms) {
-                Take::Skip => {}
-                Take::GiveUp => strays.push((name.clone(), s.lease.clone())),
+                Take::Skip => skipped.push(name.clone()),
+                Take::GiveUp => {
+                    skipped.push(name.clone());
+                    strays.push((name.clone(), s.lease.clone()));
+                }
                 Take::Adopt => {
                     self.handed_wait.remove(name);
                     adopt.push((name.clone(), target.clone(), s.lease.clone(), false));
@@ -1012,7 +1073,45 @@ impl Member {
                     wake_ms = wake_ms.min(until);
                 }
                 Take::Acquire => acquire.push((name.clone(), target.clone(), s.lease.clone())),
+                Take::Prepare { said } if self.hooks.prepares() => {
+                    prepare.push((name.clone(), target.clone(), s.lease.clone(), said));
+                }
+                Take::Prepare { .. } => skipped.push(name.clone()),
             }
+        }
+        // Overlap hand-offs to us: kept while the Lease still asks for them, called off
+        // otherwise; taken over silently by the acquisition or adoption (the hook lists it).
+        let keep: BTreeSet<&String> = prepare.iter().map(|p| &p.0).collect();
+        let skipped: BTreeSet<&String> = skipped.iter().collect();
+        let taken: BTreeSet<&String> = acquire
+            .iter()
+            .map(|a| &a.0)
+            .chain(adopt.iter().map(|a| &a.0))
+            .collect();
+        let candidates = &self.candidates;
+        let off: Vec<String> = self
+            .preparing
+            .keys()
+            .filter(|n| {
+                !candidates.contains(*n)
+                    || taken.contains(n)
+                    || (skipped.contains(*n) && !keep.contains(n))
+            })
+            .cloned()
+            .collect();
+        for name in off {
+            if taken.contains(&name) {
+                if let Some(p) = self.preparing.remove(&name)
+                    && let Some(c) = p.call
+                {
+                    c.abort();
+                }
+            } else {
+                self.unprepare(&name);
+            }
+        }
+        for (name, target, lease, said) in prepare {
+            self.prepare(name, target, &lease, said, term.as_deref());
         }
         for (name, target, lease) in acquire {
             tracing::debug!(%target, "acquiring");
@@ -1106,6 +1205,7 @@ impl Member {
                 );
             }
             self.stopping = true;
+            self.unprepare_all();
             self.dirty.extend(self.held.keys().cloned());
         }
         let now_ms = self.now_ms();
@@ -1260,6 +1360,7 @@ impl Member {
     /// `lapsed`: the renew deadline passed (nobody else wrote the member Lease), so what is
     /// held with no write in flight may be resumed by a next term of the same tenure.
     fn lose_all(&mut self, ended: Option<Instant>, lapsed: bool) {
+        self.unprepare_all();
         let tenure = self.heart.auth.tenure;
         for (name, h) in self.held.iter_mut() {
             if lapsed && !h.writing && !matches!(h.phase, Phase::Acquiring | Phase::Releasing) {
@@ -1278,6 +1379,203 @@ impl Member {
             self.dirty.insert(name.clone());
         }
         self.publish_due = true;
+    }
+
+    /// Whether held target `name`, to be handed over, is kept working a while longer in an
+    /// overlap hand-off (`protocol::member::await_next`): until the next owner says its app
+    /// works on it, or the bound passed since we first saw this move (then it is stopped
+    /// first, as in an exclusive hand-off, and said).
+    fn overlap_wait(&mut self, name: &str) -> bool {
+        let Some(view) = self.seen.get(name).map(|s| &s.view) else {
+            return false;
+        };
+        let Some(term) = view.desired_term.clone() else {
+            return false;
+        };
+        if view.overlap_ms.is_none() {
+            return false;
+        }
+        let now = Instant::now();
+        let (since, over) = match self.awaiting.get(name) {
+            Some((t, since, until)) if *t == term => (*since, until.is_none()),
+            _ => (now, false),
+        };
+        if over {
+            return false;
+        }
+        let waited = ms(now - since);
+        match member::await_next(view, waited) {
+            Some(left) => {
+                let until = now + Duration::from_millis(u64::try_from(left).unwrap_or(0));
+                self.awaiting
+                    .insert(name.to_owned(), (term, since, Some(until)));
+                true
+            }
+            None => {
+                self.awaiting
+                    .insert(name.to_owned(), (term.clone(), since, None));
+                let said = view.ready.as_ref().is_some_and(|r| r.0 == term);
+                let target = self.held.get(name).map(|h| h.target.clone());
+                if said {
+                    tracing::info!(target = ?target, waited_ms = waited, "overlap hand-off: the next owner's app works on it; stopping ours");
+                } else {
+                    tracing::warn!(target = ?target, waited_ms = waited, "overlap hand-off: the next owner's app did not prove it works within the bound; stopping ours first");
+                }
+                false
+            }
+        }
+    }
+
+    /// Starts (or goes on with) an overlap hand-off to us of target Lease `name` at `lease`:
+    /// the app is asked to start ahead of it (again after a "not yet"), and once it has
+    /// proven it works our word goes on the Lease (`protocol::ready`), unless `said`.
+    fn prepare(
+        &mut self,
+        name: String,
+        target: String,
+        lease: &Lease,
+        said: bool,
+        term: Option<&str>,
+    ) {
+        let Some(term) = term else { return };
+        let generation =
+            u64::try_from(Holding::of(lease.spec.as_ref()).transitions).unwrap_or(0) + 1;
+        let p = self
+            .preparing
+            .entry(name.clone())
+            .or_insert_with(|| Preparing {
+                target: target.clone(),
+                generation,
+                call: None,
+                proven: false,
+                writing: false,
+            });
+        if p.call.is_none() && !p.proven {
+            tracing::debug!(%target, generation, "overlap hand-off to this member: starting ahead of it");
+            let work = Assignment {
+                target,
+                generation: p.generation,
+                deadline_unix_ms: *self.authority.borrow(),
+            };
+            let call = call(
+                self.cfg.hook_timeout,
+                &self.authority,
+                Some(&self.hook_gate),
+            );
+            p.call = Some(spawn_call(
+                &mut self.tasks,
+                &self.hooks,
+                &name,
+                work,
+                HookEvent::Prepare,
+                call,
+            ));
+            return;
+        }
+        if p.proven && !said && !p.writing && !self.not_before.contains_key(&name) {
+            p.writing = true;
+            let api = self.api.clone();
+            let lease = lease.clone();
+            let term = term.to_owned();
+            let duration = self.cfg.lease_duration;
+            let permits = self.gate.permits();
+            self.tasks.spawn(async move {
+                let _permit = permits.acquire().await;
+                let sent = Instant::now();
+                let at_ms = jiff::Timestamp::now().as_millisecond();
+                let result = writes::ready(&api, &name, &lease, (&term, at_ms), duration).await;
+                Done::Readied { name, sent, result }
+            });
+        }
+    }
+
+    /// Calls off the overlap hand-off to us of `name`: the app is told to undo its start.
+    fn unprepare(&mut self, name: &str) {
+        let Some(p) = self.preparing.remove(name) else {
+            return;
+        };
+        if let Some(c) = p.call {
+            c.abort();
+        }
+        tracing::debug!(target = %p.target, "overlap hand-off to this member called off");
+        let work = Assignment {
+            target: p.target,
+            generation: p.generation,
+            deadline_unix_ms: *self.authority.borrow(),
+        };
+        let call = call(self.cfg.hook_timeout, &self.authority, None);
+        spawn_call(
+            &mut self.tasks,
+            &self.hooks,
+            name,
+            work,
+            HookEvent::Unprepare,
+            call,
+        );
+    }
+
+    fn unprepare_all(&mut self) {
+        let names: Vec<String> = self.preparing.keys().cloned().collect();
+        for name in names {
+            self.unprepare(&name);
+        }
+    }
+
+    /// A `prepare` call answered: proven (our word is written next), or not yet (asked again
+    /// at the next pass, the call's own wait pacing it).
+    fn on_prepared(&mut self, name: String, event: HookEvent, result: Result<(), String>) {
+        if event == HookEvent::Unprepare {
+            if let Err(error) = result {
+                tracing::warn!(lease = %name, %error, "undoing a start ahead of a hand-over failed");
+            }
+            return;
+        }
+        let Some(p) = self.preparing.get_mut(&name) else {
+            return;
+        };
+        p.call = None;
+        match result {
+            Ok(()) => {
+                tracing::info!(target = %p.target, "overlap hand-off: this member's app works on it; saying so");
+                p.proven = true;
+            }
+            Err(error) => {
+                tracing::debug!(target = %p.target, %error, "overlap hand-off: not proven yet")
+            }
+        }
+        self.dirty.insert(name);
+    }
+
+    /// Our `ready` write answered: the fresh Lease is taken in (a 409 re-decides on it).
+    fn on_readied(&mut self, name: String, sent: Instant, result: Result<Lease, WriteError>) {
+        let now = Instant::now();
+        self.gate
+            .observe(sent, WriteError::sample(&result, now - sent));
+        self.dirty.insert(name.clone());
+        let Some(p) = self.preparing.get_mut(&name) else {
+            if let Ok(lease) = result {
+                self.apply(lease);
+            }
+            return;
+        };
+        p.writing = false;
+        let target = p.target.clone();
+        match result {
+            Ok(lease) => {
+                self.busy_in_a_row = 0;
+                self.failures.remove(&name);
+                self.apply(lease);
+            }
+            Err(e) => {
+                if let WriteError::Busy { retry_after, .. } = &e {
+                    self.busy(*retry_after);
+                }
+                if let Some(pause) = self.backoff(&name, &e) {
+                    self.not_before.insert(name.clone(), Instant::now() + pause);
+                }
+                self.write_failed(&name, &target, "ready", e);
+            }
+        }
     }
 
     /// At exit: releases the member Lease, telling the control plane that this
@@ -1355,11 +1653,23 @@ fn spawn_hook(
     event: HookEvent,
     call: Call,
 ) -> AbortHandle {
-    let hooks = hooks.clone();
-    let name = name.to_owned();
     // The generation of our hold: the Lease as our acquiring write (or the handover to us) left
     // it.
     let work = Assignment::of(&h.target, &h.lease, call.until);
+    spawn_call(tasks, hooks, name, work, event, call)
+}
+
+/// Runs one hook call for `work` as an owned task and reports back.
+fn spawn_call(
+    tasks: &mut JoinSet<Done>,
+    hooks: &Arc<dyn Hooks>,
+    name: &str,
+    work: Assignment,
+    event: HookEvent,
+    call: Call,
+) -> AbortHandle {
+    let hooks = hooks.clone();
+    let name = name.to_owned();
     tasks.spawn(async move {
         let permit = match &call.permits {
             Some(p) => p.acquire().await,
@@ -1418,6 +1728,7 @@ mod tests {
     #[tokio::test]
     async fn a_watch_that_stops_listing_a_lease_does_not_hide_the_change_the_other_brings() {
         let desire = |owner: &str| Desire {
+            overlap_ms: None,
             term: None,
             owner: owner.to_owned(),
             cause: Cause::Initial,
@@ -1499,6 +1810,7 @@ mod tests {
             }
             m.synced = true;
             let desire = Desire {
+                overlap_ms: None,
                 term: Some(handed.to_owned()),
                 owner: "c-2".to_owned(),
                 cause: Cause::Rebalance,
@@ -1550,6 +1862,7 @@ mod tests {
     #[tokio::test]
     async fn targets_moved_away_are_handed_over_as_fast_as_writes_are_answered() {
         let desire = |owner: &str| Desire {
+            overlap_ms: None,
             term: None,
             owner: owner.to_owned(),
             cause: Cause::Rebalance,

@@ -254,6 +254,20 @@ pub(super) struct Held {
     pub(super) unconfirmed_since: Option<Instant>,
 }
 
+/// A target being handed to this member in an overlap hand-off
+/// (`protocol::member::Take::Prepare`): its app was asked to start ahead of the hand-over.
+pub(super) struct Preparing {
+    pub(super) target: String,
+    /// The generation the hand-over will give (the Lease's `leaseTransitions` + 1 as seen).
+    pub(super) generation: u64,
+    /// The running `on_prepare` call, if any (aborted when the move is called off).
+    pub(super) call: Option<AbortHandle>,
+    /// The app proved it works on the target (its `on_prepare` answered `Ok`).
+    pub(super) proven: bool,
+    /// The `ready` write is in flight.
+    pub(super) writing: bool,
+}
+
 impl Held {
     /// A hold of `target` at `lease` entering `phase` now: `Acquiring` with its write in
     /// flight, or `Starting` on a target handed to us (or resumed), with no write.

@@ -87,6 +87,19 @@ pub(super) async fn acquire(
     put(api, name, &next, duration * 2 / 3).await
 }
 
+/// The next owner's word in an overlap hand-off, `protocol::ready`: its app works on the
+/// target under member term `term` (since `at_ms`, Unix ms). Bounded by a third of `D`.
+pub(super) async fn ready(
+    api: &Api<Lease>,
+    name: &str,
+    lease: &Lease,
+    (term, at_ms): (&str, i64),
+    duration: Duration,
+) -> Result<Lease, WriteError> {
+    let next = protocol::ready(lease, term, at_ms);
+    put(api, name, &next, (duration / 3).max(MIN_WRITE_TIMEOUT)).await
+}
+
 /// A member Lease write of `me`, built by `protocol::member::member_lease_write`
 /// (register — create —, take again in a new term, or renew) — `next`, and whether it is a
 /// create — carrying the member's last overrun, if any, and its app's account of its work, if

@@ -202,9 +202,42 @@ pub struct Policy {
     /// lapsed member is failed over per lease duration, and the cluster shows why.
     #[serde(default = "default_mass_lapse_share")]
     pub mass_lapse_share: f64,
+    /// How a target moves between two live members: `overlap` (the default) where the next
+    /// owner's agent can prove its app's start (scrape agents with `--scrape-api`), else
+    /// exclusive; `exclusive` always.
+    #[serde(default = "default_handoff")]
+    pub handoff: Handoff,
+    /// In an overlap hand-off, how long the holder waits for the next owner's app to prove it
+    /// works on the target before it stops its own first, as in an exclusive one.
+    #[serde(default = "default_overlap_wait", with = "duration")]
+    pub overlap_wait: Duration,
     /// Removal of an instance.
     #[serde(default)]
     pub removal: Removal,
+}
+
+/// How a target moves between two live members (docs/protocol.md, "Overlap hand-off").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Handoff {
+    /// Never two: the old owner's app stops, then the new owner's starts.
+    Exclusive,
+    /// The new owner's app starts first and proves it works; only then does the old owner's
+    /// stop (bounded by `overlap_wait`). For work where a short double is harmless and a gap
+    /// is not (scrapers).
+    Overlap,
+}
+
+impl Policy {
+    /// The overlap bound (ms) written with a desired owner, or `None` for an exclusive
+    /// hand-off; `prepares`: the desired owner's agent can prove its app's start.
+    pub fn overlap_ms(&self, prepares: bool) -> Option<i64> {
+        (self.handoff == Handoff::Overlap && prepares).then(|| {
+            i64::try_from(self.overlap_wait.as_millis())
+                .unwrap_or(i64::MAX)
+                .max(1)
+        })
+    }
 }
 
 impl Default for Policy {
@@ -217,6 +250,8 @@ impl Default for Policy {
             move_timeout: default_move_timeout(),
             move_retries: default_move_retries(),
             mass_lapse_share: default_mass_lapse_share(),
+            handoff: default_handoff(),
+            overlap_wait: default_overlap_wait(),
             removal: Removal::default(),
         }
     }
@@ -319,6 +354,12 @@ fn default_join_settle() -> Duration {
 /// Cruise Control's per-broker default is 5–10 concurrent movements.
 fn default_max_moves() -> usize {
     10
+}
+fn default_handoff() -> Handoff {
+    Handoff::Overlap
+}
+fn default_overlap_wait() -> Duration {
+    Duration::from_secs(30)
 }
 fn default_move_timeout() -> Duration {
     Duration::from_secs(30)
@@ -612,8 +653,15 @@ impl Cluster {
             ("policy.lease_duration", p.lease_duration),
             ("policy.join_settle", p.join_settle),
             ("policy.move_timeout", p.move_timeout),
+            ("policy.overlap_wait", p.overlap_wait),
         ] {
             at_most(field, d, MAX_DURATION)?;
+        }
+        if p.overlap_wait.is_zero() {
+            return Err(bad(
+                "policy.overlap_wait",
+                "must be above 0 (for no overlap, set policy.handoff: exclusive)",
+            ));
         }
         if let Some(w) = &p.removal.webhook {
             at_most("policy.removal.webhook.timeout", w.timeout, MAX_DURATION)?;
@@ -822,6 +870,28 @@ mod tests {
             e,
             "test.yaml: clusters[0].policy.lease_duration: 360000000 s is too long (at most 3600 s)"
         );
+        // The hand-off: overlap by default, for next owners that can prove their start.
+        let c = parse(base).unwrap();
+        let p = &c.clusters[0].policy;
+        assert_eq!(
+            (p.handoff, p.overlap_wait),
+            (Handoff::Overlap, Duration::from_secs(30))
+        );
+        assert_eq!(p.overlap_ms(true), Some(30_000));
+        assert_eq!(
+            p.overlap_ms(false),
+            None,
+            "a next owner that cannot prove: exclusive"
+        );
+        let c = parse(&format!("{base}  policy: {{handoff: exclusive}}\n")).unwrap();
+        assert_eq!(c.clusters[0].policy.overlap_ms(true), None);
+        let e = parse(&format!("{base}  policy: {{handoff: sometimes}}\n")).unwrap_err();
+        assert!(
+            e.contains("unknown variant `sometimes`, expected one of exclusive, overlap"),
+            "{e}"
+        );
+        let e = parse(&format!("{base}  policy: {{overlap_wait: 0s}}\n")).unwrap_err();
+        assert!(e.contains("policy.overlap_wait: must be above 0"), "{e}");
         let e = parse(&format!("{base}  policy: {{join_settle: 2h}}\n")).unwrap_err();
         assert!(
             e.contains("clusters[0].policy.join_settle: 7200 s is too long"),

@@ -343,14 +343,24 @@ async fn publish(inner: &Inner, spec: &Cluster, event: Event) {
 }
 
 /// `desire`, unless the Lease's desired owner is no longer `expect`: someone (an operation,
-/// another replica) decided first, and it is left as it is.
+/// another replica) decided first, and it is left as it is. The hand-off mode comes from the
+/// cluster's policy ([`crate::config::Policy::overlap_ms`]).
 fn unless_decided(
+    inner: &Inner,
+    spec: &Cluster,
     current: Option<&protocol::LeaseView>,
     expect: &Option<String>,
     desire: &protocol::Desire,
 ) -> Option<protocol::Desire> {
     let now = current.and_then(|v| v.desired.clone());
-    (now == *expect).then(|| desire.clone())
+    (now == *expect).then(|| protocol::Desire {
+        overlap_ms: spec.policy.overlap_ms(
+            inner
+                .shared
+                .read(|ix| ix.prepares(&spec.name, &desire.owner)),
+        ),
+        ..desire.clone()
+    })
 }
 
 /// One write to target `key` that clears `holder`'s hold if its member Lease is
@@ -376,7 +386,7 @@ async fn revoke(
         cluster,
         key,
         holder,
-        |current| desire.and_then(|(expect, d)| unless_decided(current, expect, d)),
+        |current| desire.and_then(|(expect, d)| unless_decided(inner, spec, current, expect, d)),
         |hold_s| leases::may_revoke(&apis.members, prefix, cluster, holder, hold_s, seen),
     )
     .await
@@ -469,7 +479,7 @@ async fn write_one(
             revoke: None,
         } => {
             leases::set_desire(&apis.targets, prefix, cluster, key, |current| {
-                unless_decided(current, expect, desire)
+                unless_decided(inner, spec, current, expect, desire)
             })
             .await
         }

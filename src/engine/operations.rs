@@ -207,6 +207,9 @@ async fn run_move(
         cause,
         operation: Some(op_id.to_owned()),
         duration_s: i32::try_from(spec.policy.lease_duration.as_secs()).unwrap_or(i32::MAX),
+        overlap_ms: spec
+            .policy
+            .overlap_ms(inner.shared.read(|ix| ix.prepares(&spec.name, &mv.to))),
     };
     let mut attempts = mv.attempts;
     // Every step of the move is stored as it happens, so a resumed operation knows where it is.
@@ -246,7 +249,11 @@ async fn run_move(
                 &spec.name,
                 &mv.target,
                 &mv.to,
-                spec.policy.move_timeout,
+                // An overlap hand-off may wait its bound before the holder stops first.
+                spec.policy.move_timeout
+                    + desire
+                        .overlap_ms
+                        .map_or(Duration::ZERO, |ms| Duration::from_millis(ms as u64)),
             )
             .await
         };
@@ -275,8 +282,9 @@ async fn run_move(
                             operation: Some(op_id.to_owned()),
                             at_ms: now_ms(),
                             acquired_at_ms: Some(at),
-                            // The recorder's row (written first, see above) has it.
+                            // The recorder's row (written first, see above) has them.
                             gap_ms: None,
+                            overlap: None,
                         })
                         .await?;
                 }

@@ -749,6 +749,8 @@ fn decide_sparing(
                 cause,
                 operation: None,
                 duration_s,
+                // The cluster's policy, at the write (engine::control).
+                overlap_ms: None,
             },
             expect: t.desired.as_deref().map(str::to_owned),
             revoke: revoke(t),
@@ -785,6 +787,7 @@ fn decide_sparing(
                     operation: None,
                     duration_s,
                     term: member_term(model, owner),
+                    overlap_ms: None,
                 },
                 expect: None,
                 revoke: None,

@@ -68,6 +68,7 @@ async fn record(inner: &Inner, batch: Vec<Change>) {
                 at_ms,
                 acquired_at_ms,
                 gap_ms,
+                overlap,
                 replayed: _,
             } => {
                 ownership.push(OwnershipChange {
@@ -80,6 +81,7 @@ async fn record(inner: &Inner, batch: Vec<Change>) {
                     at_ms,
                     acquired_at_ms,
                     gap_ms,
+                    overlap,
                 });
                 continue;
             }
@@ -223,6 +225,7 @@ mod tests {
                 at_ms: 1_000 + i,
                 acquired_at_ms: Some(1_000 + i),
                 gap_ms: None,
+                overlap: None,
             })
             .collect();
         let count = async |store: &Store, table: &str| -> i64 {

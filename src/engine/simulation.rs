@@ -807,6 +807,8 @@ impl Sim {
             };
             let held = (term.as_deref(), resumable);
             match member::take(&v, &me, may_take, held, Listing::FULL, now_local) {
+                // The simulated cluster hands over exclusively (no overlap bound is written).
+                Take::Prepare { .. } => {}
                 Take::GiveUp => self.give_up(m, &lease, target),
                 Take::Adopt | Take::Resume => {
                     if self.members[m].dormant.remove(&target).is_some() {

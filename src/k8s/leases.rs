@@ -228,6 +228,7 @@ fn already(view: &LeaseView, desire: &Desire) -> bool {
         && view.operation == desire.operation
         && view.desired_term == desire.term
         && view.desired_duration_s == Some(desire.duration_s)
+        && view.overlap_ms == desire.overlap_ms
 }
 
 /// Deletes Lease `name` if `decide` still wants it gone on fresh data; the delete carries the

@@ -383,6 +383,11 @@ pub enum Take {
     /// It names the member as holder but is desired for another (a stray hold from an earlier
     /// run, or a write whose answer was lost): give it up, with no work to stop.
     GiveUp,
+    /// Held by another member and desired for this one, under its current term, in an overlap
+    /// hand-off ([`ANN_OVERLAP_MS`](super::ANN_OVERLAP_MS)): start the app on it ahead of the
+    /// hand-over (no write) and, once the app proves it works, say so on the Lease
+    /// ([`ready`](super::ready)) — unless `said`: the Lease carries this term's word already.
+    Prepare { said: bool },
 }
 
 /// The decision about target Lease `view`, not held by the member `me` (no work on it), at
@@ -439,8 +444,30 @@ pub fn take(
                 Take::Acquire
             }
         }
+        Some(_)
+            if view.overlap_ms.is_some()
+                && term.is_some()
+                && view.desired_term.as_deref() == term =>
+        {
+            Take::Prepare {
+                said: view.ready.as_ref().map(|r| r.0.as_str()) == term,
+            }
+        }
         Some(_) => Take::Skip,
     }
+}
+
+/// For a target the member holds and should hand over ([`Keep::HandOver`], not stopping): how
+/// much longer (ms) it keeps working before it stops, having waited `waited_ms` since it saw
+/// this move. In an overlap hand-off ([`ANN_OVERLAP_MS`](super::ANN_OVERLAP_MS)) it keeps
+/// working until the next owner says its app works on the target under the desired term
+/// ([`ANN_READY_TERM`](super::ANN_READY_TERM)), or at most the bound; `None`: stop now
+/// (exclusive, the word given, the bound passed, or no term to hand over to).
+pub fn await_next(view: &LeaseView, waited_ms: i64) -> Option<i64> {
+    let bound = view.overlap_ms?;
+    let term = view.desired_term.as_deref()?;
+    let said = view.ready.as_ref().is_some_and(|r| r.0 == term);
+    (!said && waited_ms < bound).then(|| bound - waited_ms)
 }
 
 /// What to do with a target the member holds (works on, or is starting to).
@@ -548,6 +575,7 @@ mod tests {
             "c",
             "t1",
             &Desire {
+                overlap_ms: None,
                 owner: desired.unwrap_or("").to_owned(),
                 cause: crate::model::Cause::Initial,
                 operation: None,
@@ -729,6 +757,118 @@ mod tests {
         assert_eq!(t(&stray, false, None, full, 0), Take::GiveUp);
         let not_mine = target(Some("other"), None, None);
         assert_eq!(t(&not_mine, true, Some("1"), full, 0), Take::Skip);
+    }
+
+    /// Target "t1" desired for "b" under term "4@u" with an overlap bound of 5 s, held by
+    /// "a"; `ready`: "b"'s word under that term is on it.
+    fn overlap_move(ready: Option<&str>) -> (Lease, LeaseView) {
+        let desire = Desire {
+            owner: "b".into(),
+            cause: crate::model::Cause::Rebalance,
+            operation: None,
+            duration_s: 9,
+            term: Some("4@u".into()),
+            overlap_ms: Some(5_000),
+        };
+        let mut lease = protocol::new_target_lease("leasehold", "c", "t1", &desire);
+        lease = protocol::acquired(&lease, "a", Timestamp::UNIX_EPOCH, 9);
+        lease.metadata.resource_version = Some("1".into());
+        if let Some(term) = ready {
+            lease = protocol::ready(&lease, term, 1_000);
+        }
+        let view = protocol::parse_native(&lease, "c").unwrap();
+        (lease, view)
+    }
+
+    #[test]
+    fn in_an_overlap_hand_off_the_next_owner_prepares_and_the_holder_waits_for_its_word() {
+        let held = |term| (Some(term), false);
+        // The next owner starts ahead of the hand-over, under its current term only.
+        let (_, v) = overlap_move(None);
+        let take = |v: &LeaseView, term, may| take(v, "b", may, held(term), Listing::FULL, 0);
+        assert_eq!(take(&v, "4@u", true), Take::Prepare { said: false });
+        assert_eq!(
+            take(&v, "5@u", true),
+            Take::Skip,
+            "another term: not for this move"
+        );
+        assert_eq!(
+            take(&v, "4@u", false),
+            Take::Skip,
+            "no authority (or leaving)"
+        );
+        // Once its word is on the Lease it waits for the hand-over.
+        let (_, said) = overlap_move(Some("4@u"));
+        assert_eq!(take(&said, "4@u", true), Take::Prepare { said: true });
+        // The holder keeps working until the word comes, at most the bound.
+        assert_eq!(await_next(&v, 0), Some(5_000));
+        assert_eq!(await_next(&v, 4_000), Some(1_000));
+        assert_eq!(await_next(&v, 5_000), None, "the bound passed: stop first");
+        assert_eq!(await_next(&said, 0), None, "the word is given");
+        // A word under another term (an earlier move to the same member) does not count.
+        let (_, stale) = overlap_move(Some("3@u"));
+        assert_eq!(await_next(&stale, 0), Some(5_000));
+        assert_eq!(take(&stale, "4@u", true), Take::Prepare { said: false });
+        // Exclusive (no bound written): nothing to prepare, nothing to wait for.
+        let exclusive = target(Some("b"), Some("a"), None);
+        assert_eq!(take(&exclusive, "4@u", true), Take::Skip);
+        assert_eq!(await_next(&exclusive, 0), None);
+    }
+
+    #[test]
+    fn a_word_of_readiness_belongs_to_the_term_it_was_given_under() {
+        let (lease, _) = overlap_move(Some("4@u"));
+        // The control plane moves the target again, to the same member under the same term:
+        // the word stands.
+        let again = Desire {
+            owner: "b".into(),
+            cause: crate::model::Cause::Rebalance,
+            operation: Some("op-2".into()),
+            duration_s: 9,
+            term: Some("4@u".into()),
+            overlap_ms: Some(5_000),
+        };
+        let v = protocol::parse_native(&protocol::with_desire(&lease, &again), "c").unwrap();
+        assert_eq!(v.ready, Some(("4@u".to_owned(), Some(1_000))));
+        // Another owner (or a new term): the word is gone with the move it was for.
+        let other = Desire {
+            owner: "c2".into(),
+            term: Some("1@v".into()),
+            ..again.clone()
+        };
+        let v = protocol::parse_native(&protocol::with_desire(&lease, &other), "c").unwrap();
+        assert_eq!(v.ready, None);
+        // Exclusive: no bound on the Lease.
+        let exclusive = Desire {
+            overlap_ms: None,
+            ..again
+        };
+        let v = protocol::parse_native(&protocol::with_desire(&lease, &exclusive), "c").unwrap();
+        assert_eq!(v.overlap_ms, None);
+    }
+
+    #[test]
+    fn a_hand_over_tells_how_its_overlap_went() {
+        use crate::model::Overlap;
+        let at = |ms| Timestamp::from_millisecond(ms).unwrap();
+        // Proven: from the next owner's word (1,000) to the hand-over (3,500).
+        let (lease, _) = overlap_move(Some("4@u"));
+        let handed = protocol::handed_over(&lease, "b", "4@u", at(3_500), 9);
+        let v = protocol::parse_native(&handed, "c").unwrap();
+        assert_eq!(
+            protocol::overlap_of(&v),
+            Some((Overlap::Proven, Some(2_500)))
+        );
+        // No word (the bound passed): unproven.
+        let (lease, _) = overlap_move(None);
+        let handed = protocol::handed_over(&lease, "b", "4@u", at(3_500), 9);
+        let v = protocol::parse_native(&handed, "c").unwrap();
+        assert_eq!(protocol::overlap_of(&v), Some((Overlap::Unproven, None)));
+        // Not an overlap hand-off, or not a hand-over: nothing to tell.
+        let plain = target(Some("b"), Some("b"), Some("4@u"));
+        assert_eq!(protocol::overlap_of(&plain), None);
+        let (_, not_handed) = overlap_move(Some("4@u"));
+        assert_eq!(protocol::overlap_of(&not_handed), None);
     }
 
     #[test]

@@ -72,6 +72,21 @@ pub const ANN_DESIRED_TERM: &str = "leasehold.io/desired-term";
 /// member that held it ([`handed_over`]): the term of the new holder the hold was handed to. The
 /// new holder works under it without a write of its own only while that is its current term.
 pub const ANN_HANDED_TERM: &str = "leasehold.io/handed-term";
+/// Annotation on a target Lease, written with the desired owner: the move is an **overlap**
+/// hand-off (scrapers, where a short double scrape is harmless and a gap is not): the desired
+/// owner starts its app on the target before the hand-over and says so once the app proves it
+/// works ([`ANN_READY_TERM`]); the holder stops its own only then, or once this many
+/// milliseconds have passed since it saw the move without that proof (it then stops first, as
+/// in an exclusive hand-off). Absent: exclusive (the holder stops, then hands over).
+pub const ANN_OVERLAP_MS: &str = "leasehold.io/overlap-ms";
+/// Annotation on a target Lease in an overlap hand-off, written by the desired owner (a
+/// compare-and-swap, nothing else changed): its term ([`member_term`]) once its app proved it
+/// works on the target. The holder hands over when this equals the desired term.
+pub const ANN_READY_TERM: &str = "leasehold.io/ready-term";
+/// Annotation written with [`ANN_READY_TERM`]: when (Unix ms, by the desired owner's clock)
+/// its app was proven to work on the target. With the hand-over's `acquireTime` (after the old
+/// holder's app was proven stopped) it gives the overlap history records.
+pub const ANN_READY_AT: &str = "leasehold.io/ready-at";
 /// Pod annotation: the member's relative capacity (a positive integer, default 1).
 pub const POD_CAPACITY: &str = "leasehold.io/capacity";
 /// gnmic's annotation with the raw locker key.
@@ -228,6 +243,11 @@ pub struct LeaseView {
     pub desired_term: Option<String>,
     /// A target Lease handed over ([`handed_over`]): the new holder's term it was handed to.
     pub handed_term: Option<String>,
+    /// A target Lease: an overlap hand-off ([`ANN_OVERLAP_MS`]) and its bound, in ms.
+    pub overlap_ms: Option<i64>,
+    /// A target Lease in an overlap hand-off: the desired owner's term and when (Unix ms) its
+    /// app was proven to work on it ([`ANN_READY_TERM`], [`ANN_READY_AT`]).
+    pub ready: Option<(String, Option<i64>)>,
 }
 
 impl Holding {
@@ -297,6 +317,15 @@ pub fn parse_native(lease: &Lease, cluster: &str) -> Option<LeaseView> {
         handed_term: annotation(meta, ANN_HANDED_TERM)
             .filter(|s| !s.is_empty())
             .map(str::to_owned),
+        overlap_ms: annotation(meta, ANN_OVERLAP_MS)
+            .and_then(|d| d.parse().ok())
+            .filter(|d| *d > 0),
+        ready: annotation(meta, ANN_READY_TERM)
+            .filter(|s| !s.is_empty())
+            .map(|t| {
+                let at = annotation(meta, ANN_READY_AT).and_then(|a| a.parse().ok());
+                (t.to_owned(), at)
+            }),
     })
 }
 
@@ -337,6 +366,8 @@ pub fn parse_gnmic(lease: &Lease, cluster: &str) -> Option<LeaseView> {
         term: None,
         desired_term: None,
         handed_term: None,
+        overlap_ms: None,
+        ready: None,
     })
 }
 
@@ -363,6 +394,8 @@ pub struct Desire {
     /// that the member holding the target can hand it straight over ([`handed_over`]); `None`
     /// when not known (the holder then releases, and the owner acquires).
     pub term: Option<String>,
+    /// An overlap hand-off, bounded by this many ms ([`ANN_OVERLAP_MS`]); `None`: exclusive.
+    pub overlap_ms: Option<i64>,
 }
 
 fn set_label(meta: &mut ObjectMeta, key: &str, value: Option<&str>) {
@@ -385,6 +418,15 @@ fn desire_annotations(d: &Desire, into: &mut BTreeMap<String, String>) {
         Some(t) => into.insert(ANN_DESIRED_TERM.into(), t.clone()),
         None => into.remove(ANN_DESIRED_TERM),
     };
+    match d.overlap_ms {
+        Some(ms) => into.insert(ANN_OVERLAP_MS.into(), ms.to_string()),
+        None => into.remove(ANN_OVERLAP_MS),
+    };
+    // A proof of readiness belongs to the member term it was given by.
+    if d.term.is_none() || into.get(ANN_READY_TERM) != d.term.as_ref() {
+        into.remove(ANN_READY_TERM);
+        into.remove(ANN_READY_AT);
+    }
 }
 
 /// A member Lease's term: `<leaseTransitions>` and, when it has one, `@<uid>` — it changes with
@@ -434,6 +476,40 @@ pub fn with_desire(lease: &Lease, desire: &Desire) -> Lease {
     );
     set_label(&mut out.metadata, LABEL_DESIRED_OWNER, Some(&desire.owner));
     out.metadata.managed_fields = None;
+    out
+}
+
+/// How the hand-over `view` shows went, if it was an overlap hand-off: proven (the new
+/// holder's word, under the term it was handed, is on it) with the overlap in ms — from the
+/// new holder's app proven working (`ready-at`, its clock) to the hand-over written after the
+/// old holder's app was proven stopped (`acquireTime`, the old holder's clock) — or unproven.
+pub fn overlap_of(view: &LeaseView) -> Option<(crate::model::Overlap, Option<i64>)> {
+    view.overlap_ms?;
+    let handed = view.handed_term.as_deref()?;
+    match &view.ready {
+        Some((term, at)) if term == handed => {
+            let ms = match (view.holding.acquire, at) {
+                (Some(acquired), Some(at)) => Some((acquired.as_millisecond() - at).max(0)),
+                _ => None,
+            };
+            Some((crate::model::Overlap::Proven, ms))
+        }
+        _ => Some((crate::model::Overlap::Unproven, None)),
+    }
+}
+
+/// `lease` with the desired owner `me`'s word that its app works on the target (member side,
+/// an overlap hand-off): [`ANN_READY_TERM`] = `term`, [`ANN_READY_AT`] = `at_ms`; nothing
+/// else changes. The holder hands over on it.
+pub fn ready(lease: &Lease, term: &str, at_ms: i64) -> Lease {
+    let mut out = lease.clone();
+    out.metadata.managed_fields = None;
+    let a = out
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    a.insert(ANN_READY_TERM.to_owned(), term.to_owned());
+    a.insert(ANN_READY_AT.to_owned(), at_ms.to_string());
     out
 }
 
@@ -649,6 +725,10 @@ pub struct AppWork {
     /// Held targets not working beyond those listed.
     #[serde(default)]
     pub unlisted: u32,
+    /// The app can start on a target ahead of its hand-over and prove it works
+    /// (`Hooks::prepares`): this member can be the next owner in an overlap hand-off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prepares: bool,
 }
 
 impl AppWork {
@@ -824,6 +904,7 @@ mod tests {
 
     fn desire(owner: &str) -> Desire {
         Desire {
+            overlap_ms: None,
             owner: owner.into(),
             cause: Cause::Initial,
             operation: None,

@@ -50,6 +50,11 @@ pub struct OwnershipChange {
     /// `None` for a first owner, a release, or when not known.
     #[serde(default)]
     pub gap_ms: Option<i64>,
+    /// An overlap hand-off (scrapers): how it went, and for a proven one the overlap in ms
+    /// (the new holder's app proven working → the old holder's proven stopped, by the two
+    /// members' clocks; [`crate::protocol::overlap_of`]).
+    #[serde(default)]
+    pub overlap: Option<(crate::model::Overlap, Option<i64>)>,
 }
 
 /// Something happened to a member instance.
@@ -161,6 +166,16 @@ pub struct HistoryEntry {
     /// Ownership changes between members: the handoff gap (ms) as the control plane observed
     /// it (see [`OwnershipChange::gap_ms`]); absent when not known.
     pub gap_ms: Option<i64>,
+    /// Ownership changes by an overlap hand-off: `proven` (the new owner's app was proven to
+    /// work on the target before the old owner's stopped) or `unproven` (not within the
+    /// bound: the old owner's stopped first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<crate::model::Overlap>,
+    /// A proven overlap hand-off: how long (ms) both apps worked on the target, from the new
+    /// owner's proven start to the hand-over written after the old one's proven stop (two
+    /// members' clocks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap_ms: Option<i64>,
 }
 
 /// Appends the filters of `q` that choose what is listed: cluster, target, instance, kind,
@@ -238,7 +253,7 @@ pub(super) fn keep_prepared(rows: usize) -> bool {
 pub(super) const FINAL_STATES_SQL: &str = "('succeeded', 'failed', 'cancelled')";
 
 const ENTRY_COLUMNS: &str = "SELECT id, at_ms, kind, cluster, target, instance, from_instance, \
-     to_instance, cause, event, operation_id, actor, detail, acquired_at_ms, gap_ms FROM history \
+     to_instance, cause, event, operation_id, actor, detail, acquired_at_ms, gap_ms, overlap, overlap_ms FROM history \
      WHERE 1 = 1";
 
 fn entry_from_row(row: &AnyRow) -> Result<HistoryEntry, StoreError> {
@@ -259,6 +274,8 @@ fn entry_from_row(row: &AnyRow) -> Result<HistoryEntry, StoreError> {
         detail: row.try_get("detail")?,
         acquired_at_ms: row.try_get("acquired_at_ms")?,
         gap_ms: row.try_get("gap_ms")?,
+        overlap: opt_word(row, "overlap")?,
+        overlap_ms: row.try_get("overlap_ms")?,
     })
 }
 
@@ -273,7 +290,7 @@ impl Store {
     /// statements as it can (a burst — a first placement, a failover — costs one round trip
     /// per 500 rows, not one per row). Returns how many were new.
     pub async fn record_ownerships(&self, changes: &[OwnershipChange]) -> Result<u64, StoreError> {
-        const COLUMNS: usize = 9;
+        const COLUMNS: usize = 11;
         let mut new = 0;
         for chunk in changes.chunks(OWNERSHIP_ROWS_PER_STATEMENT) {
             let rows: Vec<String> = (0..chunk.len())
@@ -287,7 +304,7 @@ impl Store {
             let sql = format!(
                 "INSERT INTO history \
                  (at_ms, kind, cluster, target, from_instance, to_instance, cause, operation_id, \
-                  acquired_at_ms, gap_ms) \
+                  acquired_at_ms, gap_ms, overlap, overlap_ms) \
                  VALUES {} ON CONFLICT DO NOTHING",
                 rows.join(", ")
             );
@@ -303,7 +320,9 @@ impl Store {
                     .bind(c.cause.as_str())
                     .bind(c.operation.clone())
                     .bind(c.acquired_at_ms)
-                    .bind(c.gap_ms);
+                    .bind(c.gap_ms)
+                    .bind(c.overlap.map(|(o, _)| o.as_str()))
+                    .bind(c.overlap.and_then(|(_, ms)| ms));
             }
             new += q.execute(self.pool()).await?.rows_affected();
         }

@@ -124,6 +124,7 @@ async fn postgres_over_verified_tls() {
 
 fn change(target: &str, from: Option<&str>, to: Option<&str>, at_ms: i64) -> OwnershipChange {
     OwnershipChange {
+        overlap: None,
         cluster: "c1".into(),
         target: target.into(),
         from: from.map(Into::into),

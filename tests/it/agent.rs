@@ -45,6 +45,7 @@ const DUR: Duration = Duration::from_secs(DUR_S as u64);
 async fn desire(client: &kube::Client, owner: &str) -> Desire {
     let term = member_term(client, owner).await;
     Desire {
+        overlap_ms: None,
         term,
         owner: owner.into(),
         cause: Cause::Manual,

@@ -1503,6 +1503,7 @@ async fn history_as_of_time_ranges_lifecycles_and_audit_words() {
     };
     let change = |target: &str, from: Option<&str>, to: &str, cause, op: Option<&str>, at_ms| {
         OwnershipChange {
+            overlap: None,
             cluster: "c".into(),
             target: target.into(),
             from: from.map(Into::into),

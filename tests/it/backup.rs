@@ -27,6 +27,7 @@ const SEEDED: usize = 300;
 
 fn change(i: usize, at_ms: i64) -> OwnershipChange {
     OwnershipChange {
+        overlap: None,
         cluster: "c".into(),
         target: format!("t-{:03}", i % 97),
         from: (!i.is_multiple_of(3)).then(|| format!("m-{}", i % 5)),

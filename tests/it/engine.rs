@@ -1081,6 +1081,7 @@ async fn leases_held_by_a_deleted_pod_without_agent_are_cleaned_up() {
         .chain(["retired".to_owned()])
     {
         let d = protocol::Desire {
+            overlap_ms: None,
             term: None,
             owner: "c-9".into(),
             cause: Cause::Initial,

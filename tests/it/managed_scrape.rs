@@ -174,37 +174,64 @@ fn report(
 
 #[tokio::test]
 async fn prometheus_scrapes_exactly_what_its_member_holds_through_join_and_removal() {
-    join_and_removal(Kind::Prometheus, false).await;
+    join_and_removal(Kind::Prometheus, Mode::Unproven).await;
 }
 
-/// The same with each agent reading its Prometheus' own targets API (`--scrape-api`): a
-/// target is handed over only once the old owner's Prometheus no longer has it among its
-/// active targets (the `exclusive` hand-off), so no target is ever scraped by two — read from
-/// the scrapes the endpoints answered — and each member Lease carries what its Prometheus
-/// says of the member's targets: all of them scraped and up once settled.
+/// The same with each agent reading its Prometheus' own targets API (`--scrape-api`) and the
+/// cluster's `handoff: exclusive`: a target is handed over only once the old owner's
+/// Prometheus no longer has it among its active targets, so no target is ever scraped by two
+/// — read from the scrapes the endpoints answered — and each member Lease carries what its
+/// Prometheus says of the member's targets: all of them scraped and up once settled.
 #[tokio::test]
 async fn with_the_scrapers_api_a_target_is_handed_over_only_once_its_old_scraper_dropped_it() {
-    join_and_removal(Kind::Prometheus, true).await;
+    join_and_removal(Kind::Prometheus, Mode::Exclusive).await;
+}
+
+/// The overlap hand-off (the default with `--scrape-api`): the next owner's Prometheus is
+/// given the target first and proven scraping it, and only then does the old owner's drop it.
+/// No moved target waits longer than about an interval, each is scraped twice for about an
+/// interval or two, and history records every move as a proven overlap with its length.
+#[tokio::test]
+async fn in_an_overlap_hand_off_the_next_scraper_starts_before_the_old_one_stops() {
+    join_and_removal(Kind::Prometheus, Mode::Overlap).await;
 }
 
 /// The same with vmagent (VictoriaMetrics) scraping, its stops proven by its own targets API
 /// (which answers as Prometheus' does).
 #[tokio::test]
 async fn vmagent_scrapes_what_its_member_holds_and_proves_its_stops() {
-    join_and_removal(Kind::Vmagent, true).await;
+    join_and_removal(Kind::Vmagent, Mode::Exclusive).await;
 }
 
-/// Three members, a fourth joining and removed again, as the module says, scraped by `kind`;
-/// `exclusive`: with the scrapers' API (proven stops).
-async fn join_and_removal(kind: Kind, exclusive: bool) {
+/// How the scrapers hand targets over in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Agents without the scrapers' API: nothing proven.
+    Unproven,
+    /// With the scrapers' API, `handoff: exclusive`: stops proven, never two.
+    Exclusive,
+    /// With the scrapers' API, the default `handoff: overlap`.
+    Overlap,
+}
+
+/// Three members, a fourth joining and removed again, as the module says, scraped by `kind`,
+/// handing over as `mode` says.
+async fn join_and_removal(kind: Kind, mode: Mode) {
     let Some(bin) = scrape::binary(kind) else {
         return;
     };
+    let proven = mode != Mode::Unproven;
+    let exclusive = mode == Mode::Exclusive;
     let dir = tempfile::tempdir().unwrap();
     let paths: Vec<&str> = (0..TARGETS).map(path).collect();
     let targets = MetricsTargets::serve(&paths).await;
     let list = target_list(&targets.addrs);
-    let (mut h, targets_file) = managed_harness(&list, dir.path()).await;
+    let policy = if exclusive {
+        ", handoff: exclusive"
+    } else {
+        ""
+    };
+    let (mut h, targets_file) = managed_harness_with(&list, dir.path(), policy).await;
     let mut proms = BTreeMap::new();
     for m in ["c-0", "c-1", "c-2"] {
         let sd = scrape::free_addr();
@@ -216,7 +243,7 @@ async fn join_and_removal(kind: Kind, exclusive: bool) {
             &format!("http://{sd}/sd"),
             targets.sink,
         );
-        h.add_scrape_member(m, sd, &targets_file, exclusive.then_some(p.addr))
+        h.add_scrape_member(m, sd, &targets_file, proven.then_some(p.addr))
             .await;
         proms.insert(m, p);
     }
@@ -250,7 +277,7 @@ async fn join_and_removal(kind: Kind, exclusive: bool) {
     p.ready().await;
     proms.insert("c-3", p);
     let joined = unix_now();
-    let api = exclusive.then_some(proms["c-3"].addr);
+    let api = proven.then_some(proms["c-3"].addr);
     h.add_scrape_member("c-3", sd, &targets_file, api).await;
     eventually(Duration::from_secs(30), || async {
         (h.model().instance("c-3")?.owned >= TARGETS / 4).then_some(())
@@ -326,6 +353,49 @@ async fn join_and_removal(kind: Kind, exclusive: bool) {
             "with stops proven by the scraper, {interleaved} scrapes were made while another \
              scraper was at work on the same target"
         );
+    }
+    if mode == Mode::Overlap {
+        // Each moved target is scraped twice from the next scraper's first scrape to the old
+        // one's drop, which Prometheus applies on its own schedule: its SD refresh (an
+        // interval here), then its discovery batching and its scrape manager's reload (5 s
+        // each, fixed). At the 1 s intervals of this test that is most of the double; two
+        // intervals on top bound the proof, the word and the test's sampling. (At 5 s
+        // intervals, the issue's acceptance, the 300-target runs in docs/benchmarks.md.)
+        let limit = 2.0 * scrape::INTERVAL.as_secs_f64() + 10.0;
+        for (phase, cov, before, after) in [
+            ("scale-up", &join, &placed, &after_join),
+            ("remove-instance", &removal, &after_join, &after_removal),
+        ] {
+            for (t, c) in cov.iter().filter(|(t, _)| before.get(*t) != after.get(*t)) {
+                assert!(
+                    c.twice <= limit,
+                    "{phase}: {t} was scraped twice for {:.1} s",
+                    c.twice
+                );
+            }
+        }
+        // History tells every move between two live members as a proven overlap, with its
+        // length.
+        let moves: Vec<_> = h
+            .history(leasehold::store::HistoryKind::Ownership)
+            .await
+            .into_iter()
+            .filter(|e| e.from.is_some() && e.to.is_some() && e.at_ms >= (joined * 1000.0) as i64)
+            .collect();
+        assert!(moves.len() >= 2, "{moves:?}");
+        for e in &moves {
+            assert_eq!(e.overlap, Some(leasehold::model::Overlap::Proven), "{e:?}");
+            assert!(e.overlap_ms.is_some_and(|ms| ms >= 0), "{e:?}");
+        }
+        eprintln!(
+            "scrape overlap: history's overlaps (ms): {:?}",
+            moves
+                .iter()
+                .filter_map(|e| e.overlap_ms)
+                .collect::<Vec<_>>()
+        );
+    }
+    if proven {
         // Every member's Lease says its scraper scrapes all it holds, and up.
         let m = h.model();
         assert_eq!(m.counts.unworked, 0, "{:?}", m.counts);
@@ -346,8 +416,14 @@ async fn join_and_removal(kind: Kind, exclusive: bool) {
         ("scale-up", join_gap, join_stayed),
         ("remove-instance", removal_gap, removal_stayed),
     ] {
-        // Proven stops add the old scraper's own drop (Prometheus' 5 s discovery batching again).
-        let bound = if exclusive { 25.0 } else { 15.0 };
+        // Proven stops add the old scraper's own drop (Prometheus' 5 s discovery batching
+        // again); an overlap has none: the next scraper's first scrape comes before the old
+        // one's last (an interval's phase, and the test's own sampling, on top).
+        let bound = match mode {
+            Mode::Exclusive => 25.0,
+            Mode::Unproven => 15.0,
+            Mode::Overlap => 1.5 * scrape::INTERVAL.as_secs_f64() + 0.5,
+        };
         assert!(
             moved <= bound,
             "{phase}: a moved target went unscraped for {moved:.1} s"

@@ -202,6 +202,7 @@ async fn handoff_gap_is_measured_from_release_to_acquire() {
     let app = app().await;
     let leases: Api<Lease> = Api::namespaced(app.t.client.clone(), &app.ns);
     let desire = Desire {
+        overlap_ms: None,
         term: None,
         owner: "m-a".into(),
         cause: Cause::Initial,

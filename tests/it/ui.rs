@@ -859,6 +859,7 @@ async fn the_cluster_page_shows_a_move_made_after_it_was_rendered() {
     with_member(&app).await;
     let leases: Api<Lease> = Api::namespaced(app.t.client.clone(), &app.ns);
     let desire = Desire {
+        overlap_ms: None,
         term: None,
         owner: "c-0".into(),
         cause: Cause::Initial,
@@ -950,6 +951,7 @@ async fn an_instance_page_counts_each_event_whole() {
     let store = app.engine.store();
     let start = now_ms() - 20 * 60_000;
     let change = |target: String, from: Option<&str>, to: &str, cause, at_ms| OwnershipChange {
+        overlap: None,
         cluster: "c".into(),
         target,
         from: from.map(Into::into),
@@ -1066,6 +1068,7 @@ async fn every_page_and_the_api_state_one_imbalance() {
         ("t-4", "c-1"),
     ] {
         let desire = Desire {
+            overlap_ms: None,
             term: None,
             owner: owner.into(),
             cause: Cause::Initial,

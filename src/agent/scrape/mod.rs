@@ -87,6 +87,9 @@ struct Inner {
     watcher: Option<collector::Watcher>,
     /// Holds delisted and not yet proven stopped: (target, generation) → when delisted.
     stopping: Mutex<BTreeMap<(String, u64), tokio::time::Instant>>,
+    /// Targets listed ahead of their hand-over to this member (an overlap hand-off): target →
+    /// the generation the hand-over will give, and when it was listed.
+    preparing: Mutex<BTreeMap<String, (u64, tokio::time::Instant)>>,
 }
 
 impl Scrape {
@@ -105,6 +108,7 @@ impl Scrape {
                 defs,
                 watcher,
                 stopping: Mutex::default(),
+                preparing: Mutex::default(),
             }),
         })
     }
@@ -162,6 +166,80 @@ impl Scrape {
         }
     }
 
+    /// Lists `work` ahead of its hand-over (an overlap hand-off) and answers once a reading
+    /// of the scraper's API taken after the listing shows it scraped at this generation (or a
+    /// newer one): `up`, or `down` with an error of the target's own — or, after
+    /// [`STOP_CALL_WAIT`] without one, that it is not proven yet (the member asks again).
+    async fn prepare(&self, work: &Assignment) -> Result<(), String> {
+        let Some(w) = &self.inner.watcher else {
+            return Err("no scraper API to prove a start with (--scrape-api)".to_owned());
+        };
+        let listed = {
+            let mut preparing = self.inner.preparing.lock().unwrap();
+            let e = preparing
+                .entry(work.target.clone())
+                .or_insert((work.generation, tokio::time::Instant::now()));
+            if e.0 != work.generation {
+                *e = (work.generation, tokio::time::Instant::now());
+            }
+            e.1
+        };
+        let until = tokio::time::Instant::now() + STOP_CALL_WAIT;
+        let mut after = listed;
+        let mut last = "no reading of the scraper's API since".to_owned();
+        loop {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            let Some(r) = w.reading_after(after, left).await else {
+                return Err(format!(
+                    "not proven yet: {:?} was listed for the scraper {:?} ago, and {last}",
+                    work.target,
+                    listed.elapsed()
+                ));
+            };
+            after = r.sent;
+            match r.targets {
+                Ok(t) => match t.get(&work.target) {
+                    Some(s)
+                        if s.generation.is_some_and(|g| g >= work.generation)
+                            && (s.up() || !s.error.is_empty()) =>
+                    {
+                        return Ok(());
+                    }
+                    Some(s) if s.generation.is_some_and(|g| g >= work.generation) => {
+                        last = format!("it is listed, not scraped yet ({})", s.health);
+                    }
+                    _ => last = "it is not among the scraper's targets yet".to_owned(),
+                },
+                Err(e) => last = e,
+            }
+        }
+    }
+
+    /// Delists a target listed ahead of a hand-over that did not come.
+    fn unprepare(&self, work: &Assignment) {
+        let mut preparing = self.inner.preparing.lock().unwrap();
+        if preparing
+            .get(&work.target)
+            .is_some_and(|(g, _)| *g <= work.generation)
+        {
+            preparing.remove(&work.target);
+        }
+    }
+
+    /// What is listed: the held targets, and those listed ahead of their hand-over.
+    fn listed(&self) -> BTreeMap<String, u64> {
+        let mut listed: BTreeMap<String, u64> = self
+            .inner
+            .preparing
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, (g, _))| (k.clone(), *g))
+            .collect();
+        listed.extend(self.inner.held.lock().unwrap().clone());
+        listed
+    }
+
     /// The settings it runs with.
     pub fn settings(&self) -> &ScrapeSettings {
         &self.inner.settings
@@ -175,8 +253,7 @@ impl Scrape {
     /// What is served now: the held targets with a definition, one group each, by key
     /// ([`groups`]).
     pub fn groups(&self) -> Vec<(Option<String>, Group)> {
-        let held = self.inner.held.lock().unwrap().clone();
-        groups(&held, &self.definitions())
+        groups(&self.listed(), &self.definitions())
     }
 
     /// Every job of the target list, held here or not (the Target Allocator's `/scrape_configs`
@@ -201,6 +278,8 @@ impl Scrape {
             let mut held = self.inner.held.lock().unwrap();
             let listed = held.entry(work.target.clone()).or_insert(work.generation);
             *listed = (*listed).max(work.generation);
+            // Listed ahead of its hand-over: now held.
+            self.inner.preparing.lock().unwrap().remove(&work.target);
         }
         // Listed whatever the definitions say: one that appears in the file later is served
         // from then on.
@@ -237,11 +316,26 @@ impl Hooks for Scrape {
     fn confirms_stop(&self) -> bool {
         self.inner.watcher.is_some()
     }
+    fn prepares(&self) -> bool {
+        self.inner.watcher.is_some()
+    }
+    fn on_prepare(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
+        let work = work.clone();
+        Box::pin(async move { self.prepare(&work).await })
+    }
+    fn on_unprepare(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
+        self.unprepare(work);
+        Box::pin(futures::future::ready(Ok(())))
+    }
     fn work(&self) -> Option<crate::protocol::AppWork> {
         let reading = self.inner.watcher.as_ref()?.last();
         let held = self.inner.held.lock().unwrap().clone();
         let defs = self.definitions();
-        Some(work(&held, &defs, reading.as_ref()))
+        Some(crate::protocol::AppWork {
+            // Starts are proven by the scraper's API, so it can start ahead of a hand-over.
+            prepares: true,
+            ..work(&held, &defs, reading.as_ref())
+        })
     }
 }
 

@@ -131,6 +131,7 @@ mod tests {
 
     fn change(cluster: &str, target: usize, at_ms: i64) -> OwnershipChange {
         OwnershipChange {
+            overlap: None,
             cluster: cluster.into(),
             target: format!("t-{target}"),
             from: None,

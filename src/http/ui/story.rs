@@ -527,6 +527,8 @@ pub(super) fn move_entry(
     gap_ms: Option<i64>,
 ) -> HistoryEntry {
     HistoryEntry {
+        overlap_ms: None,
+        overlap: None,
         id: at_ms,
         at_ms,
         kind: HistoryKind::Ownership,

@@ -365,6 +365,8 @@ mod tests {
 
     fn view(holder: Option<&str>, renew_s: i64, duration_s: i32) -> LeaseView {
         LeaseView {
+            ready: None,
+            overlap_ms: None,
             name: "l".into(),
             resource_version: "1".into(),
             role: LeaseRole::Target("k".into()),

@@ -349,6 +349,7 @@ fn flush_gnmic_releases(state: &mut ClusterState, emit: &mut Emit<'_>) {
             at_ms: r.at_ms,
             acquired_at_ms: None,
             gap_ms: None,
+            overlap: None,
             replayed: false,
         });
     }
@@ -475,6 +476,11 @@ impl Indexed for Lease {
                 at_ms: now,
                 acquired_at_ms: view.holding.acquire.map(|t| t.as_millisecond()),
                 gap_ms,
+                overlap: if native {
+                    crate::protocol::overlap_of(&view)
+                } else {
+                    None
+                },
                 replayed: false,
             };
         let previous = if native {
@@ -593,6 +599,7 @@ impl Indexed for Lease {
                 at_ms: emit.now_ms,
                 acquired_at_ms: None,
                 gap_ms: None,
+                overlap: None,
                 replayed: false,
             });
         }

@@ -81,6 +81,9 @@ pub enum Change {
         /// `LeaseEntry::handoff_gap_ms`). `None` for a first owner, the same member again, or
         /// a deletion.
         gap_ms: Option<i64>,
+        /// An overlap hand-off: how it went, and its overlap (ms) when proven
+        /// ([`crate::protocol::overlap_of`]).
+        overlap: Option<(crate::model::Overlap, Option<i64>)>,
         /// Found in a watch's first list, not seen happening (`from` is then unknown and
         /// `None`): the holder's acquisition, for history to record if no replica did when it
         /// happened (recording it again is a no-op). Not counted or broadcast.
@@ -588,6 +591,18 @@ impl Index {
             .iter()
             .find(|c| c.spec.name == cluster)
             .is_some_and(|c| c.configured.contains_key(key))
+    }
+
+    /// Whether `member` of `cluster` says (its member Lease's app report) that its app can
+    /// start on a target ahead of a hand-over and prove it: it can be the next owner in an
+    /// overlap hand-off.
+    pub fn prepares(&self, cluster: &str, member: &str) -> bool {
+        self.clusters
+            .iter()
+            .find(|c| c.spec.name == cluster)
+            .and_then(|c| c.members.get(member))
+            .and_then(|m| m.app_work.as_ref())
+            .is_some_and(|w| w.prepares)
     }
 
     /// Whether `instance` of `cluster` is a live member: its pod exists, is ready and is not

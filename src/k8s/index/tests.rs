@@ -59,6 +59,7 @@ fn mk_pod(name: &str, ready: bool, extra_labels: serde_json::Value) -> Pod {
 
 fn mk_lease(key: &str, desired: &str, holder: Option<&str>, acquire_s: i64) -> Lease {
     let d = Desire {
+        overlap_ms: None,
         term: None,
         owner: desired.into(),
         cause: Cause::Rebalance,
@@ -190,6 +191,7 @@ fn ownership_changes_name_previous_holder_and_cause() {
     assert!(ix.apply(&initial, at(2000)).is_empty());
     // Rebalance: desired moves to c-1, c-0 releases, c-1 acquires: one change c-0 -> c-1.
     let d = Desire {
+        overlap_ms: None,
         term: None,
         owner: "c-1".into(),
         cause: Cause::Rebalance,
@@ -322,6 +324,7 @@ fn a_failover_gap_counts_from_the_members_last_renewal() {
         at(12_500),
     );
     let failover = Desire {
+        overlap_ms: None,
         term: None,
         owner: "c-1".into(),
         cause: Cause::Failover,
@@ -335,6 +338,7 @@ fn a_failover_gap_counts_from_the_members_last_renewal() {
     // A handoff back (c-1 releases at 30,000, c-0 takes it at 30,040): from the release,
     // though the target Lease was written 17 s before.
     let handoff = Desire {
+        overlap_ms: None,
         term: None,
         owner: "c-0".into(),
         cause: Cause::Handoff,
@@ -779,6 +783,7 @@ fn the_revision_moves_on_changes_but_not_on_renewals() {
 
     let r = ix.revision();
     let d = Desire {
+        overlap_ms: None,
         term: None,
         owner: "c-1".into(),
         cause: Cause::Rebalance,
@@ -823,6 +828,7 @@ fn a_new_desired_owner_restarts_its_own_clock_only() {
         (Some(28_000), Some(29_000))
     );
     let d = Desire {
+        overlap_ms: None,
         term: None,
         owner: "c-1".into(),
         cause: Cause::Failover,

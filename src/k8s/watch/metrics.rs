@@ -199,6 +199,7 @@ mod tests {
 
     fn ownership(cluster: &str, gap_ms: Option<i64>) -> Change {
         Change::Ownership {
+            overlap: None,
             cluster: cluster.into(),
             target: "secret-target-key".into(),
             from: Some("member-a".into()),

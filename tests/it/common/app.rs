@@ -167,6 +167,7 @@ impl App {
         }
         for target in ["t-0", "t-1", "t-2", "t-3"] {
             let desire = Desire {
+                overlap_ms: None,
                 term: None,
                 owner: "c-0".into(),
                 cause: Cause::Initial,

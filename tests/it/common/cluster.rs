@@ -710,6 +710,16 @@ pub async fn managed_harness(
     list: &[String],
     dir: &std::path::Path,
 ) -> (Harness, std::path::PathBuf) {
+    managed_harness_with(list, dir, "").await
+}
+
+/// [`managed_harness`] with more of the cluster's policy (`, key: value` pairs, e.g.
+/// `, handoff: exclusive`).
+pub async fn managed_harness_with(
+    list: &[String],
+    dir: &std::path::Path,
+    policy: &str,
+) -> (Harness, std::path::PathBuf) {
     let yaml = format!(
         "control_plane: {{namespace: {NS}, lease_duration: 2s}}
 clusters:
@@ -720,7 +730,7 @@ clusters:
   targets:
     inline:
 {}
-  policy: {{lease_duration: {PROCESS_LEASE_S}s, join_settle: 1s, move_timeout: 20s, on_join: auto}}
+  policy: {{lease_duration: {PROCESS_LEASE_S}s, join_settle: 1s, move_timeout: 20s, on_join: auto{policy}}}
 ",
         list.iter()
             .map(|t| format!("    - {t}\n"))

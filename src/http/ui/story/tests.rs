@@ -268,6 +268,7 @@ async fn record(store: &Store, rows: &[Row]) -> Vec<HistoryEntry> {
             } => {
                 at_ms += after_s * 1000 + 7;
                 let change = OwnershipChange {
+                    overlap: None,
                     cluster: CLUSTERS[*cluster].into(),
                     target: format!("t-{i}"),
                     from: from.map(|m| MEMBERS[m].into()),
