@@ -31,6 +31,11 @@
 //! it writes `leaving` and waits (at most the drain timeout) until the control plane has moved
 //! everything away.
 //!
+//! In an overlap hand-off (`leasehold.io/overlap-ms` on the Lease) the next owner starts its
+//! app ahead of the hand-over (`preparing`: `on_prepare` until the app proves it, then one
+//! `ready` write) and the holder keeps working until that word, at most the bound (`awaiting`),
+//! before it stops and hands over; a move called off is undone (`on_unprepare`).
+//!
 //! A failing `on_acquire` is logged and the Lease is kept: the desired owner is still this
 //! member, giving the Lease up would only make the control plane move it back, and the app can
 //! retry on its own. `on_release` failures are logged too; the release goes ahead — unless

@@ -15,6 +15,10 @@
 //!   has the target — this kind then [confirms its stops](crate::agent::Hooks::confirms_stop)
 //!   (the `exclusive` hand-off: never two scrapers on one target), and the member Lease
 //!   carries what the scraper says of every held target ([`crate::agent::Hooks::work`]);
+//! - in an overlap hand-off to this member ([`Hooks::prepares`], with the scraper's API), the
+//!   target is listed ahead of the hand-over at the generation it will give, and the prepare
+//!   call returns once a reading of the scraper's API shows it scraped (`up`, or `down` with
+//!   the target's own error) — the member then tells the holder, which stops its own;
 //! - on a lost authority the member releases every target, and the list is empty from its
 //!   renew deadline on whatever the member loop does (the served list is checked against the
 //!   published deadline, [`crate::agent::Agent::authority`]).

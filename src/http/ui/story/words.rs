@@ -138,6 +138,21 @@ impl HistoryEntry {
         })
     }
 
+    /// An overlap hand-off in words: "overlap 3.2 s" (both apps worked on the target that
+    /// long, the next owner's proven first), or that the next owner's app was not proven in
+    /// time and the old one stopped first.
+    pub fn overlap_words(&self) -> Option<String> {
+        Some(match self.overlap? {
+            crate::model::Overlap::Proven => match self.overlap_ms {
+                Some(ms) => format!("overlap {}", crate::http::ui::page::span(ms)),
+                None => "overlap".to_owned(),
+            },
+            crate::model::Overlap::Unproven => {
+                "overlap not proven in time: the old owner stopped first".to_owned()
+            }
+        })
+    }
+
     /// Why an audited request was refused (`None`: it was done).
     pub fn refused(&self) -> Option<&str> {
         let d = self.detail.as_deref()?;
@@ -160,6 +175,22 @@ mod tests {
             actor: Some("alice".into()),
             ..move_entry("", (None, ""), Cause::Manual, None, 1, None)
         }
+    }
+
+    #[test]
+    fn an_overlap_hand_off_is_told_with_its_length_or_as_not_proven() {
+        use crate::model::Overlap;
+        let mut e = move_entry("t", (Some("a"), "b"), Cause::Rebalance, None, 1, None);
+        assert_eq!(e.overlap_words(), None);
+        e.overlap = Some(Overlap::Proven);
+        e.overlap_ms = Some(3_200);
+        assert_eq!(e.overlap_words().as_deref(), Some("overlap 3.2 s"));
+        e.overlap = Some(Overlap::Unproven);
+        e.overlap_ms = None;
+        assert_eq!(
+            e.overlap_words().as_deref(),
+            Some("overlap not proven in time: the old owner stopped first")
+        );
     }
 
     /// No stored word reaches the page: phases, states and actions are put in words, and the
