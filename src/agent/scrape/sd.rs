@@ -8,11 +8,11 @@
 use std::collections::BTreeMap;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -100,14 +100,29 @@ struct Collector {
     collector_id: Option<String>,
 }
 
+/// The job named by the raw path segment `raw`, decoded as the Target Allocator does
+/// (`url.QueryUnescape`): the OpenTelemetry Collector's receiver escapes the job with Go's
+/// `url.QueryEscape`, which writes a space as `+`, so `+` is a space and `%2B` a plus.
+fn job_of_segment(raw: &str) -> String {
+    let spaced = raw.replace('+', " ");
+    percent_decode_str(&spaced).decode_utf8_lossy().into_owned()
+}
+
 /// `GET /jobs/{job}/targets?collector_id=ID`: the groups of `job` (a target's `job`, or the
 /// cluster's name) in HTTP SD format when `ID` is this member; `[]` for any other collector
 /// (this agent serves its own member's targets only). 400 without `collector_id`.
 async fn job_targets(
     State(s): State<Served>,
-    Path(job): Path<String>,
+    uri: axum::http::Uri,
     Query(q): Query<Collector>,
 ) -> Response {
+    // The raw segment: the extractor's decoding would keep a `+` (the Collector's space).
+    let raw = uri
+        .path()
+        .strip_prefix("/jobs/")
+        .and_then(|p| p.strip_suffix("/targets"))
+        .unwrap_or_default();
+    let job = job_of_segment(raw);
     let Some(id) = q.collector_id else {
         return (
             StatusCode::BAD_REQUEST,
@@ -154,6 +169,143 @@ mod tests {
         let body = resp.into_body().collect().await.unwrap().to_bytes();
         let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         (status, ctype, value)
+    }
+
+    /// Whether `v` is a list in Prometheus' HTTP SD format as its documentation states it —
+    /// an array of `{"targets": [<host:port>, …], "labels": {<name>: <string>, …}}` — with the
+    /// labels a scraper accepts (names `[a-zA-Z_][a-zA-Z0-9_]*`; of Prometheus' own `__…`
+    /// only the path and scheme) and no two groups with one label set (a scraper would merge
+    /// them into one target).
+    fn http_sd_conforms(v: &Value) -> Result<(), String> {
+        let groups = v.as_array().ok_or("not an array")?;
+        let mut label_sets = std::collections::BTreeSet::new();
+        for g in groups {
+            let o = g.as_object().ok_or(format!("{g}: not an object"))?;
+            let mut keys: Vec<&str> = o.keys().map(String::as_str).collect();
+            keys.sort_unstable();
+            if keys != ["labels", "targets"] {
+                return Err(format!("{g}: fields {keys:?}"));
+            }
+            let targets = o["targets"].as_array().ok_or("targets: not an array")?;
+            if targets.is_empty() {
+                return Err(format!("{g}: no targets"));
+            }
+            for t in targets {
+                let t = t.as_str().ok_or(format!("{t}: not a string"))?;
+                let (host, port) = t.rsplit_once(':').ok_or(format!("{t}: not host:port"))?;
+                if host.is_empty() || port.parse::<u16>().is_err() {
+                    return Err(format!("{t}: not host:port"));
+                }
+            }
+            let labels = o["labels"].as_object().ok_or("labels: not an object")?;
+            for (name, value) in labels {
+                value
+                    .as_str()
+                    .ok_or(format!("label {name}: {value} is not a string"))?;
+                let mut c = name.chars();
+                let valid = c
+                    .next()
+                    .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+                    && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_');
+                let own = name.starts_with("__")
+                    && !matches!(name.as_str(), "__metrics_path__" | "__scheme__");
+                if !valid || own {
+                    return Err(format!("label name {name:?} would be refused"));
+                }
+            }
+            if !label_sets.insert(o["labels"].to_string()) {
+                return Err(format!("two groups with the labels {}", o["labels"]));
+            }
+        }
+        Ok(())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Whatever the target list holds (keys of any characters, jobs, labels, paths,
+        /// schemes) and whichever targets the member holds: `/sd` and each job's
+        /// `/jobs/{job}/targets?collector_id=` are in the HTTP SD format, the jobs' lists
+        /// together are `/sd`, `/scrape_configs` and `/jobs` name every job of the list, and
+        /// another collector gets `[]`.
+        #[test]
+        fn every_answer_is_in_the_formats_scrapers_read(
+            defs in proptest::collection::vec((
+                "\\PC{1,12}",
+                proptest::option::of(proptest::sample::select(vec!["node/x", "c", "web app", "ü", "a+b"])),
+                proptest::collection::btree_map("[a-zA-Z_][a-zA-Z0-9_]{0,6}", "\\PC{0,6}", 0..3),
+                proptest::option::of("/[a-z]{0,6}"),
+                proptest::option::of(proptest::bool::ANY),
+                proptest::option::of(0u64..100),
+            ), 0..10),
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let dir = tempfile::tempdir().unwrap();
+                let file = dir.path().join("targets.yaml");
+                // JSON is YAML: the list as a user could write it.
+                let mut seen = std::collections::BTreeSet::new();
+                let list: Vec<Value> = defs
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, d)| seen.insert(d.0.clone()))
+                    .map(|(i, (key, job, labels, path, https, _))| {
+                        let labels: BTreeMap<&String, &String> = labels
+                            .iter()
+                            .filter(|(n, _)| !n.starts_with("__") && !n.starts_with("leasehold_") && *n != "job")
+                            .collect();
+                        let mut scrape = json!({"address": format!("h{i}:{}", 9000 + i), "labels": labels});
+                        if let Some(j) = job { scrape["job"] = json!(j); }
+                        if let Some(p) = path { scrape["metrics_path"] = json!(p); }
+                        if let Some(h) = https { scrape["scheme"] = json!(if *h { "https" } else { "http" }); }
+                        json!({"key": key, "scrape": scrape})
+                    })
+                    .collect();
+                std::fs::write(&file, serde_json::to_string(&list).unwrap()).unwrap();
+                let scrape = Scrape::new(ScrapeSettings {
+                    targets_file: file,
+                    cluster: "c".into(),
+                    identity: "c-0".into(),
+                    collector: None,
+                })
+                .unwrap();
+                let far = now_unix_ms() + 60_000;
+                let (_authority, rx) = watch::channel(Some(far));
+                let router = router(scrape.clone(), rx);
+                let mut seen = std::collections::BTreeSet::new();
+                for (key, .., held) in defs.iter().filter(|d| seen.insert(d.0.clone())) {
+                    if let Some(g) = held {
+                        let work = Assignment { target: key.clone(), generation: *g, deadline_unix_ms: Some(far) };
+                        scrape.on_acquire(&work).await.unwrap();
+                    }
+                }
+                let (status, ctype, all) = get(&router, "/sd").await;
+                assert_eq!((status, ctype.as_deref()), (StatusCode::OK, Some("application/json")));
+                http_sd_conforms(&all).unwrap();
+                let held = defs.iter().filter(|d| d.5.is_some()).map(|d| &d.0).collect::<std::collections::BTreeSet<_>>();
+                assert_eq!(all.as_array().unwrap().len(), held.len());
+                let (_, _, configs) = get(&router, "/scrape_configs").await;
+                let (_, _, jobs) = get(&router, "/jobs").await;
+                let names: Vec<&String> = configs.as_object().unwrap().keys().collect();
+                assert_eq!(names, jobs.as_object().unwrap().keys().collect::<Vec<_>>());
+                let mut union = Vec::new();
+                for (job, config) in configs.as_object().unwrap() {
+                    assert_eq!(config, &json!({"job_name": job}));
+                    let link = jobs[job]["_link"].as_str().unwrap();
+                    let (status, ctype, groups) = get(&router, &format!("{link}?collector_id=c-0")).await;
+                    assert_eq!((status, ctype.as_deref()), (StatusCode::OK, Some("application/json")), "{link}");
+                    http_sd_conforms(&groups).unwrap();
+                    union.extend(groups.as_array().unwrap().iter().cloned());
+                    let (_, _, other) = get(&router, &format!("{link}?collector_id=c-9")).await;
+                    assert_eq!(other, json!([]));
+                }
+                let key = |g: &Value| g["labels"]["leasehold_target"].as_str().unwrap().to_owned();
+                union.sort_by_key(key);
+                let mut all = all.as_array().unwrap().clone();
+                all.sort_by_key(key);
+                assert_eq!(union, all);
+            });
+        }
     }
 
     #[tokio::test]
@@ -219,6 +371,11 @@ mod tests {
         assert_eq!(body[0]["targets"], json!(["h:1"]));
         let (_, _, body) = get(&router, "/jobs/c/targets?collector_id=c-0").await;
         assert_eq!(body[0]["labels"]["leasehold_target"], "b");
+        // As the Collector's receiver asks (Go's url.QueryEscape): a space is `+`, a plus `%2B`.
+        assert_eq!(job_of_segment("web+app"), "web app");
+        assert_eq!(job_of_segment("web%20app"), "web app");
+        assert_eq!(job_of_segment("a%2Bb"), "a+b");
+        assert_eq!(job_of_segment("node%2Fx"), "node/x");
         let (_, _, body) = get(&router, "/jobs/c/targets?collector_id=c-1").await;
         assert_eq!(body, json!([]));
         let (status, _, _) = get(&router, "/jobs/c/targets").await;

@@ -409,3 +409,50 @@ pub fn unix_now() -> f64 {
         .unwrap()
         .as_secs_f64()
 }
+
+/// The header whose value names the scraper, for [`MetricsTargets::serve_named_by_header`].
+pub const SCRAPER_HEADER: &str = "x-leasehold-scraper";
+
+impl MetricsTargets {
+    /// As [`MetricsTargets::serve`], but each scrape is recorded as made by the scraper its
+    /// [`SCRAPER_HEADER`] names (its `scraper` parameter where it has no such header).
+    pub async fn serve_named_by_header(paths: &[&str]) -> MetricsTargets {
+        let mut addrs = Vec::new();
+        let mut tasks = Vec::new();
+        let log: Arc<Mutex<Vec<(usize, String, f64)>>> = Arc::default();
+        for (i, path) in paths.iter().enumerate() {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            addrs.push(listener.local_addr().unwrap());
+            let body =
+                format!("# TYPE scrape_test_target gauge\nscrape_test_target{{n=\"{i}\"}} 1\n");
+            let log = log.clone();
+            let app = axum::Router::new().route(
+                path,
+                axum::routing::get(
+                    move |headers: axum::http::HeaderMap,
+                          axum::extract::Query(q): axum::extract::Query<ScrapeQuery>| {
+                        let scraper = headers
+                            .get(SCRAPER_HEADER)
+                            .and_then(|v| v.to_str().ok())
+                            .map_or(q.scraper, str::to_owned);
+                        log.lock().unwrap().push((i, scraper, unix_now()));
+                        let body = body.clone();
+                        async move { ([("content-type", "text/plain; version=0.0.4")], body) }
+                    },
+                ),
+            );
+            tasks.push(tokio::spawn(async move {
+                let _ = axum::serve(listener, app).await;
+            }));
+        }
+        // No remote-write sink is needed (the collectors export nowhere): an address that
+        // answers nothing.
+        let sink = free_addr();
+        MetricsTargets {
+            addrs,
+            sink,
+            log,
+            tasks,
+        }
+    }
+}
