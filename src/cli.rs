@@ -152,6 +152,11 @@ pub struct AgentArgs {
     /// only once the scraper's active targets no longer have it (docs/scrape.md).
     #[arg(long, env = "LEASEHOLD_SCRAPE_API", requires = "scrape_sd_listen")]
     pub scrape_api: Option<String>,
+    /// Scrape targets: also keep this file holding the list `GET /sd` serves, for the
+    /// scraper's file SD (Prometheus' `file_sd_configs`), which Prometheus reads as soon as the
+    /// file changes rather than at its next HTTP SD poll (docs/scrape.md). Emptied at exit.
+    #[arg(long, env = "LEASEHOLD_SCRAPE_SD_FILE", requires = "scrape_sd_listen")]
+    pub scrape_sd_file: Option<PathBuf>,
     /// Scrape targets: how often (ms) the scraper's API is read.
     #[arg(long, default_value_t = 250)]
     pub scrape_poll_ms: u64,
@@ -575,9 +580,16 @@ async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
         }
         _ => futures::future::pending().boxed(),
     };
+    let sd_file = match (&scrape, &a.scrape_sd_file) {
+        (Some(s), Some(path)) => {
+            tracing::info!(path = %path.display(), "writing this member's scrape targets to a file SD file");
+            agent::scrape::sd::write_file(s.clone(), agent.authority(), path.clone()).boxed()
+        }
+        _ => futures::future::pending().boxed(),
+    };
     let member = agent.run(client, shutdown);
     tokio::pin!(member);
-    tokio::select! {
+    let res = tokio::select! {
         res = &mut member => {
             let _ = stop.send(());
             let _ = stop_sd.send(());
@@ -598,7 +610,15 @@ async fn run_agent(a: AgentArgs) -> anyhow::Result<()> {
             anyhow::bail!("the scrape endpoint stopped serving")
         }
         () = reconcile => unreachable!("gnmic's reconciler and the scraper's reader run until dropped"),
+        () = sd_file => unreachable!("the SD file writer runs until dropped"),
+    };
+    // The member has stopped all work: nothing for the scraper to go on scraping.
+    if let Some(path) = &a.scrape_sd_file
+        && let Err(error) = agent::scrape::sd::write_atomically(path, b"[]")
+    {
+        tracing::warn!(path = %path.display(), %error, "could not empty the scrape SD file");
     }
+    res
 }
 
 /// Completes on SIGTERM (what the kubelet sends) or Ctrl-C. The SIGTERM handler is installed

@@ -232,18 +232,25 @@ async fn join_and_removal(kind: Kind, mode: Mode) {
         ""
     };
     let (mut h, targets_file) = managed_harness_with(&list, dir.path(), policy).await;
+    // In the overlap run every Prometheus reads its agent's list as a file (file SD,
+    // `--scrape-sd-file`): read as soon as it changes, not at the next poll.
+    let file = |m: &str| dir.path().join(format!("sd-{m}.json"));
+    let sd_file = |m: &str| format!("file://{}", file(m).display());
+    let more = |m: &str| match mode {
+        Mode::Overlap => vec!["--scrape-sd-file".to_owned(), file(m).display().to_string()],
+        _ => Vec::new(),
+    };
     let mut proms = BTreeMap::new();
     for m in ["c-0", "c-1", "c-2"] {
         let sd = scrape::free_addr();
-        let p = Scraper::start(
-            kind,
-            &bin,
-            dir.path(),
-            m,
-            &format!("http://{sd}/sd"),
-            targets.sink,
-        );
-        h.add_scrape_member(m, sd, &targets_file, proven.then_some(p.addr))
+        let url = match mode {
+            Mode::Overlap => sd_file(m),
+            _ => format!("http://{sd}/sd"),
+        };
+        let p = Scraper::start(kind, &bin, dir.path(), m, &url, targets.sink);
+        let more = more(m);
+        let more: Vec<&str> = more.iter().map(String::as_str).collect();
+        h.add_scrape_member_with(m, sd, &targets_file, proven.then_some(p.addr), &more)
             .await;
         proms.insert(m, p);
     }
@@ -266,19 +273,19 @@ async fn join_and_removal(kind: Kind, mode: Mode) {
     // A fourth member joins: its share is handed to it (on_join: auto). Its scraper reads
     // the Target Allocator's per-collector list (the targets name no job: the cluster's).
     let sd = scrape::free_addr();
-    let p = Scraper::start(
-        kind,
-        &bin,
-        dir.path(),
-        "c-3",
-        &format!("http://{sd}/jobs/{CLUSTER}/targets?collector_id=c-3"),
-        targets.sink,
-    );
+    let url = match mode {
+        Mode::Overlap => sd_file("c-3"),
+        _ => format!("http://{sd}/jobs/{CLUSTER}/targets?collector_id=c-3"),
+    };
+    let p = Scraper::start(kind, &bin, dir.path(), "c-3", &url, targets.sink);
     p.ready().await;
     proms.insert("c-3", p);
     let joined = unix_now();
     let api = proven.then_some(proms["c-3"].addr);
-    h.add_scrape_member("c-3", sd, &targets_file, api).await;
+    let more3 = more("c-3");
+    let more3: Vec<&str> = more3.iter().map(String::as_str).collect();
+    h.add_scrape_member_with("c-3", sd, &targets_file, api, &more3)
+        .await;
     eventually(Duration::from_secs(30), || async {
         (h.model().instance("c-3")?.owned >= TARGETS / 4).then_some(())
     })

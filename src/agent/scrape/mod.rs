@@ -94,6 +94,8 @@ struct Inner {
     /// Targets listed ahead of their hand-over to this member (an overlap hand-off): target →
     /// the generation the hand-over will give, and when it was listed.
     preparing: Mutex<BTreeMap<String, (u64, tokio::time::Instant)>>,
+    /// Bumped whenever what is listed may have changed (for [`sd::write_file`]).
+    changed: tokio::sync::watch::Sender<u64>,
 }
 
 impl Scrape {
@@ -113,6 +115,7 @@ impl Scrape {
                 watcher,
                 stopping: Mutex::default(),
                 preparing: Mutex::default(),
+                changed: tokio::sync::watch::Sender::new(0),
             }),
         })
     }
@@ -188,6 +191,7 @@ impl Scrape {
             }
             e.1
         };
+        self.bump();
         let until = tokio::time::Instant::now() + STOP_CALL_WAIT;
         let mut after = listed;
         let mut last = "no reading of the scraper's API since".to_owned();
@@ -228,6 +232,8 @@ impl Scrape {
         {
             preparing.remove(&work.target);
         }
+        drop(preparing);
+        self.bump();
     }
 
     /// What is listed: the held targets, and those listed ahead of their hand-over.
@@ -242,6 +248,15 @@ impl Scrape {
             .collect();
         listed.extend(self.inner.held.lock().unwrap().clone());
         listed
+    }
+
+    /// A receiver that sees a new value whenever what is listed may have changed.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.changed.subscribe()
+    }
+
+    fn bump(&self) {
+        self.inner.changed.send_modify(|v| *v = v.wrapping_add(1));
     }
 
     /// The settings it runs with.
@@ -285,6 +300,7 @@ impl Scrape {
             // Listed ahead of its hand-over: now held.
             self.inner.preparing.lock().unwrap().remove(&work.target);
         }
+        self.bump();
         // Listed whatever the definitions say: one that appears in the file later is served
         // from then on.
         if self.definitions().contains_key(&work.target) {
@@ -306,6 +322,8 @@ impl Scrape {
         {
             held.remove(&work.target);
         }
+        drop(held);
+        self.bump();
     }
 }
 

@@ -1,9 +1,11 @@
 //! The scrape list over HTTP (`leasehold agent --scrape-sd-listen`), for the scraper in the
 //! member's pod: Prometheus' HTTP service discovery (`GET /sd`) and the OpenTelemetry
 //! Operator's Target Allocator collector API (`GET /scrape_configs`, `GET /jobs`,
-//! `GET /jobs/{job}/targets?collector_id=ID`). Every list is what [`Scrape`] holds, and empty
-//! once the member's authority has lapsed by this machine's clock, whether or not the member
-//! loop has released its targets yet. Read-only; the formats are in `docs/scrape.md`.
+//! `GET /jobs/{job}/targets?collector_id=ID`) — and the same list as a file for Prometheus'
+//! file SD ([`write_file`], `--scrape-sd-file`), which Prometheus reads as soon as it changes
+//! instead of at its next poll. Every list is what [`Scrape`] holds, and empty once the
+//! member's authority has lapsed by this machine's clock, whether or not the member loop has
+//! released its targets yet. Read-only; the formats are in `docs/scrape.md`.
 
 use std::collections::BTreeMap;
 
@@ -57,6 +59,59 @@ pub fn router(scrape: Scrape, authority: watch::Receiver<Option<i64>>) -> axum::
 
 fn now_unix_ms() -> i64 {
     jiff::Timestamp::now().as_millisecond()
+}
+
+/// Keeps `path` holding what `GET /sd` would answer (Prometheus' file SD reads the same
+/// format), rewritten — atomically: a new file renamed over the old — whenever the list changes,
+/// the definitions file changes (looked at every second) or the member's authority (the
+/// published deadline) ends; runs until dropped. Write errors are logged and retried at the
+/// next change or second.
+pub async fn write_file(
+    scrape: Scrape,
+    mut authority: watch::Receiver<Option<i64>>,
+    path: std::path::PathBuf,
+) {
+    let served = Served {
+        scrape: scrape.clone(),
+        authority: authority.clone(),
+    };
+    let mut changes = scrape.changes();
+    let mut written: Option<Vec<u8>> = None;
+    loop {
+        let now = now_unix_ms();
+        let groups: Vec<Group> = served.groups(now).into_iter().map(|(_, g)| g).collect();
+        let body = serde_json::to_vec(&groups).unwrap_or_else(|_| b"[]".to_vec());
+        if written.as_ref() != Some(&body) {
+            match write_atomically(&path, &body) {
+                Ok(()) => written = Some(body),
+                Err(error) => {
+                    tracing::warn!(path = %path.display(), %error, "could not write the scrape SD file")
+                }
+            }
+        }
+        // Until the next change, the deadline, or a second (the definitions file).
+        let deadline = (*authority.borrow()).filter(|d| *d > now);
+        let mut wait = std::time::Duration::from_secs(1);
+        if let Some(d) = deadline {
+            wait = wait.min(std::time::Duration::from_millis(
+                u64::try_from(d - now).unwrap_or(0),
+            ));
+        }
+        tokio::select! {
+            _ = changes.changed() => {}
+            _ = authority.changed() => {}
+            () = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// Writes `body` to `path` through a file beside it renamed over it, so that a reader never
+/// sees half a list.
+pub fn write_atomically(path: &std::path::Path, body: &[u8]) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, body)?;
+    std::fs::rename(&tmp, path)
 }
 
 /// `GET /sd`: every group, in Prometheus' HTTP SD format.

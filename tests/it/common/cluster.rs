@@ -600,6 +600,19 @@ impl Harness {
         targets: &std::path::Path,
         scraper_api: Option<std::net::SocketAddr>,
     ) {
+        self.add_scrape_member_with(name, sd, targets, scraper_api, &[])
+            .await;
+    }
+
+    /// [`Harness::add_scrape_member`] with more agent arguments (`--scrape-sd-file PATH`).
+    pub async fn add_scrape_member_with(
+        &mut self,
+        name: &str,
+        sd: std::net::SocketAddr,
+        targets: &std::path::Path,
+        scraper_api: Option<std::net::SocketAddr>,
+        more: &[&str],
+    ) {
         self.add_pod(name).await;
         let sd = sd.to_string();
         let targets = targets.to_str().unwrap().to_owned();
@@ -608,6 +621,7 @@ impl Harness {
         if let Some(api) = &api {
             args.extend(["--scrape-api", api]);
         }
+        args.extend(more);
         self.spawn_process_member(name, &args);
     }
 

@@ -207,9 +207,10 @@ pub struct Scraper {
 }
 
 impl Scraper {
-    /// A scraper whose one scrape job (`leasehold`) takes its targets from `sd_url` (HTTP SD),
-    /// refreshed and scraped every [`INTERVAL`], its data in `dir`; each scrape says it is
-    /// `name`'s (the `scraper` parameter). vmagent sends what it scrapes to `sink`.
+    /// A scraper whose one scrape job (`leasehold`) takes its targets from `sd_url` (HTTP SD;
+    /// `file:///path`: Prometheus' file SD of that file instead), refreshed and scraped every
+    /// [`INTERVAL`], its data in `dir`; each scrape says it is `name`'s (the `scraper`
+    /// parameter). vmagent sends what it scrapes to `sink`.
     pub fn start(
         kind: Kind,
         bin: &Path,
@@ -221,11 +222,16 @@ impl Scraper {
         let addr = free_addr();
         let config = dir.join(format!("{}-{name}.yml", kind.name()));
         let s = INTERVAL.as_secs();
+        let sd = match sd_url.strip_prefix("file://") {
+            Some(file) => format!("file_sd_configs:\n  - files: ['{file}']\n"),
+            None => format!("http_sd_configs:\n  - url: '{sd_url}'\n"),
+        };
         let job = format!(
             "scrape_configs:\n- job_name: leasehold\n  scrape_interval: {s}s\n  scrape_timeout: {s}s\n  \
-             params: {{scraper: ['{name}']}}\n  http_sd_configs:\n  - url: '{sd_url}'\n"
+             params: {{scraper: ['{name}']}}\n  {sd}"
         );
         let text = match kind {
+            Kind::Prometheus if sd_url.starts_with("file://") => job,
             Kind::Prometheus => format!("{job}    refresh_interval: {s}s\n"),
             // vmagent checks its HTTP SD every -promscrape.httpSDCheckInterval.
             Kind::Vmagent => job,
