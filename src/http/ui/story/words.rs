@@ -144,7 +144,7 @@ impl HistoryEntry {
     pub fn overlap_words(&self) -> Option<String> {
         Some(match self.overlap? {
             crate::model::Overlap::Proven => match self.overlap_ms {
-                Some(ms) => format!("overlap {}", crate::http::ui::page::span(ms)),
+                Some(ms) => format!("overlap {}", crate::http::ui::page::duration(ms)),
                 None => "overlap".to_owned(),
             },
             crate::model::Overlap::Unproven => {
