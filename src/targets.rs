@@ -2,13 +2,19 @@
 //! and a ConfigMap key (`targets.config_map`) state them — a key, a weight, a pin, and for a
 //! managed app the app's own definition of the target ([`GnmicTarget`]: what a `gnmic collect`
 //! needs to collect from a device; [`ScrapeTarget`]: what a scraper such as Prometheus needs
-//! to scrape it). The control plane reads keys, weights and pins; the agent of a managed
-//! cluster reads the definitions from the same list. Plain data and its checks: no I/O.
-//! Credentials are never in it, only the name of the Secret that holds them.
+//! to scrape it) — or, in an `endpoints` entry ([`endpoints`]), the targets of a Service's
+//! ready endpoints, which the control plane expands from the EndpointSlices it watches and an
+//! agent derives from each target's key. The control plane reads keys, weights and pins; the
+//! agent of a managed cluster reads the definitions from the same list. Plain data and its
+//! checks: no I/O. Credentials are never in it, only the name of the Secret that holds them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Deserializer, Serialize};
+
+pub mod endpoints;
+
+pub use endpoints::EndpointsSource;
 
 /// One target: a key, or `{key, weight, pin, gnmic, scrape}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -30,49 +36,85 @@ pub struct TargetSpec {
 }
 
 impl<'de> Deserialize<'de> for TargetSpec {
+    /// As a [`TargetEntry`] that is one target.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match TargetEntry::deserialize(d)? {
+            TargetEntry::Target(t) => Ok(t),
+            TargetEntry::Endpoints(_) => Err(serde::de::Error::custom(
+                "an `endpoints` entry is not one target",
+            )),
+        }
+    }
+}
+
+/// One entry of a target list: one target, or the targets of a Service's ready endpoints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum TargetEntry {
+    /// A key, or `{key, weight, pin, gnmic, scrape}`.
+    Target(TargetSpec),
+    /// `{endpoints: {service, port, scrape}, weight}`.
+    Endpoints(EndpointsEntry),
+}
+
+/// An entry `{endpoints: {service, port, scrape}, weight}`: a target per ready endpoint of the
+/// Service ([`endpoints::expand`]), each of weight `weight`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EndpointsEntry {
+    /// Where the targets come from and what scrapers are given for them.
+    pub endpoints: EndpointsSource,
+    /// Each target's relative load (default 1).
+    pub weight: u32,
+}
+
+impl<'de> Deserialize<'de> for TargetEntry {
     /// A bare scalar is a key (numbers and booleans keep their text as far as YAML lets them:
-    /// quote keys such as `1.50` or `true`); a mapping is `{key, weight, pin, gnmic, scrape}`.
+    /// quote keys such as `1.50` or `true`); a mapping is `{key, weight, pin, gnmic, scrape}`
+    /// or `{endpoints, weight}`.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::{self, MapAccess, Visitor};
         use std::fmt;
 
         struct V;
         impl V {
-            fn key<E>(self, key: String) -> Result<TargetSpec, E> {
-                Ok(TargetSpec {
+            fn key<E>(self, key: String) -> Result<TargetEntry, E> {
+                Ok(TargetEntry::Target(TargetSpec {
                     key,
                     weight: 1,
                     pin: None,
                     gnmic: None,
                     scrape: None,
-                })
+                }))
             }
         }
         impl<'de> Visitor<'de> for V {
-            type Value = TargetSpec;
+            type Value = TargetEntry;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a target key or {key, weight, pin, gnmic, scrape}")
+                f.write_str(
+                    "a target key, {key, weight, pin, gnmic, scrape} or {endpoints, weight}",
+                )
             }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<TargetSpec, E> {
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<TargetEntry, E> {
                 self.key(v.to_owned())
             }
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<TargetSpec, E> {
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<TargetEntry, E> {
                 self.key(v.to_string())
             }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<TargetSpec, E> {
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<TargetEntry, E> {
                 self.key(v.to_string())
             }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<TargetSpec, E> {
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<TargetEntry, E> {
                 self.key(v.to_string())
             }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<TargetSpec, E> {
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<TargetEntry, E> {
                 self.key(v.to_string())
             }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<TargetSpec, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<TargetEntry, A::Error> {
                 #[derive(Deserialize)]
                 #[serde(deny_unknown_fields)]
                 struct Full {
-                    key: String,
+                    #[serde(default)]
+                    key: Option<String>,
                     #[serde(default = "one")]
                     weight: u32,
                     #[serde(default)]
@@ -81,19 +123,132 @@ impl<'de> Deserialize<'de> for TargetSpec {
                     gnmic: Option<GnmicTarget>,
                     #[serde(default)]
                     scrape: Option<ScrapeTarget>,
+                    #[serde(default)]
+                    endpoints: Option<EndpointsSource>,
                 }
                 let f = Full::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Ok(TargetSpec {
-                    key: f.key,
+                let Some(endpoints) = f.endpoints else {
+                    let Some(key) = f.key else {
+                        return Err(de::Error::custom(
+                            "an entry needs a `key` (one target) or `endpoints` (the targets of \
+                             a Service's EndpointSlices)",
+                        ));
+                    };
+                    return Ok(TargetEntry::Target(TargetSpec {
+                        key,
+                        weight: f.weight,
+                        pin: f.pin,
+                        gnmic: f.gnmic,
+                        scrape: f.scrape,
+                    }));
+                };
+                let refused = if f.key.is_some() {
+                    Some(
+                        "an entry has either a `key` (one target) or `endpoints` (the targets of \
+                         a Service's EndpointSlices), not both",
+                    )
+                } else if f.pin.is_some() {
+                    Some("`pin` names one target's member: an `endpoints` entry has many targets")
+                } else if f.gnmic.is_some() {
+                    Some("gnmic targets cannot come from `endpoints`")
+                } else if f.scrape.is_some() {
+                    Some(
+                        "an `endpoints` entry's scrape settings go inside it: \
+                         {endpoints: {service, port, scrape: {job, labels, metrics_path, scheme}}}",
+                    )
+                } else {
+                    None
+                };
+                if let Some(why) = refused {
+                    return Err(de::Error::custom(why));
+                }
+                Ok(TargetEntry::Endpoints(EndpointsEntry {
+                    endpoints,
                     weight: f.weight,
-                    pin: f.pin,
-                    gnmic: f.gnmic,
-                    scrape: f.scrape,
-                })
+                }))
             }
         }
         d.deserialize_any(V)
     }
+}
+
+impl TargetEntry {
+    /// What is wrong with this entry, if anything: `(field, why)`, the field relative to the
+    /// entry.
+    pub fn check(&self) -> Result<(), (String, String)> {
+        match self {
+            TargetEntry::Target(t) => t.check(),
+            TargetEntry::Endpoints(e) => {
+                if e.weight == 0 {
+                    return Err(("weight".into(), "must be at least 1".into()));
+                }
+                e.endpoints
+                    .check()
+                    .map_err(|(f, why)| (format!("endpoints.{f}"), why))
+            }
+        }
+    }
+
+    /// The one target this entry is, if it is one.
+    pub fn target(&self) -> Option<&TargetSpec> {
+        match self {
+            TargetEntry::Target(t) => Some(t),
+            TargetEntry::Endpoints(_) => None,
+        }
+    }
+}
+
+/// Checks a whole list: each entry ([`TargetEntry::check`]), no key listed twice, at most one
+/// `endpoints` entry per Service (a target's key names its Service, and an agent finds the
+/// entry by it), and no key that an `endpoints` entry's targets could have. The error:
+/// `(index, field, why)`.
+pub fn check_list(list: &[TargetEntry]) -> Result<(), (usize, String, String)> {
+    let services: BTreeSet<&str> = list
+        .iter()
+        .filter_map(|e| match e {
+            TargetEntry::Endpoints(e) => Some(e.endpoints.service.as_str()),
+            TargetEntry::Target(_) => None,
+        })
+        .collect();
+    let mut keys = BTreeSet::new();
+    let mut seen_services = BTreeSet::new();
+    for (i, e) in list.iter().enumerate() {
+        e.check().map_err(|(field, why)| (i, field, why))?;
+        match e {
+            TargetEntry::Target(t) => {
+                if !keys.insert(&t.key) {
+                    return Err((i, "key".into(), format!("{:?} is listed twice", t.key)));
+                }
+                if let Some(k) = endpoints::EndpointKey::parse(&t.key)
+                    && services.contains(k.service)
+                {
+                    return Err((
+                        i,
+                        "key".into(),
+                        format!(
+                            "{:?} is the key of an endpoint of Service {:?}, whose targets an \
+                             `endpoints` entry lists",
+                            t.key, k.service
+                        ),
+                    ));
+                }
+            }
+            TargetEntry::Endpoints(e) => {
+                if !seen_services.insert(&e.endpoints.service) {
+                    return Err((
+                        i,
+                        "endpoints.service".into(),
+                        format!(
+                            "Service {:?} is listed twice: one `endpoints` entry per Service \
+                             (a target's key names its Service, not the entry)",
+                            e.endpoints.service
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn one() -> u32 {
@@ -343,38 +498,57 @@ impl ScrapeTarget {
                 ),
             ));
         }
-        if self.job.as_ref().is_some_and(|j| j.is_empty()) {
-            return Err((
-                "job".into(),
-                "must not be empty (leave it out for the scraper's own job name)".into(),
-            ));
-        }
-        if let Some(p) = &self.metrics_path
-            && (!p.starts_with('/') || p.contains(['?', '#']) || p.contains(char::is_whitespace))
-        {
-            return Err((
-                "metrics_path".into(),
-                format!("{p:?} is not a URL path such as /metrics (no query, no spaces)"),
-            ));
-        }
-        for name in self.labels.keys() {
-            let why = if !is_label_name(name) {
-                "is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)".to_owned()
-            } else if name.starts_with("__") {
-                "names starting with `__` are Prometheus' own: the scrape's path and scheme are \
-                 `metrics_path` and `scheme`"
-                    .to_owned()
-            } else if name == "job" {
-                "the job is `job`, beside `labels`".to_owned()
-            } else if name == Self::KEY_LABEL || name == Self::GENERATION_LABEL {
-                "is set by the agent".to_owned()
-            } else {
-                continue;
-            };
-            return Err((format!("labels.{name}"), format!("{name:?} {why}")));
-        }
-        Ok(())
+        check_scrape_settings(
+            self.job.as_deref(),
+            self.metrics_path.as_deref(),
+            &self.labels,
+            &[],
+        )
     }
+}
+
+/// The checks of a scrape definition's job, path and labels (`reserved`: more label names the
+/// agent sets).
+fn check_scrape_settings(
+    job: Option<&str>,
+    metrics_path: Option<&str>,
+    labels: &BTreeMap<String, String>,
+    reserved: &[&str],
+) -> Result<(), (String, String)> {
+    if job.is_some_and(str::is_empty) {
+        return Err((
+            "job".into(),
+            "must not be empty (leave it out for the scraper's own job name)".into(),
+        ));
+    }
+    if let Some(p) = metrics_path
+        && (!p.starts_with('/') || p.contains(['?', '#']) || p.contains(char::is_whitespace))
+    {
+        return Err((
+            "metrics_path".into(),
+            format!("{p:?} is not a URL path such as /metrics (no query, no spaces)"),
+        ));
+    }
+    for name in labels.keys() {
+        let why = if !is_label_name(name) {
+            "is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)".to_owned()
+        } else if name.starts_with("__") {
+            "names starting with `__` are Prometheus' own: the scrape's path and scheme are \
+             `metrics_path` and `scheme`"
+                .to_owned()
+        } else if name == "job" {
+            "the job is `job`, beside `labels`".to_owned()
+        } else if name == ScrapeTarget::KEY_LABEL
+            || name == ScrapeTarget::GENERATION_LABEL
+            || reserved.contains(&name.as_str())
+        {
+            "is set by the agent".to_owned()
+        } else {
+            continue;
+        };
+        return Err((format!("labels.{name}"), format!("{name:?} {why}")));
+    }
+    Ok(())
 }
 
 /// `host:port` as a scraper takes it: a host (a name, an IPv4 address, or an IPv6 address in
@@ -428,17 +602,11 @@ fn is_go_duration(text: &str) -> bool {
     positive
 }
 
-/// Parses a target list as stored in a ConfigMap key (the `inline` format, as YAML).
-pub fn parse_target_list(text: &str) -> Result<Vec<TargetSpec>, String> {
-    let list: Vec<TargetSpec> = yaml(text).map_err(|e| e.to_string())?;
-    let mut keys = BTreeSet::new();
-    for (i, t) in list.iter().enumerate() {
-        t.check()
-            .map_err(|(field, why)| format!("[{i}].{field}: {why}"))?;
-        if !keys.insert(&t.key) {
-            return Err(format!("[{i}]: {:?} is listed twice", t.key));
-        }
-    }
+/// Parses a target list as stored in a ConfigMap key (the `inline` format, as YAML), and checks
+/// it ([`check_list`]).
+pub fn parse_target_list(text: &str) -> Result<Vec<TargetEntry>, String> {
+    let list: Vec<TargetEntry> = yaml(text).map_err(|e| e.to_string())?;
+    check_list(&list).map_err(|(i, field, why)| format!("[{i}].{field}: {why}"))?;
     Ok(list)
 }
 
@@ -453,6 +621,7 @@ mod tests {
              subscriptions: [if], credentials: {secret: leaf-creds}}}\n",
         )
         .unwrap();
+        let list: Vec<&TargetSpec> = list.iter().filter_map(TargetEntry::target).collect();
         assert_eq!(list[0].gnmic, None);
         let g = list[1].gnmic.as_ref().unwrap();
         assert_eq!(g.address, "10.0.0.2:57400");
@@ -516,6 +685,7 @@ mod tests {
              labels: {rack: r1, _tier: a}, metrics_path: /probe, scheme: https}}\n",
         )
         .unwrap();
+        let list: Vec<&TargetSpec> = list.iter().filter_map(TargetEntry::target).collect();
         assert_eq!(list[0].scrape, Some(ScrapeTarget::at("10.0.0.1:9100")));
         let s = list[1].scrape.as_ref().unwrap();
         assert_eq!(s.address, "[fd00::2]:9100");
@@ -592,6 +762,108 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("`scheme`"), "{e}");
+    }
+
+    #[test]
+    fn an_endpoints_entry_is_read_beside_targets() {
+        let list = parse_target_list(
+            "- t-1\n\
+             - {endpoints: {service: web, port: metrics, scrape: {job: web, labels: {team: a}, \
+             metrics_path: /m, scheme: https}}, weight: 2}\n\
+             - {endpoints: {service: db, port: 5432}}\n",
+        )
+        .unwrap();
+        assert_eq!(list[0].target().unwrap().key, "t-1");
+        let TargetEntry::Endpoints(web) = &list[1] else {
+            panic!("{:?}", list[1]);
+        };
+        assert_eq!(web.weight, 2);
+        assert_eq!(web.endpoints.service, "web");
+        assert_eq!(
+            web.endpoints.port,
+            endpoints::PortRef::Name("metrics".into())
+        );
+        assert_eq!(web.endpoints.scrape.job.as_deref(), Some("web"));
+        assert_eq!(web.endpoints.scrape.scheme, Some(Scheme::Https));
+        let TargetEntry::Endpoints(db) = &list[2] else {
+            panic!("{:?}", list[2]);
+        };
+        assert_eq!(
+            (db.weight, &db.endpoints.port),
+            (1, &endpoints::PortRef::Number(5432))
+        );
+    }
+
+    #[test]
+    fn a_bad_endpoints_entry_is_refused_saying_why() {
+        for (entry, want) in [
+            // No Service, or neither a key nor endpoints.
+            ("{endpoints: {port: metrics}}", "missing field `service`"),
+            ("{weight: 2}", "needs a `key` (one target) or `endpoints`"),
+            // Both a key and endpoints, and what one target has but many cannot.
+            (
+                "{key: a, endpoints: {service: web, port: m}}",
+                "either a `key` (one target) or `endpoints`",
+            ),
+            ("{endpoints: {service: web, port: m}, pin: c-0}", "`pin`"),
+            (
+                "{endpoints: {service: web, port: m}, scrape: {address: 'h:1'}}",
+                "go inside it",
+            ),
+            (
+                "{endpoints: {service: web, port: m}, gnmic: {address: 'h:1'}}",
+                "gnmic targets cannot",
+            ),
+            (
+                "{endpoints: {service: web, port: m, selector: {}}}",
+                "selector",
+            ),
+            (
+                "{endpoints: {service: Web_1, port: m}}",
+                "[0].endpoints.service: ",
+            ),
+            (
+                "{endpoints: {service: web, port: 0}}",
+                "[0].endpoints.port: ",
+            ),
+            (
+                "{endpoints: {service: web, port: Metrics}}",
+                "[0].endpoints.port: ",
+            ),
+            (
+                "{endpoints: {service: web, port: m}, weight: 0}",
+                "[0].weight: ",
+            ),
+            (
+                "{endpoints: {service: web, port: m, scrape: {address: 'h:1'}}}",
+                "[0].endpoints.scrape.address: each endpoint gives its own address",
+            ),
+            (
+                "{endpoints: {service: web, port: m, scrape: {labels: {pod: x}}}}",
+                "[0].endpoints.scrape.labels.pod: \"pod\" is set by the agent",
+            ),
+            (
+                "{endpoints: {service: web, port: m, scrape: {metrics_path: m}}}",
+                "[0].endpoints.scrape.metrics_path: ",
+            ),
+        ] {
+            let e = parse_target_list(&format!("- {entry}\n")).unwrap_err();
+            assert!(e.contains(want), "{entry}: {e}");
+        }
+        // One entry per Service, and no listed key an endpoint's target could have.
+        let e = parse_target_list(
+            "- {endpoints: {service: web, port: a}}\n- {endpoints: {service: web, port: b}}\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("[1].endpoints.service: Service \"web\" is listed twice"),
+            "{e}"
+        );
+        let e = parse_target_list(
+            "- {endpoints: {service: web, port: a}}\n- web/web-0/10.0.0.1:80\n- db/10.0.0.1:80\n",
+        )
+        .unwrap_err();
+        assert!(e.starts_with("[1].key: "), "{e}");
     }
 
     #[test]

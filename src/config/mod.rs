@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use self::http::HttpSettings;
 use crate::protocol::{Protocol, names};
 use crate::targets::yaml;
-pub use crate::targets::{TargetSpec, parse_target_list};
+pub use crate::targets::{TargetEntry, TargetSpec, parse_target_list};
 
 /// The whole file.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -134,9 +134,10 @@ impl Cluster {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Targets {
-    /// Listed in the file.
+    /// Listed in the file: targets, and `endpoints` entries (the targets of a Service's ready
+    /// endpoints).
     #[serde(default)]
-    pub inline: Vec<TargetSpec>,
+    pub inline: Vec<TargetEntry>,
     /// Listed in a ConfigMap key (same format as `inline`, as YAML), reloaded when it changes.
     #[serde(default)]
     pub config_map: Option<ConfigMapRef>,
@@ -605,17 +606,8 @@ impl Cluster {
                 ));
             }
         }
-        let mut keys = BTreeSet::new();
-        for (i, t) in self.targets.inline.iter().enumerate() {
-            t.check()
-                .map_err(|(field, why)| (format!("targets.inline[{i}].{field}"), why))?;
-            if !keys.insert(&t.key) {
-                return Err((
-                    format!("targets.inline[{i}].key"),
-                    format!("{:?} is listed twice", t.key),
-                ));
-            }
-        }
+        crate::targets::check_list(&self.targets.inline)
+            .map_err(|(i, field, why)| (format!("targets.inline[{i}].{field}"), why))?;
         if self.protocol_version.is_some() {
             return Err(bad(
                 "protocol_version",
@@ -735,7 +727,7 @@ mod tests {
         let collector = &c.clusters[0];
         assert_eq!(collector.prefix(), "leasehold");
         assert_eq!(collector.policy.on_join, OnJoin::Auto);
-        assert_eq!(collector.targets.inline[0].weight, 1);
+        assert_eq!(collector.targets.inline[0].target().unwrap().weight, 1);
         assert!(c.clusters[1].policy.removal.webhook.is_some());
     }
 
@@ -940,6 +932,7 @@ mod tests {
             "- Router/1\n- {key: \"spine_2:57400\", weight: 3, pin: c-0}\n- \"café\"\n- y\n- 007\n- 42\n",
         )
         .unwrap();
+        let list: Vec<&TargetSpec> = list.iter().filter_map(TargetEntry::target).collect();
         assert_eq!(list[1].weight, 3);
         assert_eq!(list[2].key, "café");
         let keys: Vec<_> = list[3..].iter().map(|t| t.key.as_str()).collect();

@@ -203,8 +203,8 @@ mod tests {
         let targets = &with_gnmic.clusters[0].targets.inline;
         assert_eq!(targets.len(), 5);
         assert!(targets.iter().all(|t| {
-            t.gnmic
-                .as_ref()
+            t.target()
+                .and_then(|t| t.gnmic.as_ref())
                 .is_some_and(|g| g.address == "127.0.0.1:57400")
         }));
         assert!(
@@ -212,7 +212,7 @@ mod tests {
                 .targets
                 .inline
                 .iter()
-                .all(|t| t.gnmic.is_none())
+                .all(|t| t.target().unwrap().gnmic.is_none())
         );
     }
 

@@ -370,7 +370,11 @@ async fn the_managed_gnmic_example_defines_every_target_for_gnmic() {
         .expect("key targets.yaml");
     let list = leasehold::config::parse_target_list(text).unwrap();
     assert_eq!(list.len(), 7);
-    assert!(list.iter().all(|t| t.gnmic.is_some()), "{list:?}");
+    assert!(
+        list.iter()
+            .all(|t| t.target().is_some_and(|t| t.gnmic.is_some())),
+        "{list:?}"
+    );
     let config = Config::load(&root().join("deploy/examples/gnmic/leasehold.yaml")).unwrap();
     let targets = config.clusters[0].targets.config_map.as_ref().unwrap();
     assert_eq!(

@@ -102,7 +102,12 @@ impl Scrape {
     /// The scrape kind with `settings`; the target list is read at once (an unreadable file is
     /// an error: start-up stops with it).
     pub fn new(settings: ScrapeSettings) -> Result<Scrape, String> {
-        let defs = Definitions::read(&settings.targets_file, "scrape", |t| t.scrape)?;
+        let defs = Definitions::read_deriving(
+            &settings.targets_file,
+            "scrape",
+            |t| t.scrape,
+            Some(crate::targets::EndpointsSource::scrape_target),
+        )?;
         let watcher = match &settings.collector {
             Some((api, poll)) => Some(collector::Watcher::new(api, *poll)?),
             None => None,
@@ -264,9 +269,11 @@ impl Scrape {
         &self.inner.settings
     }
 
-    /// The definitions, read again first if the file changed since the last read.
+    /// The definitions of the held targets (listed, or derived from the key of an `endpoints`
+    /// entry's target), the file read again first if it changed since the last read.
     fn definitions(&self) -> Arc<BTreeMap<String, ScrapeTarget>> {
-        self.inner.defs.current()
+        let held: Vec<String> = self.inner.held.lock().unwrap().keys().cloned().collect();
+        Arc::new(self.inner.defs.resolve(held.iter().map(String::as_str)))
     }
 
     /// What is served now: the held targets with a definition, one group each, by key
@@ -279,9 +286,11 @@ impl Scrape {
     /// and `/jobs`, which a collector reads as its configuration and should not see change
     /// with every hand-over): a target's `job`, or the cluster's name.
     pub fn jobs(&self) -> std::collections::BTreeSet<String> {
-        let defs = self.definitions();
+        let defs = self.inner.defs.current();
+        let sources = self.inner.defs.sources();
         defs.values()
             .map(|d| d.job.clone())
+            .chain(sources.values().map(|s| s.scrape.job.clone()))
             .map(|j| j.unwrap_or_else(|| self.inner.settings.cluster.clone()))
             .collect()
     }

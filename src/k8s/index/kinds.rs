@@ -1,5 +1,7 @@
 //! How each kind of object updates a cluster's index state: reading the few fields the model
-//! needs out of the Kubernetes object and reporting lifecycle and ownership changes.
+//! needs out of the Kubernetes object and reporting lifecycle, ownership and target list
+//! changes (EndpointSlices feed both the members' readiness in the headless Service and the
+//! targets of `endpoints` entries).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +17,7 @@ use crate::config::parse_target_list;
 use crate::k8s::model::ServiceInfo;
 use crate::model::{Cause, InstanceEventKind};
 use crate::protocol::{self, LeaseRole, LeaseView};
+use crate::targets::endpoints;
 
 /// A kind of object the index understands.
 pub trait Indexed: Resource + Clone + std::fmt::Debug + Send + Sync + 'static {
@@ -210,29 +213,109 @@ impl Indexed for EndpointSlice {
             .metadata
             .labels
             .as_ref()
-            .and_then(|l| l.get("kubernetes.io/service-name"));
-        if service.is_none() || service != state.spec.headless_service.as_ref() {
-            Self::delete(state, &name, emit);
+            .and_then(|l| l.get(SERVICE_NAME_LABEL));
+        if service.is_some() && service == state.spec.headless_service.as_ref() {
+            let endpoints = slice
+                .endpoints
+                .iter()
+                .filter_map(|e| {
+                    let pod = e.target_ref.as_ref()?.name.clone()?;
+                    let ready = e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
+                    Some((pod, ready))
+                })
+                .collect();
+            state.slices.insert(name.clone(), endpoints);
+        } else {
+            state.slices.remove(&name);
+        }
+        if !state.wants_endpoints() {
             return;
         }
-        let endpoints = slice
-            .endpoints
-            .iter()
-            .filter_map(|e| {
-                let pod = e.target_ref.as_ref()?.name.clone()?;
-                let ready = e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
-                Some((pod, ready))
-            })
-            .collect();
-        state.slices.insert(name, endpoints);
+        let Some(new) = endpoint_slice(slice) else {
+            forget_endpoint_slice(state, &name, emit);
+            return;
+        };
+        let feeds = state.endpoint_services.contains(&new.service);
+        let old = state.endpoint_slices.insert(name, new.clone());
+        let fed = old
+            .as_ref()
+            .is_some_and(|o| state.endpoint_services.contains(&o.service));
+        if (feeds || fed) && old.as_ref() != Some(&new) {
+            targets_changed(state, emit);
+        }
     }
 
-    fn delete(state: &mut ClusterState, name: &str, _: &mut Emit<'_>) {
+    fn delete(state: &mut ClusterState, name: &str, emit: &mut Emit<'_>) {
         state.slices.remove(name);
+        forget_endpoint_slice(state, name, emit);
     }
 
     fn names(state: &ClusterState) -> Vec<String> {
-        state.slices.keys().cloned().collect()
+        let names: std::collections::BTreeSet<&String> = state
+            .slices
+            .keys()
+            .chain(state.endpoint_slices.keys())
+            .collect();
+        names.into_iter().cloned().collect()
+    }
+}
+
+/// The label naming an EndpointSlice's Service.
+const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// What expansion needs of a Service's EndpointSlice ([`endpoints::Slice`]); `None` for a slice
+/// of no Service. Only TCP ports: scrapers speak HTTP.
+fn endpoint_slice(slice: &EndpointSlice) -> Option<endpoints::Slice> {
+    let service = slice
+        .metadata
+        .labels
+        .as_ref()?
+        .get(SERVICE_NAME_LABEL)?
+        .clone();
+    let ports = slice
+        .ports
+        .iter()
+        .flatten()
+        .filter(|p| p.protocol.as_deref().is_none_or(|p| p == "TCP"))
+        .map(|p| (p.name.clone(), p.port.and_then(|n| u16::try_from(n).ok())))
+        .collect();
+    let endpoints = slice
+        .endpoints
+        .iter()
+        .filter_map(|e| {
+            Some(endpoints::Endpoint {
+                address: e.addresses.first()?.clone(),
+                ready: e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true),
+                pod: e
+                    .target_ref
+                    .as_ref()
+                    .filter(|r| r.kind.as_deref().is_none_or(|k| k == "Pod"))
+                    .and_then(|r| r.name.clone()),
+            })
+        })
+        .collect();
+    Some(endpoints::Slice {
+        service,
+        ports,
+        endpoints,
+    })
+}
+
+/// Forgets the EndpointSlice `name` as a source of targets.
+fn forget_endpoint_slice(state: &mut ClusterState, name: &str, emit: &mut Emit<'_>) {
+    if let Some(old) = state.endpoint_slices.remove(name)
+        && state.endpoint_services.contains(&old.service)
+    {
+        targets_changed(state, emit);
+    }
+}
+
+/// Expands the target list again; a [`Change::Targets`](super::Change::Targets) if it changed.
+fn targets_changed(state: &mut ClusterState, emit: &mut Emit<'_>) {
+    if state.rebuild_configured() {
+        emit.push(super::Change::Targets {
+            cluster: emit.cluster.to_owned(),
+        });
     }
 }
 

@@ -16,9 +16,10 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use self::entry::{Interner, LeaseEntry, MemberEntry};
-use crate::config::{Cluster, TargetSpec};
+use crate::config::{Cluster, TargetEntry, TargetSpec};
 use crate::model::{Cause, InstanceEventKind};
 use crate::protocol::Overrun;
+use crate::targets::endpoints;
 
 pub use kinds::{Indexed, MemberNamespaceLease};
 
@@ -29,7 +30,8 @@ pub enum Kind {
     Pod,
     /// Headless and LoadBalancer Services.
     Service,
-    /// EndpointSlices of the headless Service.
+    /// EndpointSlices: of the headless Service (members' readiness), and of the Services
+    /// whose endpoints are targets (`endpoints` entries of the target list).
     EndpointSlice,
     /// Leader and target Leases.
     Lease,
@@ -120,7 +122,8 @@ pub enum Change {
         /// Cluster.
         cluster: String,
     },
-    /// The configured target list changed (ConfigMap reload).
+    /// The configured target list changed (ConfigMap reload, or the ready endpoints of a
+    /// Service an `endpoints` entry names).
     Targets {
         /// Cluster.
         cluster: String,
@@ -204,9 +207,19 @@ pub struct ClusterState {
     /// passes and the release is recorded alone.
     gnmic_released: HashMap<Arc<str>, kinds::Released>,
     interner: Interner,
-    config_map_targets: Vec<TargetSpec>,
+    config_map_targets: Vec<TargetEntry>,
+    /// The EndpointSlices of every Service in the namespace, compact, kept only where a target
+    /// list may have `endpoints` entries ([`ClusterState::wants_endpoints`]), so that an entry
+    /// added to the ConfigMap finds its Service's slices at once.
+    endpoint_slices: BTreeMap<String, endpoints::Slice>,
+    /// The Services `endpoints` entries name now.
+    endpoint_services: BTreeSet<String>,
+    /// The targets: those listed, and those of the `endpoints` entries' ready endpoints.
     configured: BTreeMap<Arc<str>, TargetSpec>,
+    /// The ConfigMap's list is unreadable (its last good one is kept).
     targets_error: Option<String>,
+    /// An `endpoints` entry cannot be expanded (the last good targets are kept).
+    endpoints_error: Option<String>,
     cordoned: BTreeSet<String>,
     synced: BTreeSet<Kind>,
     stale: BTreeSet<Kind>,
@@ -739,8 +752,11 @@ impl ClusterState {
             gnmic_released: HashMap::new(),
             interner: Interner::default(),
             config_map_targets: Vec::new(),
+            endpoint_slices: BTreeMap::new(),
+            endpoint_services: BTreeSet::new(),
             configured: BTreeMap::new(),
             targets_error: None,
+            endpoints_error: None,
             cordoned: BTreeSet::new(),
             synced: BTreeSet::new(),
             stale: BTreeSet::new(),
@@ -804,16 +820,59 @@ impl ClusterState {
             && (!self.spec.separate_member_namespace() || self.synced.contains(&Kind::MemberLease))
     }
 
-    /// The configured target list: inline targets, then the ConfigMap's.
-    fn rebuild_configured(&mut self) {
-        self.configured = self
+    /// The configured target list: inline entries, then the ConfigMap's, the `endpoints`
+    /// entries expanded over the EndpointSlices seen (a key listed as such wins over an
+    /// endpoint's). Whether it changed; an entry that cannot be expanded keeps the last good
+    /// targets and is reported ([`ClusterState::targets_error`]).
+    fn rebuild_configured(&mut self) -> bool {
+        let mut listed = Vec::new();
+        let mut sources = Vec::new();
+        for e in self
             .spec
             .targets
             .inline
             .iter()
             .chain(&self.config_map_targets)
-            .map(|t| (Arc::from(t.key.as_str()), t.clone()))
+        {
+            match e {
+                TargetEntry::Target(t) => listed.push(t),
+                TargetEntry::Endpoints(e) => sources.push((&e.endpoints, e.weight)),
+            }
+        }
+        self.endpoint_services = sources.iter().map(|(s, _)| s.service.clone()).collect();
+        let expanded = match endpoints::expand(&sources, self.endpoint_slices.values()) {
+            Ok(targets) => {
+                self.endpoints_error = None;
+                targets
+            }
+            Err(e) => {
+                self.endpoints_error = Some(e);
+                return false;
+            }
+        };
+        let configured: BTreeMap<Arc<str>, TargetSpec> = expanded
+            .into_iter()
+            .chain(listed.into_iter().cloned())
+            .map(|t| (Arc::from(t.key.as_str()), t))
             .collect();
+        let changed = configured != self.configured;
+        self.configured = configured;
+        changed
+    }
+
+    /// Whether the target list may have `endpoints` entries: it has some, or it is read from a
+    /// ConfigMap, which may gain some.
+    fn wants_endpoints(&self) -> bool {
+        self.spec.targets.config_map.is_some() || !self.endpoint_services.is_empty()
+    }
+
+    /// Why the target list is in doubt, if it is: the ConfigMap's list cannot be read, or an
+    /// `endpoints` entry cannot be expanded. Deletions wait meanwhile.
+    fn targets_error(&self) -> Option<String> {
+        match (&self.targets_error, &self.endpoints_error) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.clone().or_else(|| b.clone()),
+        }
     }
 
     fn remember_departed(&mut self, name: String, info: PodInfo, now_ms: i64) {

@@ -251,7 +251,7 @@ impl ClusterState {
             targets,
             services: self.services.values().cloned().collect(),
             counts,
-            targets_error: self.targets_error.clone(),
+            targets_error: self.targets_error(),
             departed_member_leases,
         };
         (model, next_expiry, awaiting_proof)

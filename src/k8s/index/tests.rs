@@ -1149,3 +1149,179 @@ fn overrun_reports_on_member_leases_are_changes_once_each() {
     // Nothing changes in the model for it.
     assert!(overruns(ix.apply(&member(None, "6"), at(16))).is_empty());
 }
+
+/// An EndpointSlice of Service `service` (`kubernetes.io/service-name`) with one port and
+/// `endpoints`: (address, ready, pod).
+fn mk_slice(
+    name: &str,
+    service: &str,
+    port: (&str, i32),
+    endpoints: &[(&str, Option<bool>, &str)],
+) -> k8s_openapi::api::discovery::v1::EndpointSlice {
+    let endpoints: Vec<serde_json::Value> = endpoints
+        .iter()
+        .map(|(address, ready, pod)| {
+            json!({"addresses": [address], "conditions": {"ready": ready},
+                "targetRef": {"kind": "Pod", "name": pod, "namespace": "ns"}})
+        })
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "ns",
+            "labels": {"kubernetes.io/service-name": service}},
+        "addressType": "IPv4",
+        "ports": [{"name": port.0, "port": port.1, "protocol": "TCP"}],
+        "endpoints": endpoints,
+    }))
+    .unwrap()
+}
+
+/// Keys of the configured targets of cluster `c` (its inline t1, t2, T/3 left out).
+fn endpoint_targets(ix: &Index) -> Vec<(String, u32)> {
+    ix.model("c", at(10_000))
+        .unwrap()
+        .targets
+        .iter()
+        .filter(|t| t.configured && t.key.contains('/') && *t.key != *"T/3")
+        .map(|t| (t.key.to_string(), t.weight))
+        .collect()
+}
+
+/// The targets of an `endpoints` entry follow the ready endpoints of its Service's
+/// EndpointSlices: slices appearing, endpoints turning unready (or terminating: the
+/// controller's `ready: false`) and back, slices going. A port the Service does not have keeps
+/// the last good targets and says why (deletions wait: `engine::placement`), as a broken
+/// ConfigMap does; so does a ConfigMap that breaks meanwhile.
+#[test]
+fn endpoint_targets_follow_the_ready_endpoints_of_the_services_slices() {
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    let mut ix = index();
+    ix.reset::<EndpointSlice>("ns", &[], at(0));
+    // Slices seen before any entry names their Service are kept for when one does.
+    let a = mk_slice(
+        "web-a",
+        "web",
+        ("metrics", 9100),
+        &[
+            ("10.0.0.1", Some(true), "web-0"),
+            ("10.0.0.2", None, "web-1"),
+        ],
+    );
+    assert!(ix.apply(&a, at(1)).is_empty());
+    let cm = |text: &str| -> ConfigMap {
+        serde_json::from_value(
+            json!({"metadata": {"name": "more", "namespace": "ns"}, "data": {"list": text}}),
+        )
+        .unwrap()
+    };
+    let list = "- {endpoints: {service: web, port: metrics, scrape: {job: web}}, weight: 3}\n";
+    let ch = ix.apply(&cm(list), at(2));
+    assert!(matches!(&ch[..], [Change::Targets { cluster }] if cluster == "c"));
+    assert_eq!(
+        endpoint_targets(&ix),
+        [
+            ("web/web-0/10.0.0.1:9100".into(), 3),
+            ("web/web-1/10.0.0.2:9100".into(), 3)
+        ]
+    );
+    // A second slice appears; another Service's slice changes nothing.
+    let b = mk_slice(
+        "web-b",
+        "web",
+        ("metrics", 9100),
+        &[("10.0.0.3", Some(true), "web-2")],
+    );
+    assert!(matches!(&ix.apply(&b, at(3))[..], [Change::Targets { .. }]));
+    let other = mk_slice("db-a", "db", ("pg", 5432), &[("10.0.1.1", None, "db-0")]);
+    assert!(ix.apply(&other, at(3)).is_empty());
+    assert_eq!(endpoint_targets(&ix).len(), 3);
+    // web-0 turns unready (or starts terminating): no longer a target; its Lease, if any,
+    // would be an unconfigured target's, deleted by the engine.
+    let a_unready = mk_slice(
+        "web-a",
+        "web",
+        ("metrics", 9100),
+        &[
+            ("10.0.0.1", Some(false), "web-0"),
+            ("10.0.0.2", None, "web-1"),
+        ],
+    );
+    assert!(matches!(
+        &ix.apply(&a_unready, at(4))[..],
+        [Change::Targets { .. }]
+    ));
+    let keys: Vec<String> = endpoint_targets(&ix).into_iter().map(|t| t.0).collect();
+    assert_eq!(keys, ["web/web-1/10.0.0.2:9100", "web/web-2/10.0.0.3:9100"]);
+    // Its Lease, held, is then orphaned (not configured) and the list is not in doubt.
+    for p in ["c-0"] {
+        ix.apply(&mk_pod(p, true, json!({})), at(4));
+    }
+    live_members(&mut ix, &["c-0"], 4_000);
+    ix.apply(
+        &mk_lease("web/web-0/10.0.0.1:9100", "c-0", Some("c-0"), 4),
+        at(4_000),
+    );
+    let m = ix.model("c", at(4_500)).unwrap();
+    let t = m.target("web/web-0/10.0.0.1:9100").unwrap();
+    assert!(!t.configured && t.state == TargetState::Orphaned);
+    assert_eq!(m.targets_error, None);
+    // Ready again: configured again, and owned by its holder.
+    assert!(matches!(
+        &ix.apply(&a, at(5_000))[..],
+        [Change::Targets { .. }]
+    ));
+    let m = ix.model("c", at(5_000)).unwrap();
+    let t = m.target("web/web-0/10.0.0.1:9100").unwrap();
+    assert!(t.configured && t.state == TargetState::Owned, "{t:?}");
+    // A slice goes: its endpoints' targets go.
+    let ch = ix.delete::<EndpointSlice>("ns", "web-b", at(5_001));
+    assert!(matches!(&ch[..], [Change::Targets { .. }]));
+    assert_eq!(endpoint_targets(&ix).len(), 2);
+    // The entry names a port the Service does not have: the last good targets stay, and the
+    // model says why (the engine deletes no Lease while it does).
+    let wrong = "- {endpoints: {service: web, port: admin}}\n";
+    ix.apply(&cm(wrong), at(5_002));
+    let m = ix.model("c", at(5_002)).unwrap();
+    assert_eq!(endpoint_targets(&ix).len(), 2, "last good targets kept");
+    let e = m.targets_error.unwrap();
+    assert!(
+        e.contains("no port \"admin\"") && e.contains("metrics (9100)"),
+        "{e}"
+    );
+    // Fixed: the error goes; a broken ConfigMap then keeps the entry, whose targets still
+    // follow the slices.
+    ix.apply(&cm(list), at(5_003));
+    assert_eq!(ix.model("c", at(5_003)).unwrap().targets_error, None);
+    assert!(
+        ix.apply(&cm("- {endpoints: {port: metrics}}\n"), at(5_004))
+            .is_empty()
+    );
+    assert!(matches!(
+        &ix.apply(&b, at(5_005))[..],
+        [Change::Targets { .. }]
+    ));
+    let m = ix.model("c", at(5_005)).unwrap();
+    assert!(m.targets_error.unwrap().contains("missing field `service`"));
+    assert_eq!(endpoint_targets(&ix).len(), 3);
+    // A relist that no longer has a slice forgets it (and its targets).
+    ix.reset::<EndpointSlice>("ns", &[a.clone(), other], at(6_000));
+    assert_eq!(endpoint_targets(&ix).len(), 2);
+}
+
+/// A cluster whose targets are all listed, with no ConfigMap, keeps no slices but its headless
+/// Service's.
+#[test]
+fn clusters_without_endpoints_entries_keep_no_other_slices() {
+    let config = Config::parse(
+        "clusters:\n- {name: d, namespace: ns, selector: {app: d}, targets: {inline: [x]}}\n",
+        Path::new("t.yaml"),
+    )
+    .unwrap();
+    let mut ix = Index::new(&config.clusters);
+    let s = mk_slice("web-a", "web", ("m", 1), &[("10.0.0.1", None, "web-0")]);
+    ix.apply(&s, at(1));
+    assert!(ix.clusters[0].endpoint_slices.is_empty());
+    // `index()`'s cluster `c` reads a ConfigMap, which may gain an `endpoints` entry: kept.
+    let mut ix = index();
+    ix.apply(&s, at(1));
+    assert_eq!(ix.clusters[0].endpoint_slices.len(), 1);
+}
