@@ -19,14 +19,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # What talks to Kubernetes: the simulator crate's integration tests (sim_smoke, fidelity_*,
-# kubectl, differential) and the areas of the product's tests/it (agent, engine, faults, managed_gnmic, managed_scrape, the router
+# kubectl, differential) and the areas of the product's tests/it (agent, engine, faults, managed_gnmic, managed_scrape, scrape_endpoints, the router
 # tests whose engine watches it, deploy, which server-dry-runs every overlay and example,
 # pressure: a slow API server under another client's load).
 # Not here: the it areas demo (runs its own simulator: the demo is the simulator), browser (the
 # dashboard in Chromium; its Kubernetes side is the same engine as ui), tls (no Kubernetes),
 # and the unit tests.
 SIM_TARGETS=(sim_smoke fidelity_api fidelity_apply fidelity_watch kubectl differential)
-IT_AREAS=(agent engine shared_watch faults managed_gnmic managed_scrape api ui idempotency metrics deploy pressure)
+IT_AREAS=(agent engine shared_watch faults managed_gnmic managed_scrape scrape_endpoints api ui idempotency metrics deploy pressure)
 # Areas that need the whole cluster (kube-controller-manager, kube-scheduler, kwok's nodes:
 # LEASEHOLD_ENVTEST_CLUSTER=1): the end-to-end scenarios on real StatefulSets, and the Helm
 # chart installed, tested, upgraded and uninstalled (helm_install). The areas above

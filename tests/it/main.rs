@@ -26,6 +26,7 @@ mod managed_scrape;
 mod metrics;
 mod observed_gnmic;
 mod pressure;
+mod scrape_endpoints;
 mod scrape_otel;
 mod shared_watch;
 mod statefulsets;
