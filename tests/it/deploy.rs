@@ -390,6 +390,41 @@ async fn the_managed_gnmic_example_defines_every_target_for_gnmic() {
     );
 }
 
+/// The Prometheus example lists no pods: its target list is an `endpoints` entry naming the
+/// demo app's Service and a port the Service has, and the control plane's cluster entry reads
+/// that list.
+#[tokio::test]
+async fn the_prometheus_example_takes_its_targets_from_the_demo_apps_endpointslices() {
+    let b = Backend::start().await;
+    let objects = render(&b, "deploy/examples/prometheus").await;
+    let cms = find(&objects, "ConfigMap", "prometheus-targets");
+    let text = cms[0]["data"]["targets.yaml"]
+        .as_str()
+        .expect("key targets.yaml");
+    let list = leasehold::config::parse_target_list(text).unwrap();
+    let [leasehold::config::TargetEntry::Endpoints(e)] = &list[..] else {
+        panic!("not one endpoints entry: {list:?}");
+    };
+    let svc = find(&objects, "Service", &e.endpoints.service);
+    assert_eq!(svc.len(), 1, "no Service {:?}", e.endpoints.service);
+    let ports: Vec<&str> = svc[0]["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    let leasehold::targets::endpoints::PortRef::Name(port) = &e.endpoints.port else {
+        panic!("{:?}", e.endpoints.port);
+    };
+    assert!(ports.contains(&port.as_str()), "{port} not in {ports:?}");
+    let config = Config::load(&root().join("deploy/examples/prometheus/leasehold.yaml")).unwrap();
+    let targets = config.clusters[0].targets.config_map.as_ref().unwrap();
+    assert_eq!(
+        (targets.name.as_str(), targets.key.as_str()),
+        ("prometheus-targets", "targets.yaml")
+    );
+}
+
 #[tokio::test]
 async fn the_mmr_example_is_the_cluster_the_demo_runs() {
     let example = Config::load(&root().join("deploy/examples/mmr/leasehold.yaml")).unwrap();
