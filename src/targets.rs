@@ -48,6 +48,9 @@ impl<'de> Deserialize<'de> for TargetSpec {
 }
 
 /// One entry of a target list: one target, or the targets of a Service's ready endpoints.
+// The large variant is the common one (lists of thousands of targets, few `endpoints`
+// entries): boxing it would cost an allocation per target to save bytes on the rare one.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum TargetEntry {

@@ -14,6 +14,9 @@ use std::time::SystemTime;
 use crate::targets::endpoints::EndpointKey;
 use crate::targets::{EndpointsSource, TargetEntry, TargetSpec, parse_target_list};
 
+/// The `endpoints` entries of a list, by Service.
+type Sources = BTreeMap<String, EndpointsSource>;
+
 /// How a kind derives a definition for the target `key` of an `endpoints` entry.
 pub(super) type Derive<T> = fn(&EndpointsSource, &EndpointKey<'_>) -> T;
 
@@ -33,7 +36,7 @@ struct State<T> {
     stamp: Option<(SystemTime, u64)>,
     by_key: Arc<BTreeMap<String, T>>,
     /// The `endpoints` entries, by Service (at most one each: `targets::check_list`).
-    sources: Arc<BTreeMap<String, EndpointsSource>>,
+    sources: Arc<Sources>,
     error: Option<String>,
 }
 
@@ -83,7 +86,7 @@ impl<T> Definitions<T> {
     }
 
     /// The `endpoints` entries now, by Service, read again first if the file changed.
-    pub(super) fn sources(&self) -> Arc<BTreeMap<String, EndpointsSource>> {
+    pub(super) fn sources(&self) -> Arc<Sources> {
         self.refresh().1
     }
 
@@ -109,13 +112,9 @@ impl<T> Definitions<T> {
             .collect()
     }
 
-    #[allow(clippy::type_complexity)]
-    fn refresh(
-        &self,
-    ) -> (
-        Arc<BTreeMap<String, T>>,
-        Arc<BTreeMap<String, EndpointsSource>>,
-    ) {
+    /// The definitions listed by key and the `endpoints` entries, the file read again first if
+    /// it changed since the last read.
+    fn refresh(&self) -> (Arc<BTreeMap<String, T>>, Arc<Sources>) {
         let stamp = std::fs::metadata(&self.path)
             .ok()
             .and_then(|m| Some((m.modified().ok()?, m.len())));
@@ -141,8 +140,7 @@ impl<T> Definitions<T> {
         (state.by_key.clone(), state.sources.clone())
     }
 
-    #[allow(clippy::type_complexity)]
-    fn parse(&self) -> Result<(BTreeMap<String, T>, BTreeMap<String, EndpointsSource>), String> {
+    fn parse(&self) -> Result<(BTreeMap<String, T>, Sources), String> {
         let file = self.path.display();
         let text = std::fs::read_to_string(&self.path).map_err(|e| format!("{file}: {e}"))?;
         let list = parse_target_list(&text).map_err(|e| format!("{file}: {e}"))?;

@@ -132,7 +132,12 @@ async fn agents_serve_the_ready_endpoints_of_a_service_and_follow_its_slices() {
     ] {
         assert_eq!(labels[name], value, "{name}: {labels}");
     }
-    let keys: Vec<String> = h.model().targets.iter().map(|t| t.key.to_string()).collect();
+    let keys: Vec<String> = h
+        .model()
+        .targets
+        .iter()
+        .map(|t| t.key.to_string())
+        .collect();
     assert_eq!(keys, ["web/web-0/10.1.0.1:9100", "web/web-1/10.1.0.2:9100"]);
 
     // web-1 turns unready, web-2 ready: the targets follow.
@@ -147,7 +152,12 @@ async fn agents_serve_the_ready_endpoints_of_a_service_and_follow_its_slices() {
         .create(&pp, &slice("web-b", "IPv6", &[("fd00::7", true, "web-3")]))
         .await
         .unwrap();
-    let s = serving_exactly(&h, &sds, &["10.1.0.1:9100", "10.1.0.3:9100", "[fd00::7]:9100"]).await;
+    let s = serving_exactly(
+        &h,
+        &sds,
+        &["10.1.0.1:9100", "10.1.0.3:9100", "[fd00::7]:9100"],
+    )
+    .await;
     assert_eq!(
         s["[fd00::7]:9100"].1["leasehold_target"],
         "web/web-3/[fd00::7]:9100"
