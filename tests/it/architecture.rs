@@ -19,7 +19,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("config", &["protocol", "model", "targets"]),
     ("metrics", &["model"]),
     ("store", &["model"]),
-    ("k8s", &["config", "metrics", "model", "protocol"]),
+    (
+        "k8s",
+        &["config", "metrics", "model", "protocol", "targets"],
+    ),
     ("agent", &["k8s", "protocol", "model", "net", "targets"]),
     (
         "engine",
