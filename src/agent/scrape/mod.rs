@@ -269,11 +269,12 @@ impl Scrape {
         &self.inner.settings
     }
 
-    /// The definitions of the held targets (listed, or derived from the key of an `endpoints`
-    /// entry's target), the file read again first if it changed since the last read.
+    /// The definitions of the listed targets, held or listed ahead of their hand-over (from the
+    /// list, or derived from the key of an `endpoints` entry's target), the file read again
+    /// first if it changed since the last read.
     fn definitions(&self) -> Arc<BTreeMap<String, ScrapeTarget>> {
-        let held: Vec<String> = self.inner.held.lock().unwrap().keys().cloned().collect();
-        Arc::new(self.inner.defs.resolve(held.iter().map(String::as_str)))
+        let listed = self.listed();
+        Arc::new(self.inner.defs.resolve(listed.keys().map(String::as_str)))
     }
 
     /// What is served now: the held targets with a definition, one group each, by key
@@ -631,5 +632,73 @@ mod tests {
         .err()
         .unwrap();
         assert!(e.contains("missing.yaml"), "{e}");
+    }
+
+    /// The targets of an `endpoints` entry are served from their keys: held, and listed ahead
+    /// of an overlap hand-off (whose start is not proven here: no scraper reads the list).
+    #[tokio::test]
+    async fn endpoint_targets_are_served_from_their_keys_held_or_prepared() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("targets.yaml");
+        std::fs::write(
+            &file,
+            "- {endpoints: {service: web, port: metrics, scrape: {job: web}}}\n",
+        )
+        .unwrap();
+        let s = Scrape::new(ScrapeSettings {
+            targets_file: file,
+            cluster: "c".into(),
+            identity: "c-0".into(),
+            // Nothing answers there: a prepare is never proven.
+            collector: Some((
+                "http://127.0.0.1:9".into(),
+                std::time::Duration::from_millis(50),
+            )),
+        })
+        .unwrap();
+        let hooks: &dyn Hooks = &s;
+        hooks
+            .on_acquire(&work("web/web-0/10.0.0.1:9100", 2))
+            .await
+            .unwrap();
+        assert!(
+            hooks
+                .on_prepare(&work("web/web-1/10.0.0.2:9100", 5))
+                .await
+                .is_err()
+        );
+        let got: Vec<(String, String, String)> = s
+            .groups()
+            .into_iter()
+            .map(|(job, g)| {
+                (
+                    g.targets[0].clone(),
+                    g.labels["pod"].clone(),
+                    format!("{job:?} {}", g.labels[ScrapeTarget::GENERATION_LABEL]),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "10.0.0.1:9100".into(),
+                    "web-0".into(),
+                    "Some(\"web\") 2".into()
+                ),
+                (
+                    "10.0.0.2:9100".into(),
+                    "web-1".into(),
+                    "Some(\"web\") 5".into()
+                ),
+            ]
+        );
+        // Another Service's key has no definition here.
+        let e = hooks
+            .on_acquire(&work("db/db-0/10.0.0.3:5432", 1))
+            .await
+            .unwrap_err();
+        assert!(e.contains("no scrape definition"), "{e}");
+        assert_eq!(s.jobs(), ["web".to_owned()].into());
     }
 }
