@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.."
 # dashboard in Chromium; its Kubernetes side is the same engine as ui), tls (no Kubernetes),
 # and the unit tests.
 SIM_TARGETS=(sim_smoke fidelity_api fidelity_apply fidelity_watch kubectl differential)
-IT_AREAS=(agent engine shared_watch faults managed_gnmic managed_scrape scrape_endpoints api ui idempotency metrics deploy pressure)
+IT_AREAS=(agent engine shared_watch faults managed_gnmic managed_scrape scrape_endpoints overlap api ui idempotency metrics deploy pressure)
 # Areas that need the whole cluster (kube-controller-manager, kube-scheduler, kwok's nodes:
 # LEASEHOLD_ENVTEST_CLUSTER=1): the end-to-end scenarios on real StatefulSets, and the Helm
 # chart installed, tested, upgraded and uninstalled (helm_install). The areas above

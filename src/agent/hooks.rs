@@ -112,7 +112,9 @@ pub trait Hooks: Send + Sync + 'static {
         false
     }
     /// Start working on `work.target` ahead of its hand-over (at the generation the hand-over
-    /// will give) and answer `Ok` once the work is proven, or `Err` when not yet (asked again).
+    /// will give) and answer `Ok` once the work is proven, or `Err` when not yet: asked again
+    /// at the member's next pass, at least 200 ms later (a call may wait for its proof a while
+    /// itself, as the scrape kind's does, up to 500 ms).
     fn on_prepare(&self, _work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
         futures::future::ready(Err("this app cannot start ahead of a hand-over".to_owned())).boxed()
     }

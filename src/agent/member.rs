@@ -88,6 +88,10 @@ const HANDOVERS_AT_START: usize = 4;
 /// members stopping, issue 32): the machine stalled and the member missed its own renewals.
 /// A stop for a lost authority never waits for a slot (the app must stop by the deadline).
 const HOOKS_AT_ONCE: usize = 32;
+/// After an app's "not yet" to a start ahead of a hand-over (`on_prepare`), the shortest
+/// pause before it is asked again: an app may answer at once, and the member must not ask in a
+/// busy loop (the scrape kind's own call waits up to 500 ms for its scraper's proof).
+const PREPARE_RETRY: Duration = Duration::from_millis(200);
 /// Most watch events and finished tasks taken in before one decision pass.
 const MAX_BATCH: usize = 1024;
 
@@ -877,6 +881,15 @@ impl Member {
         {
             wake = wake.min(at.max(now));
         }
+        if let Some(at) = self
+            .preparing
+            .values()
+            .filter(|p| p.call.is_none() && !p.proven)
+            .filter_map(|p| p.retry_at)
+            .min()
+        {
+            wake = wake.min(at.max(now));
+        }
         if self.synced && !self.stopping {
             wake = wake.min(self.acquire_pass(now_ms));
         }
@@ -1454,8 +1467,9 @@ impl Member {
                 call: None,
                 proven: false,
                 writing: false,
+                retry_at: None,
             });
-        if p.call.is_none() && !p.proven {
+        if p.call.is_none() && !p.proven && p.retry_at.is_none_or(|t| t <= Instant::now()) {
             tracing::debug!(%target, generation, "overlap hand-off to this member: starting ahead of it");
             let work = Assignment {
                 target,
@@ -1545,7 +1559,8 @@ impl Member {
                 p.proven = true;
             }
             Err(error) => {
-                tracing::debug!(target = %p.target, %error, "overlap hand-off: not proven yet")
+                tracing::debug!(target = %p.target, %error, "overlap hand-off: not proven yet");
+                p.retry_at = Some(Instant::now() + PREPARE_RETRY);
             }
         }
         self.dirty.insert(name);

@@ -266,6 +266,8 @@ pub(super) struct Preparing {
     pub(super) proven: bool,
     /// The `ready` write is in flight.
     pub(super) writing: bool,
+    /// After a "not yet": not asked again before this (an app may answer at once).
+    pub(super) retry_at: Option<Instant>,
 }
 
 impl Held {

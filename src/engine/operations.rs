@@ -244,18 +244,30 @@ async fn run_move(
             // the recorder writes that acquisition when the index sees it).
             Ok(None)
         } else {
-            wait_held(
+            // In an overlap hand-off the next owner prepares only under the term the Lease
+            // names: a new term of it (a brief lapse) is written down at once, not after the
+            // holder waited its whole bound for a word that cannot come.
+            let term = desire.overlap_ms.and(desire.term.as_deref());
+            let waited = wait_held(
                 inner,
                 &spec.name,
-                &mv.target,
-                &mv.to,
+                (&mv.target, &mv.to, term),
                 // An overlap hand-off may wait its bound before the holder stops first.
                 spec.policy.move_timeout
                     + desire
                         .overlap_ms
                         .map_or(Duration::ZERO, |ms| Duration::from_millis(ms as u64)),
             )
-            .await
+            .await;
+            match waited {
+                Waited::Held(at) => Ok(at),
+                Waited::NewTerm => {
+                    info!(target = %mv.target, to = %mv.to, "the destination has a new term: writing it down");
+                    attempts -= 1;
+                    continue;
+                }
+                Waited::Failed(why) => Err(why),
+            }
         };
         match outcome {
             Ok(acquired_at_ms) => {
@@ -304,15 +316,24 @@ async fn run_move(
     }
 }
 
-/// Waits until `to` holds `target` (unexpired), or says why not; returns the acquisition's
-/// `acquireTime` (ms).
+/// How waiting for a move's destination to hold its target ended.
+enum Waited {
+    /// It holds it; the acquisition's `acquireTime` (ms), if known.
+    Held(Option<i64>),
+    /// It is live under another term than the one written with the move (overlap hand-offs).
+    NewTerm,
+    /// It did not, and why.
+    Failed(String),
+}
+
+/// Waits until `to` holds `target` (unexpired), or says why not; with `term`, also ends when
+/// `to` is live under another term.
 async fn wait_held(
     inner: &Inner,
     cluster: &str,
-    target: &str,
-    to: &str,
+    (target, to, term): (&str, &str, Option<&str>),
     timeout: Duration,
-) -> Result<Option<i64>, String> {
+) -> Waited {
     let mut versions = inner.shared.versions();
     let deadline = Instant::now() + timeout;
     loop {
@@ -320,15 +341,18 @@ async fn wait_held(
             (
                 ix.target(cluster, target, Timestamp::now()),
                 ix.alive(cluster, to, jiff::Timestamp::now()),
+                ix.member_term(cluster, to),
             )
         });
         match now {
-            (Some(t), _) if t.holder.as_deref() == Some(to) && !t.expired => {
-                return Ok(t.acquired_at_ms);
+            (Some(t), ..) if t.holder.as_deref() == Some(to) && !t.expired => {
+                return Waited::Held(t.acquired_at_ms);
             }
-            (_, false) => return Err(format!("destination {to} is not a live member")),
-            (None, _) => {}
-            (Some(_), true) => {}
+            (_, false, _) => {
+                return Waited::Failed(format!("destination {to} is not a live member"));
+            }
+            (_, true, Some(now)) if term.is_some_and(|t| t != now) => return Waited::NewTerm,
+            _ => {}
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -336,7 +360,7 @@ async fn wait_held(
                 .shared
                 .read(|ix| ix.target(cluster, target, Timestamp::now()))
                 .and_then(|t| t.holder);
-            return Err(format!(
+            return Waited::Failed(format!(
                 "{to} did not take the lease within {}s (holder: {})",
                 timeout.as_secs(),
                 holder.as_deref().unwrap_or("none")

@@ -25,6 +25,7 @@ mod managed_gnmic;
 mod managed_scrape;
 mod metrics;
 mod observed_gnmic;
+mod overlap;
 mod pressure;
 mod scrape_endpoints;
 mod scrape_otel;
