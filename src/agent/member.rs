@@ -277,14 +277,14 @@ impl Member {
 
     /// How many handovers are under way in this pass (see `handing_over`).
     fn handovers_under_way(&mut self) -> usize {
-        let held = &self.held;
+        let (held, seen) = (&self.held, &self.seen);
         *self.handing_over.get_or_insert_with(|| {
-            held.values()
-                .filter(|h| {
+            held.iter()
+                .filter(|(name, h)| {
                     matches!(
                         h.phase,
                         Phase::Stopping { release: true } | Phase::Releasing
-                    )
+                    ) && !covered(seen, name)
                 })
                 .count()
         })
@@ -960,7 +960,12 @@ impl Member {
         } else if !handover {
             self.awaiting.remove(name);
         }
+        // A target its next owner already works on (an overlap hand-off, its word given) costs
+        // no gap while it stops: it takes no slot, and stops as soon as the word comes — a
+        // scraper drops many targets in one pass of its pipeline, not one after another.
+        let covered = covered(&self.seen, name);
         let full = handover
+            && !covered
             && self
                 .held
                 .get(name)
@@ -976,7 +981,7 @@ impl Member {
                 self.handovers_waiting.insert(name.to_owned());
             } else {
                 self.handovers_waiting.remove(name);
-                if let Some(n) = self.handing_over.as_mut().filter(|_| handover) {
+                if let Some(n) = self.handing_over.as_mut().filter(|_| handover && !covered) {
                     *n += 1;
                 }
             }
@@ -1636,6 +1641,17 @@ impl Member {
 }
 
 /// `d` in whole ms, as `protocol::member`'s rules count time.
+/// Whether target Lease `name` is in an overlap hand-off whose next owner has said its app
+/// works on it (`leasehold.io/ready-term` equal to the desired term).
+fn covered(seen: &BTreeMap<String, Seen>, name: &str) -> bool {
+    seen.get(name).is_some_and(|s| {
+        let v = &s.view;
+        v.overlap_ms.is_some()
+            && v.desired_term.is_some()
+            && v.ready.as_ref().map(|r| &r.0) == v.desired_term.as_ref()
+    })
+}
+
 fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
