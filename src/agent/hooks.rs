@@ -103,6 +103,15 @@ pub trait Hooks: Send + Sync + 'static {
     fn work(&self) -> Option<crate::protocol::AppWork> {
         None
     }
+    /// Whether calls go under the member's adaptive limit of hook calls (the default: a
+    /// command hook starts a process per call, an HTTP hook a request, and thousands at once
+    /// starve the machine). Hooks whose calls are cheap in-process work that waits on purpose
+    /// (the scrape kind: a stop or start call waits up to 500 ms for its scraper's proof) say
+    /// `false`: a deliberate wait is not an overwhelmed app, and limiting such calls would delay
+    /// the delisting each one begins with.
+    fn limited(&self) -> bool {
+        true
+    }
     /// Whether the app can start on a target before its hand-over and prove it works
     /// ([`on_prepare`](Hooks::on_prepare)): then this member takes part in overlap hand-offs
     /// as the next owner (docs/protocol.md, "Overlap hand-off"). Otherwise (the default) it

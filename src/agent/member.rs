@@ -17,7 +17,8 @@
 //! answered promptly, shrinking when they slow down or are refused, at most `--max-parallel`):
 //! a target's stop and its handover write stay together, and the others moved away go on
 //! working until a slot frees. Hook calls run under an adaptive limit of
-//! their own (`hook_gate`), but a stop for a lost authority never waits for it.
+//! their own (`hook_gate`; not for hooks whose calls are in-process, `Hooks::limited`), but a
+//! stop for a lost authority never waits for it.
 //!
 //! Holds are never renewed: the member Lease (`Heart`) is, and past its renew deadline — or
 //! when it is found fenced or deleted — every hold is lost at once, without a write. What was
@@ -670,7 +671,7 @@ impl Member {
                                     call(
                                         self.cfg.hook_timeout,
                                         &self.authority,
-                                        Some(&self.hook_gate),
+                                        self.hooks.limited().then_some(&self.hook_gate),
                                     ),
                                 ));
                             }
@@ -1003,7 +1004,7 @@ impl Member {
                 call(
                     self.cfg.hook_timeout,
                     &self.authority,
-                    Some(&self.hook_gate),
+                    self.hooks.limited().then_some(&self.hook_gate),
                 ),
             );
         }
@@ -1164,7 +1165,7 @@ impl Member {
                 call(
                     self.cfg.hook_timeout,
                     &self.authority,
-                    Some(&self.hook_gate),
+                    self.hooks.limited().then_some(&self.hook_gate),
                 ),
             ));
             self.held.insert(name.clone(), h);
@@ -1484,7 +1485,7 @@ impl Member {
             let call = call(
                 self.cfg.hook_timeout,
                 &self.authority,
-                Some(&self.hook_gate),
+                self.hooks.limited().then_some(&self.hook_gate),
             );
             p.call = Some(spawn_call(
                 &mut self.tasks,

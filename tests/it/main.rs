@@ -27,6 +27,7 @@ mod metrics;
 mod observed_gnmic;
 mod overlap;
 mod pressure;
+mod scrape_acceptance;
 mod scrape_endpoints;
 mod scrape_otel;
 mod shared_watch;

@@ -351,6 +351,10 @@ impl Hooks for Scrape {
     fn prepares(&self) -> bool {
         self.inner.watcher.is_some()
     }
+    fn limited(&self) -> bool {
+        // In-process: a call changes the list at once, then waits for the scraper's proof.
+        false
+    }
     fn on_prepare(&self, work: &Assignment) -> BoxFuture<'_, Result<(), String>> {
         let work = work.clone();
         Box::pin(async move { self.prepare(&work).await })

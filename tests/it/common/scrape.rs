@@ -416,6 +416,244 @@ pub fn unix_now() -> f64 {
         .as_secs_f64()
 }
 
+// Issue 36's acceptance measurement (`tests/it/scrape_acceptance.rs`): Prometheus at an interval
+// of the test's choosing, restarted as a pod's container is, and coverage at that interval.
+
+impl Scraper {
+    /// A Prometheus as [`Scraper::start`] starts one, but scraping its targets and refreshing
+    /// its SD every `interval`. Started again under the same `name` (after [`Scraper::terminate`]
+    /// or [`Scraper::kill`]), it keeps its data, as a restarted container with its volume does
+    /// (its log is appended to).
+    pub fn prometheus_every(
+        bin: &Path,
+        dir: &Path,
+        name: &str,
+        sd_url: &str,
+        interval: Duration,
+    ) -> Scraper {
+        let addr = free_addr();
+        let config = dir.join(format!("prometheus-{name}.yml"));
+        let s = interval.as_secs();
+        std::fs::write(
+            &config,
+            match sd_url.strip_prefix("file://") {
+                // Prometheus' file SD (the agent's --scrape-sd-file): read when it changes.
+                Some(file) => format!(
+                    "scrape_configs:\n- job_name: leasehold\n  scrape_interval: {s}s\n  \
+                     scrape_timeout: {s}s\n  params: {{scraper: ['{name}']}}\n  file_sd_configs:\n  \
+                     - files: ['{file}']\n"
+                ),
+                None => format!(
+                    "scrape_configs:\n- job_name: leasehold\n  scrape_interval: {s}s\n  \
+                     scrape_timeout: {s}s\n  params: {{scraper: ['{name}']}}\n  http_sd_configs:\n  \
+                     - url: '{sd_url}'\n    refresh_interval: {s}s\n"
+                ),
+            },
+        )
+        .unwrap();
+        let log = dir.join(format!("prometheus-{name}.log"));
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        let child = tokio::process::Command::new(bin)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join(format!("tsdb-{name}")).display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .arg("--log.level=warn")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("prometheus starts: {e}"));
+        Scraper {
+            _child: child,
+            log,
+            kind: Kind::Prometheus,
+            addr,
+        }
+    }
+
+    /// Stops it as a pod's termination does: SIGTERM, then SIGKILL if it has not exited
+    /// within 30 s (Kubernetes' default grace period).
+    pub async fn terminate(mut self) {
+        if let Some(pid) = self._child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
+        if tokio::time::timeout(Duration::from_secs(30), self._child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self._child.kill().await;
+        }
+    }
+
+    /// Kills it (SIGKILL), as a crash does, and waits for it to be gone.
+    pub async fn kill(mut self) {
+        let _ = self._child.kill().await;
+    }
+}
+
+/// [`coverage`] with scrapes every `interval` rather than every [`INTERVAL`]: per target of
+/// `scrapes` (scraper → target → scrape times), over `[from, to]` (Unix seconds).
+pub fn coverage_every(
+    scrapes: &BTreeMap<String, BTreeMap<String, Vec<f64>>>,
+    from: f64,
+    to: f64,
+    interval: Duration,
+) -> BTreeMap<String, Coverage> {
+    let interval = interval.as_secs_f64();
+    let targets: BTreeSet<&String> = scrapes.values().flat_map(|m| m.keys()).collect();
+    let mut out = BTreeMap::new();
+    for t in targets {
+        let mut all: Vec<f64> = Vec::new();
+        // Each scraper's runs (split where a scrape is late by more than half an interval),
+        // each lasting one interval past its last scrape, and each from its first to its last.
+        let mut runs: Vec<(usize, f64, f64)> = Vec::new();
+        let mut spans: Vec<(usize, f64, f64)> = Vec::new();
+        let mut each: Vec<(usize, f64)> = Vec::new();
+        for (i, by_target) in scrapes.values().enumerate() {
+            let times: Vec<f64> = by_target
+                .get(t)
+                .into_iter()
+                .flatten()
+                .copied()
+                .filter(|x| (from..=to).contains(x))
+                .collect();
+            all.extend(&times);
+            each.extend(times.iter().map(|x| (i, *x)));
+            let mut run: Option<(f64, f64)> = None;
+            for x in times {
+                run = match run {
+                    Some((a, b)) if x - b <= interval * 1.5 => Some((a, x)),
+                    Some((a, b)) => {
+                        runs.push((i, a, b + interval));
+                        spans.push((i, a, b));
+                        Some((x, x))
+                    }
+                    None => Some((x, x)),
+                };
+            }
+            if let Some((a, b)) = run {
+                runs.push((i, a, (b + interval).min(to)));
+                spans.push((i, a, b));
+            }
+        }
+        all.sort_by(f64::total_cmp);
+        let mut edges = vec![from];
+        edges.extend(&all);
+        edges.push(to);
+        let max_gap = edges.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
+        let mut twice = 0.0;
+        for (n, (i, a, b)) in runs.iter().enumerate() {
+            for (j, c, d) in &runs[n + 1..] {
+                if i != j {
+                    twice += (b.min(*d) - a.max(*c)).max(0.0);
+                }
+            }
+        }
+        let interleaved = each
+            .iter()
+            .filter(|(i, x)| spans.iter().any(|(j, a, b)| i != j && a < x && x < b))
+            .count();
+        out.insert(
+            t.clone(),
+            Coverage {
+                max_gap,
+                twice,
+                interleaved,
+            },
+        );
+    }
+    out
+}
+
+impl MetricsTargets {
+    /// [`MetricsTargets::serve`] on a thread and runtime of their own, so that every scrape is
+    /// answered and recorded when it comes, however busy the test's own runtime is (the
+    /// simulator, the control plane, the test's polling of the scrapers).
+    pub fn serve_apart(paths: &[&str]) -> MetricsTargets {
+        let listeners: Vec<std::net::TcpListener> = paths
+            .iter()
+            .map(|_| {
+                let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                l.set_nonblocking(true).unwrap();
+                l
+            })
+            .collect();
+        let addrs = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+        let sink = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        sink.set_nonblocking(true).unwrap();
+        let sink_addr = sink.local_addr().unwrap();
+        let log: Arc<Mutex<Vec<(usize, String, f64)>>> = Arc::default();
+        let paths: Vec<String> = paths.iter().map(|p| (*p).to_owned()).collect();
+        // The runtime ends (and every server with it) once the task below is aborted on drop.
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let recorded = log.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                for (i, (listener, path)) in listeners.into_iter().zip(paths).enumerate() {
+                    let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                    let body = format!(
+                        "# TYPE scrape_test_target gauge\nscrape_test_target{{n=\"{i}\"}} 1\n"
+                    );
+                    let log = recorded.clone();
+                    let app =
+                        axum::Router::new().route(
+                            &path,
+                            axum::routing::get(
+                                move |axum::extract::Query(q): axum::extract::Query<
+                                    ScrapeQuery,
+                                >| {
+                                    log.lock().unwrap().push((i, q.scraper, unix_now()));
+                                    let body = body.clone();
+                                    async move {
+                                        ([("content-type", "text/plain; version=0.0.4")], body)
+                                    }
+                                },
+                            ),
+                        );
+                    tokio::spawn(async move {
+                        let _ = axum::serve(listener, app).await;
+                    });
+                }
+                let sink = tokio::net::TcpListener::from_std(sink).unwrap();
+                let app =
+                    axum::Router::new().fallback(|| async { axum::http::StatusCode::NO_CONTENT });
+                tokio::spawn(async move {
+                    let _ = axum::serve(sink, app).await;
+                });
+                let _ = stopped.await;
+            });
+        });
+        let tasks = vec![tokio::spawn(async move {
+            let _stop = stop;
+            std::future::pending::<()>().await;
+        })];
+        MetricsTargets {
+            addrs,
+            sink: sink_addr,
+            log,
+            tasks,
+        }
+    }
+}
+
+// The OpenTelemetry Collector test (`tests/it/scrape_otel.rs`): the scrape configs a Target
+// Allocator serves carry no `params` of the collector's choosing, so each collector names itself
+// in a header instead (its receiver's `target_allocator.http_scrape_config.http_headers`).
+
 /// The header whose value names the scraper, for [`MetricsTargets::serve_named_by_header`].
 pub const SCRAPER_HEADER: &str = "x-leasehold-scraper";
 
