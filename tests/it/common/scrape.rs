@@ -341,71 +341,7 @@ pub fn coverage(
     from: f64,
     to: f64,
 ) -> BTreeMap<String, Coverage> {
-    let interval = INTERVAL.as_secs_f64();
-    let targets: BTreeSet<&String> = scrapes.values().flat_map(|m| m.keys()).collect();
-    let mut out = BTreeMap::new();
-    for t in targets {
-        // Every sample in the window, and each scraper's runs (split where a sample is late by
-        // more than half an interval).
-        let mut all: Vec<f64> = Vec::new();
-        let mut runs: Vec<(usize, f64, f64)> = Vec::new();
-        let mut each: Vec<(usize, f64)> = Vec::new();
-        // Each run from its first to its last scrape.
-        let mut spans: Vec<(usize, f64, f64)> = Vec::new();
-        for (i, by_target) in scrapes.values().enumerate() {
-            let times: Vec<f64> = by_target
-                .get(t)
-                .into_iter()
-                .flatten()
-                .copied()
-                .filter(|x| (from..=to).contains(x))
-                .collect();
-            all.extend(&times);
-            each.extend(times.iter().map(|x| (i, *x)));
-            let mut run: Option<(f64, f64)> = None;
-            for x in times {
-                run = match run {
-                    Some((a, b)) if x - b <= interval * 1.5 => Some((a, x)),
-                    Some((a, b)) => {
-                        runs.push((i, a, b + interval));
-                        spans.push((i, a, b));
-                        Some((x, x))
-                    }
-                    None => Some((x, x)),
-                };
-            }
-            if let Some((a, b)) = run {
-                runs.push((i, a, (b + interval).min(to)));
-                spans.push((i, a, b));
-            }
-        }
-        all.sort_by(f64::total_cmp);
-        let mut edges = vec![from];
-        edges.extend(&all);
-        edges.push(to);
-        let max_gap = edges.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
-        let mut twice = 0.0;
-        for (n, (i, a, b)) in runs.iter().enumerate() {
-            for (j, c, d) in &runs[n + 1..] {
-                if i != j {
-                    twice += (b.min(*d) - a.max(*c)).max(0.0);
-                }
-            }
-        }
-        let interleaved = each
-            .iter()
-            .filter(|(i, x)| spans.iter().any(|(j, a, b)| i != j && a < x && x < b))
-            .count();
-        out.insert(
-            t.clone(),
-            Coverage {
-                max_gap,
-                twice,
-                interleaved,
-            },
-        );
-    }
-    out
+    coverage_every(scrapes, from, to, INTERVAL)
 }
 
 /// Unix seconds now, by this machine's clock.
