@@ -1,6 +1,7 @@
 //! Issue 36's acceptance measurement, with real Prometheus servers: 300 loopback targets served
-//! by this test ([`MetricsTargets`]), one Prometheus per member reading its agent's `/sd` (HTTP
-//! SD), scrape interval and SD refresh 5 s, every agent reading its Prometheus' own targets API
+//! by this test ([`MetricsTargets`]), one Prometheus per member reading its agent's list through
+//! file SD (`--scrape-sd-file`; `SCRAPE_ACCEPTANCE_SD=http`: its `/sd`, HTTP SD refreshed every
+//! 5 s), scrape interval 5 s, every agent reading its Prometheus' own targets API
 //! (`--scrape-api`, so hand-offs are proven by the scraper), `D` = 3 s. One test per hand-off
 //! mode (the cluster's `policy.handoff`), each through the same scenarios in order:
 //!
@@ -155,14 +156,12 @@ impl Scene {
         let sd = scrape::free_addr();
         // Prometheus reads its agent's list as a file (file SD, `--scrape-sd-file`), as the
         // Prometheus example does: read when it changes, not at the next 5 s poll.
-        let file = self.sd_file(name);
-        let p = Scraper::prometheus_every(
-            &self.bin,
-            self.dir.path(),
-            name,
-            &format!("file://{}", file.display()),
-            INTERVAL,
-        );
+        // `SCRAPE_ACCEPTANCE_SD=http`: HTTP SD instead (refresh 5 s), for comparison.
+        let url = match std::env::var("SCRAPE_ACCEPTANCE_SD").as_deref() {
+            Ok("http") => format!("http://{sd}/sd"),
+            _ => format!("file://{}", self.sd_file(name).display()),
+        };
+        let p = Scraper::prometheus_every(&self.bin, self.dir.path(), name, &url, INTERVAL);
         p.ready().await;
         let api = p.addr;
         self.proms.insert(name.to_owned(), p);
