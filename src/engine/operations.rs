@@ -104,6 +104,9 @@ async fn execute(inner: &Arc<Inner>, op: Operation) -> anyhow::Result<()> {
         info!(moves = op.moves.len(), "operation started");
         inner.metrics.operation_started(&op.cluster, op.kind);
     }
+    // Whether the instance is gone is read only from a model known to be current: a replica
+    // that has just begun to act (resuming this operation) may not have seen it yet.
+    until_current(inner, &op.cluster, spec.policy.move_timeout).await;
     let ghost = op.kind == OperationKind::RemoveInstance
         && op.instance.as_deref().is_some_and(|i| {
             !inner
@@ -222,6 +225,19 @@ async fn run_move(
     loop {
         attempts += 1;
         record(MoveState::InProgress, attempts, None).await?;
+        if !until_current(inner, &spec.name, spec.policy.move_timeout).await {
+            let why = format!(
+                "cluster {} is not synced or its watch is down; no decision on stale data",
+                spec.name
+            );
+            if attempts > spec.policy.move_retries {
+                record(MoveState::Failed, attempts, Some(why)).await?;
+                inner.metrics.move_finished(&spec.name, kind, false);
+                return Ok(false);
+            }
+            warn!(target = %mv.target, %why, "move waits; retrying");
+            continue;
+        }
         let term = inner.shared.read(|ix| {
             let now = jiff::Timestamp::now();
             ix.alive(&spec.name, &mv.to, now)
@@ -316,6 +332,28 @@ async fn run_move(
     }
 }
 
+/// Waits (up to `timeout`) until the index's model of `cluster` is known to be current
+/// ([`crate::k8s::index::Index::current`]); whether it is.
+async fn until_current(inner: &Inner, cluster: &str, timeout: Duration) -> bool {
+    let mut versions = inner.shared.versions();
+    let deadline = Instant::now() + timeout;
+    loop {
+        if inner
+            .shared
+            .read(|ix| ix.current(cluster, Timestamp::now()))
+        {
+            return true;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        // Staleness ends by an event or a proof (each bumps the version) or by the clock.
+        let _ =
+            tokio::time::timeout(left.min(Duration::from_millis(200)), versions.changed()).await;
+    }
+}
+
 /// How waiting for a move's destination to hold its target ended.
 enum Waited {
     /// It holds it; the acquisition's `acquireTime` (ms), if known.
@@ -338,9 +376,11 @@ async fn wait_held(
     let deadline = Instant::now() + timeout;
     loop {
         let now = inner.shared.read(|ix| {
+            let at = Timestamp::now();
             (
-                ix.target(cluster, target, Timestamp::now()),
-                ix.alive(cluster, to, jiff::Timestamp::now()),
+                ix.target(cluster, target, at),
+                // An absence counts only when the model is current.
+                ix.alive(cluster, to, at) || !ix.current(cluster, at),
                 ix.member_term(cluster, to),
             )
         });

@@ -618,6 +618,17 @@ impl Index {
             .is_some_and(|w| w.prepares)
     }
 
+    /// Whether what the index shows of `cluster` is known to be current at `now`: every watch
+    /// feeding it has synced and none is down or unproven. Only then may an absence (of a pod,
+    /// of a live member Lease) be acted on; a replica that has just begun to act has not yet
+    /// seen its members.
+    pub fn current(&self, cluster: &str, now: Timestamp) -> bool {
+        self.clusters
+            .iter()
+            .find(|c| c.spec.name == cluster)
+            .is_some_and(|c| c.all_synced() && !c.is_stale(now.as_millisecond()))
+    }
+
     /// Whether `instance` of `cluster` is a live member: its pod exists, is ready and is not
     /// terminating, and (native clusters) its member Lease is live and not leaving.
     pub fn alive(&self, cluster: &str, instance: &str, now: Timestamp) -> bool {

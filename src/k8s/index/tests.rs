@@ -922,6 +922,10 @@ fn member_leases_kept_apart_count_only_from_their_own_namespace() {
         !ix.model("c", at(0)).unwrap().synced,
         "not synced before the member Leases are listed"
     );
+    assert!(
+        !ix.current("c", at(0)),
+        "no absence is acted on before every watch listed"
+    );
     let member = |ns: &str| {
         let mut l = protocol::new_member_lease("leasehold", "c", "c-0", at(0), 10, false);
         l.metadata.namespace = Some(ns.into());
@@ -929,6 +933,7 @@ fn member_leases_kept_apart_count_only_from_their_own_namespace() {
     };
     ix.reset::<MemberNamespaceLease>("ns-members", &[], at(0));
     assert!(ix.model("c", at(0)).unwrap().synced);
+    assert!(ix.current("c", at(0)));
     // A member Lease in the cluster's own namespace is not this cluster's (an agent started
     // without --member-lease-namespace): the member is not live.
     ix.apply(&member("ns"), at(1));
@@ -947,8 +952,10 @@ fn member_leases_kept_apart_count_only_from_their_own_namespace() {
     // The member-Lease watch going down makes the cluster stale.
     ix.set_stale("ns-members", Kind::MemberLease, true);
     assert!(ix.model("c", at(5)).unwrap().stale);
+    assert!(!ix.current("c", at(5)));
     ix.reset::<MemberNamespaceLease>("ns-members", &[], at(6));
     assert!(!ix.model("c", at(6)).unwrap().stale);
+    assert!(ix.current("c", at(6)));
     assert!(!ix.alive("c", "c-0", at(6)));
 }
 
