@@ -103,6 +103,13 @@ pub trait Hooks: Send + Sync + 'static {
     fn work(&self) -> Option<crate::protocol::AppWork> {
         None
     }
+    /// When (Unix ms) the app last worked on `work` (its target at its generation), if it
+    /// knows — asked for a hand-over after a proven stop (`confirms_stop`) and written with it
+    /// (`leasehold.io/stopped-at`), so history can record the hand-off's work-level gap. The
+    /// scrape kind answers its scraper's last scrape of the target.
+    fn last_worked_ms(&self, _work: &Assignment) -> Option<i64> {
+        None
+    }
     /// Whether calls go under the member's adaptive limit of hook calls (the default: a
     /// command hook starts a process per call, an HTTP hook a request, and thousands at once
     /// starve the machine). Hooks whose calls are cheap in-process work that waits on purpose

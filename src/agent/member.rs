@@ -276,16 +276,22 @@ impl Member {
         self.handovers.limit().min(self.cfg.max_parallel)
     }
 
-    /// How many handovers are under way in this pass (see `handing_over`).
+    /// How many handovers are under way in this pass (see `handing_over`). A stop takes a
+    /// slot only where it is the app's own work (`Hooks::limited`): an in-process stop that
+    /// waits for its app's proof (the scrape kind: a scraper drops many targets in one pass
+    /// of its pipeline, 5–15 s for Prometheus) takes none, and only its handover write does.
     fn handovers_under_way(&mut self) -> usize {
         let (held, seen) = (&self.held, &self.seen);
+        let stops_take_slots = self.hooks.limited();
         *self.handing_over.get_or_insert_with(|| {
             held.iter()
                 .filter(|(name, h)| {
-                    matches!(
-                        h.phase,
-                        Phase::Stopping { release: true } | Phase::Releasing
-                    ) && !covered(seen, name)
+                    let slot = match h.phase {
+                        Phase::Stopping { release: true } => stops_take_slots,
+                        Phase::Releasing => true,
+                        _ => false,
+                    };
+                    slot && !covered(seen, name)
                 })
                 .count()
         })
@@ -965,8 +971,10 @@ impl Member {
         // no gap while it stops: it takes no slot, and stops as soon as the word comes — a
         // scraper drops many targets in one pass of its pipeline, not one after another.
         let covered = covered(&self.seen, name);
+        // Nor does a stop that waits for its app's proof in-process (`handovers_under_way`).
+        let slotless = covered || !self.hooks.limited();
         let full = handover
-            && !covered
+            && !slotless
             && self
                 .held
                 .get(name)
@@ -982,7 +990,7 @@ impl Member {
                 self.handovers_waiting.insert(name.to_owned());
             } else {
                 self.handovers_waiting.remove(name);
-                if let Some(n) = self.handing_over.as_mut().filter(|_| handover && !covered) {
+                if let Some(n) = self.handing_over.as_mut().filter(|_| handover && !slotless) {
                     *n += 1;
                 }
             }
@@ -1016,7 +1024,17 @@ impl Member {
             }
             h.writing = true;
             let lease = h.lease.clone();
-            self.spawn_release(name.to_owned(), lease);
+            // When the app last worked on it, if its stops are proven and it knows: written
+            // with the hand-over, for history's work-level gap.
+            let stopped_at = self
+                .hooks
+                .confirms_stop()
+                .then(|| {
+                    let work = Assignment::of(&h.target, &h.lease, None);
+                    self.hooks.last_worked_ms(&work)
+                })
+                .flatten();
+            self.spawn_release(name.to_owned(), lease, stopped_at);
         }
     }
 
@@ -1177,7 +1195,7 @@ impl Member {
             self.candidates.remove(&name);
             self.dormant.remove(&name);
             self.orphans.insert(name.clone());
-            self.spawn_release(name, lease);
+            self.spawn_release(name, lease, None);
         }
         let delay = u64::try_from(wake_ms.saturating_sub(now_ms)).unwrap_or(0);
         let wake = now + Duration::from_millis(delay.min(3_600_000));
@@ -1198,14 +1216,14 @@ impl Member {
     }
 
     /// Release, as an owned task within the write budget.
-    fn spawn_release(&mut self, name: String, lease: Lease) {
+    fn spawn_release(&mut self, name: String, lease: Lease, stopped_at_ms: Option<i64>) {
         let api = self.api.clone();
         let me = self.cfg.identity.clone();
         let permits = self.gate.permits();
         self.tasks.spawn(async move {
             let _permit = permits.acquire().await;
             let sent = Instant::now();
-            let result = writes::release(&api, &name, lease, &me, true).await;
+            let result = writes::release(&api, &name, lease, &me, Some(stopped_at_ms)).await;
             Done::Released { name, sent, result }
         });
     }
@@ -1615,7 +1633,7 @@ impl Member {
             &self.cfg.cluster,
             &self.cfg.identity,
         );
-        match writes::release(&self.member_api, &name, lease, &self.cfg.identity, false).await {
+        match writes::release(&self.member_api, &name, lease, &self.cfg.identity, None).await {
             Ok(_) => tracing::info!("member lease released"),
             Err(error) => {
                 tracing::warn!(%error, "releasing the member lease failed; it will expire")
@@ -1736,12 +1754,16 @@ mod tests {
     }
 
     fn member_with(cfg: AgentConfig) -> Member {
+        member_hooked(cfg, Arc::new(NoHooks))
+    }
+
+    fn member_hooked(cfg: AgentConfig, hooks: Arc<dyn Hooks>) -> Member {
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         let client = kube::Client::try_from(config).unwrap();
         Member::new(
             client,
             cfg,
-            Arc::new(NoHooks),
+            hooks,
             watch::channel(BTreeSet::new()).0,
             (watch::channel(None).0, watch::channel(0).0),
             None,
@@ -1890,14 +1912,30 @@ mod tests {
         }
     }
 
-    /// Targets moved away are handed over [`HANDOVERS_AT_START`] at a time at first: the
-    /// others stay worked on (no `on_release`, nothing written) until one of those under way
-    /// is released; when the API server's answers turn slow the limit, and with it the
-    /// handovers begun, comes down (and it grows with prompt answers:
-    /// `the_handover_limit_grows_with_prompt_answers`); on shutdown everything is stopped at
-    /// once.
-    #[tokio::test]
-    async fn targets_moved_away_are_handed_over_as_fast_as_writes_are_answered() {
+    /// Hooks whose calls are in-process waits for the app's proof (`Hooks::limited` false,
+    /// as the scrape kind's).
+    struct InProcess;
+
+    impl Hooks for InProcess {
+        fn on_acquire(
+            &self,
+            _work: &Assignment,
+        ) -> futures::future::BoxFuture<'_, Result<(), String>> {
+            futures::future::ready(Ok(())).boxed()
+        }
+        fn on_release(
+            &self,
+            _work: &Assignment,
+        ) -> futures::future::BoxFuture<'_, Result<(), String>> {
+            futures::future::ready(Ok(())).boxed()
+        }
+        fn limited(&self) -> bool {
+            false
+        }
+    }
+
+    /// Ten held targets of `m`, each moved away by the control plane (`c-1` → `c-2`).
+    fn moved_away(m: &mut Member) -> Vec<String> {
         let desire = |owner: &str| Desire {
             overlap_ms: None,
             term: None,
@@ -1906,9 +1944,6 @@ mod tests {
             operation: None,
             duration_s: 2,
         };
-        let mut m = member();
-        let slots = m.handover_slots();
-        assert_eq!(slots, HANDOVERS_AT_START);
         let now = jiff::Timestamp::now();
         let mut names = Vec::new();
         for i in 0..10 {
@@ -1928,19 +1963,55 @@ mod tests {
             m.on_event(Event::Apply(moved), 1, &mut Vec::new());
             names.push(name);
         }
-        let phases = |m: &Member| {
-            let stopping = m
-                .held
-                .values()
-                .filter(|h| matches!(h.phase, Phase::Stopping { release: true }))
-                .count();
-            let working = m
-                .held
-                .values()
-                .filter(|h| h.phase == Phase::Working)
-                .count();
-            (stopping, working)
-        };
+        names
+    }
+
+    /// (stopping for a handover, still working)
+    fn phases(m: &Member) -> (usize, usize) {
+        let stopping = m
+            .held
+            .values()
+            .filter(|h| matches!(h.phase, Phase::Stopping { release: true }))
+            .count();
+        let working = m
+            .held
+            .values()
+            .filter(|h| h.phase == Phase::Working)
+            .count();
+        (stopping, working)
+    }
+
+    /// A stop that waits in-process for its app's proof (the scrape kind's: Prometheus drops
+    /// many targets in one pass of its pipeline, 5–15 s) takes no handover slot: every target
+    /// moved away begins stopping at once, and only the handover writes count against the
+    /// limit. (Each proven stop once held a slot, and a leaving member holding 75 targets
+    /// handed 19 over within a 40 s drain.)
+    #[tokio::test]
+    async fn stops_that_wait_for_their_apps_proof_take_no_handover_slot() {
+        let mut m = member_hooked(AgentConfig::new("c", "apps", "c-1"), Arc::new(InProcess));
+        let names = moved_away(&mut m);
+        m.step();
+        assert_eq!(phases(&m), (10, 0));
+        // Their writes do take slots: with every stop done, the writes under way are counted.
+        for n in &names {
+            m.held.get_mut(n).unwrap().phase = Phase::Releasing;
+        }
+        m.handing_over = None;
+        assert_eq!(m.handovers_under_way(), 10);
+    }
+
+    /// Targets moved away are handed over [`HANDOVERS_AT_START`] at a time at first: the
+    /// others stay worked on (no `on_release`, nothing written) until one of those under way
+    /// is released; when the API server's answers turn slow the limit, and with it the
+    /// handovers begun, comes down (and it grows with prompt answers:
+    /// `the_handover_limit_grows_with_prompt_answers`); on shutdown everything is stopped at
+    /// once.
+    #[tokio::test]
+    async fn targets_moved_away_are_handed_over_as_fast_as_writes_are_answered() {
+        let mut m = member();
+        let slots = m.handover_slots();
+        assert_eq!(slots, HANDOVERS_AT_START);
+        let mut names = moved_away(&mut m);
         // Two handovers under way end (released and forgotten).
         let end_two = |m: &mut Member, names: &mut Vec<String>| {
             let done: Vec<String> = names

@@ -145,6 +145,18 @@ async fn record_other(inner: &Inner, change: Change) -> Result<(), crate::store:
             until_written("an overrun", || inner.store.record_overrun(&event)).await;
             Ok(())
         }
+        Change::WorkGap {
+            cluster,
+            target,
+            to,
+            gap_ms,
+        } => {
+            until_written("a work gap", || {
+                inner.store.record_work_gap(&cluster, &target, &to, gap_ms)
+            })
+            .await;
+            Ok(())
+        }
         Change::Ownership { .. } | Change::Targets { .. } | Change::Members { .. } => Ok(()),
     }
 }

@@ -170,6 +170,8 @@ impl Event {
             },
             Change::Overrun { replayed: true, .. } => return None,
             Change::Targets { cluster } => Event::Targets { cluster },
+            // History's detail of a move already told; the feed has no kind for it.
+            Change::WorkGap { .. } => return None,
             Change::Members { cluster } => Event::Members { cluster },
         })
     }

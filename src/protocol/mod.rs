@@ -87,6 +87,12 @@ pub const ANN_READY_TERM: &str = "leasehold.io/ready-term";
 /// its app was proven to work on the target. With the hand-over's `acquireTime` (after the old
 /// holder's app was proven stopped) it gives the overlap history records.
 pub const ANN_READY_AT: &str = "leasehold.io/ready-at";
+/// Annotation written with a hand-over ([`with_stopped_at`]) by a holder whose app proves its
+/// stops and knows when it last worked on the target (the scrape kind: its scraper's last
+/// scrape of it), in Unix ms by the holder's clock. With the next owner's report of its app's
+/// first work on the target ([`AppWork::started`]) it gives the work-level gap of the
+/// hand-off, which history records (`work_gap_ms`). Any other holder change removes it.
+pub const ANN_STOPPED_AT: &str = "leasehold.io/stopped-at";
 /// Pod annotation: the member's relative capacity (a positive integer, default 1).
 pub const POD_CAPACITY: &str = "leasehold.io/capacity";
 /// gnmic's annotation with the raw locker key.
@@ -248,6 +254,9 @@ pub struct LeaseView {
     /// A target Lease in an overlap hand-off: the desired owner's term and when (Unix ms) its
     /// app was proven to work on it ([`ANN_READY_TERM`], [`ANN_READY_AT`]).
     pub ready: Option<(String, Option<i64>)>,
+    /// A target Lease handed over: when (Unix ms) the old holder's app last worked on it
+    /// ([`ANN_STOPPED_AT`]).
+    pub stopped_at_ms: Option<i64>,
 }
 
 impl Holding {
@@ -326,6 +335,7 @@ pub fn parse_native(lease: &Lease, cluster: &str) -> Option<LeaseView> {
                 let at = annotation(meta, ANN_READY_AT).and_then(|a| a.parse().ok());
                 (t.to_owned(), at)
             }),
+        stopped_at_ms: annotation(meta, ANN_STOPPED_AT).and_then(|a| a.parse().ok()),
     })
 }
 
@@ -368,6 +378,7 @@ pub fn parse_gnmic(lease: &Lease, cluster: &str) -> Option<LeaseView> {
         handed_term: None,
         overlap_ms: None,
         ready: None,
+        stopped_at_ms: None,
     })
 }
 
@@ -551,6 +562,7 @@ pub fn acquired(lease: &Lease, me: &str, now: Timestamp, duration_s: i32) -> Lea
     set_label(&mut out.metadata, LABEL_HOLDER, Some(me));
     if let Some(a) = out.metadata.annotations.as_mut() {
         a.remove(ANN_HANDED_TERM);
+        a.remove(ANN_STOPPED_AT);
     }
     let spec = out.spec.get_or_insert_with(Default::default);
     spec.acquire_time = Some(MicroTime(now));
@@ -615,6 +627,22 @@ pub fn given_up(lease: &Lease, me: &str, now: Timestamp) -> Lease {
     }
 }
 
+/// `lease` as [`given_up`] wrote it, with when the old holder's app last worked on the
+/// target ([`ANN_STOPPED_AT`]) if it was handed over and that is known.
+pub fn with_stopped_at(mut lease: Lease, me: &str, stopped_at_ms: Option<i64>) -> Lease {
+    let handed = Holding::of(lease.spec.as_ref())
+        .holder
+        .is_some_and(|h| h != me);
+    if let (true, Some(at)) = (handed, stopped_at_ms) {
+        lease
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(ANN_STOPPED_AT.to_owned(), at.to_string());
+    }
+    lease
+}
+
 /// `lease` released (member side): no holder and a one-second duration, as client-go does;
 /// the holder label goes with the holder.
 pub fn released(lease: &Lease, now: Timestamp) -> Lease {
@@ -623,6 +651,7 @@ pub fn released(lease: &Lease, now: Timestamp) -> Lease {
     set_label(&mut out.metadata, LABEL_HOLDER, None);
     if let Some(a) = out.metadata.annotations.as_mut() {
         a.remove(ANN_HANDED_TERM);
+        a.remove(ANN_STOPPED_AT);
     }
     let spec = out.spec.get_or_insert_with(Default::default);
     spec.holder_identity = None;
@@ -729,6 +758,12 @@ pub struct AppWork {
     /// (`Hooks::prepares`): this member can be the next owner in an overlap hand-off.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prepares: bool,
+    /// Held targets whose first work under their current hold the app proved lately (the
+    /// scrape kind: its scraper's first scrape of a target handed to it), with when (Unix ms,
+    /// by this member's clock); at most [`AppWork::MAX_STARTED`], the newest. With the old
+    /// holder's [`ANN_STOPPED_AT`] the control plane records the hand-off's work-level gap.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub started: BTreeMap<String, i64>,
 }
 
 impl AppWork {
@@ -736,6 +771,8 @@ impl AppWork {
     pub const MAX_LISTED: usize = 50;
     /// Longest reason kept, in characters.
     pub const MAX_REASON: usize = 160;
+    /// Most recent starts listed in [`AppWork::started`].
+    pub const MAX_STARTED: usize = 200;
 
     /// The report for an app's targets: (target, working, why not).
     pub fn of<'a>(

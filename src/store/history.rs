@@ -176,6 +176,11 @@ pub struct HistoryEntry {
     /// members' clocks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlap_ms: Option<i64>,
+    /// A hand-over whose old holder's app proves its stops: the work-level gap (ms) from its
+    /// app's last work on the target to the new holder's app's first (the scrape kind: the two
+    /// scrapers' last and first scrapes; two pods' clocks), once the new holder reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_gap_ms: Option<i64>,
 }
 
 /// Appends the filters of `q` that choose what is listed: cluster, target, instance, kind,
@@ -253,7 +258,7 @@ pub(super) fn keep_prepared(rows: usize) -> bool {
 pub(super) const FINAL_STATES_SQL: &str = "('succeeded', 'failed', 'cancelled')";
 
 const ENTRY_COLUMNS: &str = "SELECT id, at_ms, kind, cluster, target, instance, from_instance, \
-     to_instance, cause, event, operation_id, actor, detail, acquired_at_ms, gap_ms, overlap, overlap_ms FROM history \
+     to_instance, cause, event, operation_id, actor, detail, acquired_at_ms, gap_ms, overlap, overlap_ms, work_gap_ms FROM history \
      WHERE 1 = 1";
 
 fn entry_from_row(row: &AnyRow) -> Result<HistoryEntry, StoreError> {
@@ -276,6 +281,7 @@ fn entry_from_row(row: &AnyRow) -> Result<HistoryEntry, StoreError> {
         gap_ms: row.try_get("gap_ms")?,
         overlap: opt_word(row, "overlap")?,
         overlap_ms: row.try_get("overlap_ms")?,
+        work_gap_ms: row.try_get("work_gap_ms")?,
     })
 }
 
@@ -327,6 +333,30 @@ impl Store {
             new += q.execute(self.pool()).await?.rows_affected();
         }
         Ok(new)
+    }
+
+    /// Fills in the work-level gap of `target`'s newest ownership change, if that change gave
+    /// it to `to` and has none yet (see [`HistoryEntry::work_gap_ms`]). Returns whether a row
+    /// took it; idempotent.
+    pub async fn record_work_gap(
+        &self,
+        cluster: &str,
+        target: &str,
+        to: &str,
+        gap_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE history SET work_gap_ms = $1 WHERE work_gap_ms IS NULL AND to_instance = $2 \
+             AND id = (SELECT MAX(id) FROM history WHERE kind = 'ownership' AND cluster = $3 \
+             AND target = $4)",
+        )
+        .bind(gap_ms)
+        .bind(to)
+        .bind(cluster)
+        .bind(target)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// Records a mutating API request: `actor` asked for `what` on `cluster`; `result` is

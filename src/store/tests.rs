@@ -318,6 +318,50 @@ async fn ownership_recording_is_idempotent() {
     .await;
 }
 
+/// A hand-over's work gap lands on the target's newest ownership row, once, and only if that
+/// row gave the target to the member that reported it.
+#[tokio::test]
+async fn a_work_gap_fills_in_the_newest_move_to_its_reporter_once() {
+    each_backend(async |db| {
+        let store = db.connect().await;
+        for c in [
+            change("t1", None, Some("pod-a"), 1_000),
+            change("t1", Some("pod-a"), Some("pod-b"), 2_000),
+            change("t2", None, Some("pod-b"), 2_500),
+        ] {
+            assert!(store.record_ownership(&c).await.unwrap());
+        }
+        // Not the member the newest row gave t1 to.
+        assert!(
+            !store
+                .record_work_gap("c1", "t1", "pod-a", 900)
+                .await
+                .unwrap()
+        );
+        assert!(
+            store
+                .record_work_gap("c1", "t1", "pod-b", 14_100)
+                .await
+                .unwrap()
+        );
+        // Told again (another replica): the row keeps the first.
+        assert!(!store.record_work_gap("c1", "t1", "pod-b", 1).await.unwrap());
+        let page = store.history(&query(100)).await.unwrap();
+        let gap_at = |at: i64| {
+            page.items
+                .iter()
+                .find(|e| e.at_ms == at)
+                .unwrap()
+                .work_gap_ms
+        };
+        assert_eq!(
+            (gap_at(1_000), gap_at(2_000), gap_at(2_500)),
+            (None, Some(14_100), None)
+        );
+    })
+    .await;
+}
+
 /// Of all the sizes a burst's statements can have, only two are kept prepared on a connection
 /// (each size is its own statement text; keeping every one filled the statement cache with
 /// programs of thousands of parameters: 26 MB on SQLite at 50,000 targets).

@@ -360,6 +360,47 @@ async fn join_and_removal(kind: Kind, mode: Mode) {
             "with stops proven by the scraper, {interleaved} scrapes were made while another \
              scraper was at work on the same target"
         );
+        // History records each move's work-level gap, as the two scrapers' APIs told it (the
+        // old one's last scrape before its proven drop, the new one's first): what the targets
+        // measured, give or take the agents' reading of those APIs (every 250 ms) and an
+        // interval (a first scrape read only at the second).
+        let from_ms = (joined * 1000.0) as i64;
+        let moves = eventually(Duration::from_secs(15), || async {
+            let moves: Vec<_> = h
+                .history(leasehold::store::HistoryKind::Ownership)
+                .await
+                .into_iter()
+                .filter(|e| e.from.is_some() && e.to.is_some() && e.at_ms >= from_ms)
+                .collect();
+            moves
+                .iter()
+                .all(|e| e.work_gap_ms.is_some())
+                .then_some(moves)
+        })
+        .await
+        .expect("every move's work gap in history");
+        assert!(moves.len() >= 2, "{moves:?}");
+        for e in &moves {
+            let target = e.target.as_deref().unwrap();
+            let phase = if e.at_ms < (removing * 1000.0) as i64 {
+                &join
+            } else {
+                &removal
+            };
+            let measured = phase[target].max_gap;
+            let told = e.work_gap_ms.unwrap() as f64 / 1000.0;
+            assert!(
+                told >= measured - 0.5 && told <= measured + scrape::INTERVAL.as_secs_f64() + 1.0,
+                "{target}: history's work gap {told:.2} s, the targets' {measured:.2} s"
+            );
+        }
+        eprintln!(
+            "scrape exclusive: history's work gaps (ms): {:?}",
+            moves
+                .iter()
+                .filter_map(|e| e.work_gap_ms)
+                .collect::<Vec<_>>()
+        );
     }
     if mode == Mode::Overlap {
         // Each moved target is scraped twice from the next scraper's first scrape to the old

@@ -34,6 +34,9 @@ pub struct Scraped {
     pub health: String,
     /// The last scrape's error, if it failed.
     pub error: String,
+    /// When the last scrape began (`lastScrape`, Unix ms by the scraper's clock); `None`
+    /// before the first.
+    pub last_scrape_ms: Option<i64>,
 }
 
 impl Scraped {
@@ -73,6 +76,45 @@ struct Active {
     health: String,
     #[serde(default)]
     last_error: String,
+    #[serde(default)]
+    last_scrape: String,
+}
+
+/// When a scrape began, from `lastScrape` (RFC 3339); Prometheus' zero time (never scraped)
+/// and anything unreadable are `None`.
+fn scrape_time(value: &str) -> Option<i64> {
+    let at: jiff::Timestamp = value.parse().ok()?;
+    Some(at.as_millisecond()).filter(|ms| *ms > 0)
+}
+
+/// When the scraper's work on a listed target began and last went on, as its readings showed
+/// it, per key (for [`Watcher::marks`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Marks {
+    /// The generation these are of.
+    pub generation: Option<u64>,
+    /// The first scrape seen up at it (Unix ms).
+    pub first_up_ms: Option<i64>,
+    /// The last scrape seen at it (Unix ms).
+    pub last_ms: Option<i64>,
+}
+
+impl Marks {
+    /// Takes in a reading's account of the key.
+    fn note(&mut self, s: &Scraped) {
+        if self.generation != s.generation {
+            *self = Marks {
+                generation: s.generation,
+                ..Marks::default()
+            };
+        }
+        if let Some(at) = s.last_scrape_ms {
+            self.last_ms = Some(at);
+            if s.up() && self.first_up_ms.is_none() {
+                self.first_up_ms = Some(at);
+            }
+        }
+    }
 }
 
 /// The targets of an answer of `GET /api/v1/targets` that the agent listed (those with a
@@ -93,6 +135,7 @@ pub fn parse(body: &[u8]) -> Result<BTreeMap<String, Scraped>, String> {
                 .and_then(|g| g.parse().ok()),
             health: t.health,
             error: t.last_error,
+            last_scrape_ms: scrape_time(&t.last_scrape),
         };
         match out.get(key) {
             Some(old) if old.generation >= scraped.generation => {}
@@ -110,6 +153,9 @@ pub struct Watcher {
     poll: Duration,
     client: HttpClient,
     last: watch::Sender<Option<Reading>>,
+    /// Per key, when its scraping began and last went on, from every reading (kept after the
+    /// scraper drops the key: the last scrape before a proven stop).
+    marks: std::sync::Mutex<BTreeMap<String, Marks>>,
 }
 
 impl Watcher {
@@ -120,7 +166,35 @@ impl Watcher {
             poll,
             client: HttpClient::new().map_err(|e| e.to_string())?,
             last: watch::channel(None).0,
+            marks: std::sync::Mutex::default(),
         })
+    }
+
+    /// What the readings so far showed of `key`'s scraping (see [`Marks`]).
+    pub fn marks(&self, key: &str) -> Option<Marks> {
+        self.marks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .copied()
+    }
+
+    /// Takes in a reading's marks.
+    fn note(&self, reading: &Reading) {
+        let Ok(targets) = &reading.targets else {
+            return;
+        };
+        let mut marks = self.marks.lock().unwrap_or_else(|e| e.into_inner());
+        for (key, s) in targets {
+            match marks.get_mut(key) {
+                Some(m) => m.note(s),
+                None => {
+                    let mut m = Marks::default();
+                    m.note(s);
+                    marks.insert(key.clone(), m);
+                }
+            }
+        }
     }
 
     /// The last reading, if any.
@@ -164,6 +238,7 @@ impl Watcher {
         loop {
             tick.tick().await;
             let reading = self.read().await;
+            self.note(&reading);
             self.last.send_replace(Some(reading));
         }
     }
@@ -194,11 +269,48 @@ mod tests {
         // The newer generation of t-2 is the one kept.
         assert_eq!(got["t-2"].generation, Some(3));
         assert_eq!(got["t-2"].health, "unknown");
+        assert_eq!(got["t-1"].last_scrape_ms, Some(1_796_612_400_000));
+        assert_eq!(got["t-2"].last_scrape_ms, None, "not scraped yet");
         assert!(parse(b"{\"status\":\"error\"}").is_err());
         assert!(
             parse(b"<html>")
                 .unwrap_err()
                 .starts_with("not a targets answer")
+        );
+    }
+
+    /// A key's marks: the first scrape seen up and the last seen at its generation; a new
+    /// generation (the target handed back later) starts them again; Prometheus' zero time is
+    /// no scrape.
+    #[test]
+    fn marks_follow_a_keys_scrapes_at_its_generation() {
+        let scraped = |generation: u64, health: &str, at: Option<i64>| Scraped {
+            generation: Some(generation),
+            health: health.to_owned(),
+            error: String::new(),
+            last_scrape_ms: at,
+        };
+        let mut m = Marks::default();
+        m.note(&scraped(3, "unknown", None));
+        assert_eq!((m.first_up_ms, m.last_ms), (None, None));
+        m.note(&scraped(3, "down", Some(1_000)));
+        assert_eq!((m.first_up_ms, m.last_ms), (None, Some(1_000)));
+        m.note(&scraped(3, "up", Some(2_000)));
+        m.note(&scraped(3, "up", Some(3_000)));
+        assert_eq!((m.first_up_ms, m.last_ms), (Some(2_000), Some(3_000)));
+        m.note(&scraped(5, "up", Some(9_000)));
+        assert_eq!(
+            m,
+            Marks {
+                generation: Some(5),
+                first_up_ms: Some(9_000),
+                last_ms: Some(9_000)
+            }
+        );
+        assert_eq!(scrape_time("0001-01-01T00:00:00Z"), None);
+        assert_eq!(
+            scrape_time("2026-12-07T03:00:00.25Z"),
+            Some(1_796_612_400_250)
         );
     }
 }

@@ -364,15 +364,56 @@ impl Hooks for Scrape {
         Box::pin(futures::future::ready(Ok(())))
     }
     fn work(&self) -> Option<crate::protocol::AppWork> {
-        let reading = self.inner.watcher.as_ref()?.last();
+        let watcher = self.inner.watcher.as_ref()?;
+        let reading = watcher.last();
         let held = self.inner.held.lock().unwrap().clone();
         let defs = self.definitions();
+        let since = jiff::Timestamp::now().as_millisecond() - ms(STARTED_WINDOW);
         Some(crate::protocol::AppWork {
             // Starts are proven by the scraper's API, so it can start ahead of a hand-over.
             prepares: true,
+            started: started(&held, |key| watcher.marks(key), since),
             ..work(&held, &defs, reading.as_ref())
         })
     }
+    fn last_worked_ms(&self, work: &Assignment) -> Option<i64> {
+        let marks = self.inner.watcher.as_ref()?.marks(&work.target)?;
+        (marks.generation == Some(work.generation))
+            .then_some(marks.last_ms)
+            .flatten()
+    }
+}
+
+/// How long a proven first scrape is reported in the member Lease's `app-work`
+/// ([`crate::protocol::AppWork::started`]): several renewals, so the control plane sees it
+/// even when it misses one.
+pub const STARTED_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
+fn ms(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The `held` targets whose scraping at their generation began (first scrape up) at `since`
+/// or later, by `marks`: the newest [`crate::protocol::AppWork::MAX_STARTED`].
+pub fn started(
+    held: &BTreeMap<String, u64>,
+    marks: impl Fn(&str) -> Option<collector::Marks>,
+    since: i64,
+) -> BTreeMap<String, i64> {
+    let mut found: Vec<(i64, &String)> = held
+        .iter()
+        .filter_map(|(key, generation)| {
+            let m = marks(key)?;
+            let at = m.first_up_ms.filter(|at| *at >= since)?;
+            (m.generation == Some(*generation)).then_some((at, key))
+        })
+        .collect();
+    found.sort_unstable_by(|a, b| b.cmp(a));
+    found
+        .into_iter()
+        .take(crate::protocol::AppWork::MAX_STARTED)
+        .map(|(at, key)| (key.clone(), at))
+        .collect()
 }
 
 /// What the scraper's `reading` says of the `held` targets: each works when the scraper has it
@@ -460,6 +501,44 @@ pub fn groups(
 mod tests {
     use super::*;
     use crate::targets::Scheme;
+
+    /// The first scrapes reported are those of held targets at their generation since the
+    /// window began, newest first when there are too many.
+    #[test]
+    fn starts_reported_are_recent_first_scrapes_of_what_is_held() {
+        let marks = |generation: u64, first: Option<i64>| collector::Marks {
+            generation: Some(generation),
+            first_up_ms: first,
+            last_ms: first,
+        };
+        let held = BTreeMap::from([
+            ("recent".to_owned(), 4),
+            ("old".to_owned(), 4),
+            ("other-generation".to_owned(), 5),
+            ("not-yet".to_owned(), 1),
+            ("unread".to_owned(), 1),
+        ]);
+        let got = started(
+            &held,
+            |key| match key {
+                "recent" => Some(marks(4, Some(10_000))),
+                "old" => Some(marks(4, Some(1_000))),
+                "other-generation" => Some(marks(4, Some(10_000))),
+                "not-yet" => Some(marks(1, None)),
+                _ => None,
+            },
+            5_000,
+        );
+        assert_eq!(got, BTreeMap::from([("recent".to_owned(), 10_000)]));
+        let many: BTreeMap<String, u64> = (0..300).map(|i| (format!("t-{i:03}"), 1)).collect();
+        let got = started(
+            &many,
+            |key| Some(marks(1, Some(key[2..].parse().unwrap()))),
+            0,
+        );
+        assert_eq!(got.len(), crate::protocol::AppWork::MAX_STARTED);
+        assert!(got.contains_key("t-299") && !got.contains_key("t-099"));
+    }
 
     fn work(target: &str, generation: u64) -> Assignment {
         Assignment {
@@ -594,6 +673,7 @@ mod tests {
             generation: Some(generation),
             health: health.into(),
             error: error.into(),
+            last_scrape_ms: None,
         };
         let reading = Reading {
             sent: tokio::time::Instant::now(),

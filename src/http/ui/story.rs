@@ -529,6 +529,7 @@ pub(super) fn move_entry(
     HistoryEntry {
         overlap_ms: None,
         overlap: None,
+        work_gap_ms: None,
         id: at_ms,
         at_ms,
         kind: HistoryKind::Ownership,

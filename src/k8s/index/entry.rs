@@ -367,6 +367,7 @@ mod tests {
         LeaseView {
             ready: None,
             overlap_ms: None,
+            stopped_at_ms: None,
             name: "l".into(),
             resource_version: "1".into(),
             role: LeaseRole::Target("k".into()),

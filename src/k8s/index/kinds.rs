@@ -606,6 +606,19 @@ impl Indexed for Lease {
                     Some(_) => Cause::External,
                 };
                 emit.changed = remapped || entry.observe(&view, now, ix) == Observed::Changed;
+                if new_holder != before.as_deref() {
+                    // A hand-over that says when the old holder's app last worked on it: kept
+                    // until the new holder says when its app began (`apply_member`).
+                    match (new_holder, view.stopped_at_ms) {
+                        (Some(to), Some(at)) if native => {
+                            let to = state.interner.get(to);
+                            state.handed_work.insert(key.into(), (to, at));
+                        }
+                        _ => {
+                            state.handed_work.remove(key);
+                        }
+                    }
+                }
                 if new_holder.is_some() && new_holder != before.as_deref() {
                     let change = ownership(from.as_deref(), gap_ms, cause);
                     emit.ownership(change);
@@ -727,6 +740,18 @@ fn apply_member(state: &mut ClusterState, identity: &str, view: &LeaseView, emit
     }
     if emit.changed {
         emit.members();
+    }
+    // Targets handed to it whose first work its app now reports: the hand-offs' work gaps.
+    if let Some(work) = &view.app_work {
+        for (target, began) in &work.started {
+            if let Some((to, stopped)) = state.handed_work.get(target.as_str())
+                && **to == *identity
+            {
+                let gap_ms = began - stopped;
+                state.handed_work.remove(target.as_str());
+                emit.work_gap(target, identity, gap_ms);
+            }
+        }
     }
     if let Some(o) = view.overrun
         && state.overruns.get(identity) != Some(&o.at_ms)

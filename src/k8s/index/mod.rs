@@ -115,6 +115,19 @@ pub enum Change {
         /// (recording it again is a no-op), and it is not counted or broadcast again.
         replayed: bool,
     },
+    /// A hand-off's work-level gap became known: the old holder's app last worked on the
+    /// target at its `leasehold.io/stopped-at`, the new holder's app first at what it reported
+    /// in `app-work`'s `started` (each by its own pod's clock).
+    WorkGap {
+        /// Cluster.
+        cluster: String,
+        /// Target key.
+        target: String,
+        /// The new holder.
+        to: String,
+        /// From the one to the other (ms; negative when the two worked on it at once).
+        gap_ms: i64,
+    },
     /// A member Lease changed what the model shows of its member (taken, leaving,
     /// released, fenced, deleted; not a mere renewal). Not recorded; it tells live views to
     /// look again.
@@ -206,6 +219,11 @@ pub struct ClusterState {
     /// member moments later) is one change with its gap — or [`kinds::GNMIC_MOVE_WINDOW_MS`]
     /// passes and the release is recorded alone.
     gnmic_released: HashMap<Arc<str>, kinds::Released>,
+    /// Targets seen handed over with when the old holder's app last worked on them
+    /// (`leasehold.io/stopped-at`), by key: the new holder and that time (Unix ms), until the
+    /// new holder reports its app's first work on it (`AppWork::started`) and the hand-off's
+    /// work-level gap is told ([`Change::WorkGap`]), or the target changes hands again.
+    handed_work: HashMap<Arc<str>, (Arc<str>, i64)>,
     interner: Interner,
     config_map_targets: Vec<TargetEntry>,
     /// The EndpointSlices of every Service in the namespace, compact, kept only where a target
@@ -313,6 +331,15 @@ impl Emit<'_> {
 
     /// A member's overrun report: pushed even before the first sync (as replayed), since
     /// reports made while no control plane watched are still to be recorded.
+    fn work_gap(&mut self, target: &str, to: &str, gap_ms: i64) {
+        self.push(Change::WorkGap {
+            cluster: self.cluster.to_owned(),
+            target: target.to_owned(),
+            to: to.to_owned(),
+            gap_ms,
+        });
+    }
+
     fn overrun(&mut self, instance: &str, overrun: Overrun) {
         self.out.push(Change::Overrun {
             cluster: self.cluster.to_owned(),
@@ -761,6 +788,7 @@ impl ClusterState {
             member_leases: HashMap::new(),
             overruns: HashMap::new(),
             gnmic_released: HashMap::new(),
+            handed_work: HashMap::new(),
             interner: Interner::default(),
             config_map_targets: Vec::new(),
             endpoint_slices: BTreeMap::new(),

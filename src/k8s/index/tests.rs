@@ -1330,3 +1330,103 @@ fn clusters_without_endpoints_entries_keep_no_other_slices() {
     ix.apply(&s, at(1));
     assert_eq!(ix.clusters[0].endpoint_slices.len(), 1);
 }
+
+/// A hand-over that says when the old holder's app last worked on the target
+/// (`leasehold.io/stopped-at`), followed by the new holder's report of its app's first work on
+/// it (`app-work`'s `started`), is the hand-off's work-level gap, told once; a report by
+/// another member, or one after the target changed hands again without the annotation, is not.
+#[test]
+fn a_hand_over_and_the_next_owners_first_work_give_the_work_gap() {
+    let mut ix = index();
+    for p in ["c-0", "c-1", "c-2"] {
+        ix.apply(&mk_pod(p, true, json!({})), at(0));
+    }
+    live_members(&mut ix, &["c-0", "c-1", "c-2"], 1_000);
+    let held = mk_lease("t1", "c-0", Some("c-0"), 1);
+    ix.apply(&held, at(1_000));
+    let moved = protocol::with_desire(
+        &held,
+        &Desire {
+            overlap_ms: None,
+            term: Some("1@c-1".into()),
+            owner: "c-1".into(),
+            cause: Cause::Rebalance,
+            operation: None,
+            duration_s: 10,
+        },
+    );
+    let handed = protocol::with_stopped_at(
+        protocol::given_up(&moved, "c-0", at(5_000)),
+        "c-0",
+        Some(4_200),
+    );
+    assert_eq!(
+        protocol::Holding::of(handed.spec.as_ref())
+            .holder
+            .as_deref(),
+        Some("c-1")
+    );
+    ix.apply(&handed, at(5_000));
+    let report = |id: &str, at_ms: i64, started: &[(&str, i64)]| {
+        let mut member = mk_member(id, at_ms);
+        let mut work = protocol::AppWork::of("scraper", true, [("t1", true, None)]);
+        work.started = started
+            .iter()
+            .map(|(t, at)| ((*t).to_owned(), *at))
+            .collect();
+        protocol::report_app_work(&mut member, &work);
+        member
+    };
+    let gaps = |changes: Vec<Change>| -> Vec<(String, String, i64)> {
+        changes
+            .into_iter()
+            .filter_map(|c| match c {
+                Change::WorkGap {
+                    target, to, gap_ms, ..
+                } => Some((target, to, gap_ms)),
+                _ => None,
+            })
+            .collect()
+    };
+    // Another member's start of t1 is not this hand-off's.
+    assert_eq!(
+        gaps(ix.apply(&report("c-2", 6_000, &[("t1", 9_000)]), at(6_000))),
+        []
+    );
+    let told = gaps(ix.apply(&report("c-1", 6_000, &[("t1", 18_300)]), at(6_000)));
+    assert_eq!(told, [("t1".to_owned(), "c-1".to_owned(), 14_100)]);
+    // The next renewal carries the same report: told once.
+    assert_eq!(
+        gaps(ix.apply(&report("c-1", 9_000, &[("t1", 18_300)]), at(9_000))),
+        []
+    );
+    // Handed back without the annotation (an app that does not know): nothing to tell.
+    let back = protocol::given_up(
+        &protocol::with_desire(
+            &handed,
+            &Desire {
+                overlap_ms: None,
+                term: Some("1@c-0".into()),
+                owner: "c-0".into(),
+                cause: Cause::Rebalance,
+                operation: None,
+                duration_s: 10,
+            },
+        ),
+        "c-1",
+        at(20_000),
+    );
+    assert!(
+        back.metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .get(protocol::ANN_STOPPED_AT)
+            .is_none()
+    );
+    ix.apply(&back, at(20_000));
+    assert_eq!(
+        gaps(ix.apply(&report("c-0", 21_000, &[("t1", 22_000)]), at(21_000))),
+        []
+    );
+}

@@ -153,6 +153,18 @@ impl HistoryEntry {
         })
     }
 
+    /// A hand-over's work-level gap in words: "work stopped 14 s" (from the old holder's app's
+    /// last work to the new one's first), or "worked twice 0.4 s" when the new one began first
+    /// (two pods' clocks).
+    pub fn work_gap_words(&self) -> Option<String> {
+        let ms = self.work_gap_ms?;
+        Some(if ms >= 0 {
+            format!("work stopped {}", crate::http::ui::page::duration(ms))
+        } else {
+            format!("worked twice {}", crate::http::ui::page::duration(-ms))
+        })
+    }
+
     /// Why an audited request was refused (`None`: it was done).
     pub fn refused(&self) -> Option<&str> {
         let d = self.detail.as_deref()?;
@@ -191,6 +203,16 @@ mod tests {
             e.overlap_words().as_deref(),
             Some("overlap not proven in time: the old owner stopped first")
         );
+    }
+
+    #[test]
+    fn a_work_gap_is_told_as_work_stopped_or_worked_twice() {
+        let mut e = move_entry("t", (Some("a"), "b"), Cause::Rebalance, None, 1, None);
+        assert_eq!(e.work_gap_words(), None);
+        e.work_gap_ms = Some(14_000);
+        assert_eq!(e.work_gap_words().as_deref(), Some("work stopped 14 s"));
+        e.work_gap_ms = Some(-400);
+        assert_eq!(e.work_gap_words().as_deref(), Some("worked twice 400 ms"));
     }
 
     /// No stored word reaches the page: phases, states and actions are put in words, and the
