@@ -90,12 +90,13 @@ impl Mode {
     }
 }
 
-/// About 11 minutes on this 2-core machine (every exclusive hand-over waits for two
-/// Prometheus pipelines in turn), too long for every CI run; the 30-target exclusive tests of
+/// About 4.5 minutes on this 2-core machine (every exclusive hand-over waits for two
+/// Prometheus pipelines in turn; 11 minutes while each proven stop held a handover slot), kept
+/// out of every CI run; the 30-target exclusive tests of
 /// `managed_scrape` (Prometheus and vmagent) assert the same rule there. Run it with
 /// `cargo test --locked --test it -- scrape_acceptance::exclusive --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "11 minutes: run with --ignored (docs/benchmarks.md)"]
+#[ignore = "4.5 minutes: run with --ignored (docs/benchmarks.md)"]
 async fn exclusive() {
     acceptance(Mode::Exclusive).await;
 }
