@@ -1223,7 +1223,8 @@ impl Member {
         self.tasks.spawn(async move {
             let _permit = permits.acquire().await;
             let sent = Instant::now();
-            let result = writes::release(&api, &name, lease, &me, Some(stopped_at_ms)).await;
+            let how = writes::LetGo::GiveUp { stopped_at_ms };
+            let result = writes::release(&api, &name, lease, &me, how).await;
             Done::Released { name, sent, result }
         });
     }
@@ -1633,7 +1634,8 @@ impl Member {
             &self.cfg.cluster,
             &self.cfg.identity,
         );
-        match writes::release(&self.member_api, &name, lease, &self.cfg.identity, None).await {
+        let how = writes::LetGo::Release;
+        match writes::release(&self.member_api, &name, lease, &self.cfg.identity, how).await {
             Ok(_) => tracing::info!("member lease released"),
             Err(error) => {
                 tracing::warn!(%error, "releasing the member lease failed; it will expire")

@@ -157,10 +157,18 @@ pub(super) async fn publish_overrun(
     }
 }
 
-/// Release: `protocol::released` (the member Lease) — with `hand_over` (target Leases)
-/// `protocol::given_up`, which hands the Lease straight
-/// to its desired owner when the control plane wrote down that owner's term, with when the app
-/// last worked on it if known (`hand_over`'s value, `protocol::with_stopped_at`); on a 409, release
+/// How a held Lease is let go ([`release`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum LetGo {
+    /// `protocol::released` (the member Lease).
+    Release,
+    /// `protocol::given_up` (target Leases): handed straight to the desired owner when the
+    /// control plane wrote down that owner's term, with when the app last worked on it if known
+    /// (`protocol::with_stopped_at`); else released.
+    GiveUp { stopped_at_ms: Option<i64> },
+}
+
+/// Lets go of `lease` as `how` says; on a 409, release
 /// (or hand over) the fresh copy again only if it still names us. Returns the Lease as last
 /// written or read (None when it is gone).
 pub(super) async fn release(
@@ -168,15 +176,15 @@ pub(super) async fn release(
     name: &str,
     mut lease: Lease,
     me: &str,
-    hand_over: Option<Option<i64>>,
+    how: LetGo,
 ) -> Result<Option<Lease>, String> {
     for _ in 0..RELEASE_TRIES {
         let now = jiff::Timestamp::now();
-        let next = match hand_over {
-            Some(stopped_at_ms) => {
+        let next = match how {
+            LetGo::GiveUp { stopped_at_ms } => {
                 protocol::with_stopped_at(protocol::given_up(&lease, me, now), me, stopped_at_ms)
             }
-            None => protocol::released(&lease, now),
+            LetGo::Release => protocol::released(&lease, now),
         };
         match put(api, name, &next, RELEASE_TIMEOUT).await {
             Ok(written) => return Ok(Some(written)),

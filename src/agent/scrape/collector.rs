@@ -186,14 +186,7 @@ impl Watcher {
         };
         let mut marks = self.marks.lock().unwrap_or_else(|e| e.into_inner());
         for (key, s) in targets {
-            match marks.get_mut(key) {
-                Some(m) => m.note(s),
-                None => {
-                    let mut m = Marks::default();
-                    m.note(s);
-                    marks.insert(key.clone(), m);
-                }
-            }
+            marks.entry(key.clone()).or_default().note(s);
         }
     }
 

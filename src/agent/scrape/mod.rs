@@ -368,7 +368,10 @@ impl Hooks for Scrape {
         let reading = watcher.last();
         let held = self.inner.held.lock().unwrap().clone();
         let defs = self.definitions();
-        let since = jiff::Timestamp::now().as_millisecond() - ms(STARTED_WINDOW);
+        let window = i64::try_from(STARTED_WINDOW.as_millis()).unwrap_or(i64::MAX);
+        let since = jiff::Timestamp::now()
+            .as_millisecond()
+            .saturating_sub(window);
         Some(crate::protocol::AppWork {
             // Starts are proven by the scraper's API, so it can start ahead of a hand-over.
             prepares: true,
@@ -388,10 +391,6 @@ impl Hooks for Scrape {
 /// ([`crate::protocol::AppWork::started`]): several renewals, so the control plane sees it
 /// even when it misses one.
 pub const STARTED_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
-
-fn ms(d: std::time::Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
 
 /// The `held` targets whose scraping at their generation began (first scrape up) at `since`
 /// or later, by `marks`: the newest [`crate::protocol::AppWork::MAX_STARTED`].
