@@ -152,6 +152,11 @@ struct Scene {
 }
 
 impl Scene {
+    /// The figures of scenario `name` from `steps`, from the scrapes so far.
+    fn row(&self, name: &str, steps: &[Step]) -> Row {
+        Row::measure(name, steps, &self.targets, self.dump.as_ref())
+    }
+
     /// A member's pod, its Prometheus (ready first: a native sidecar) and its agent.
     async fn start_member(&mut self, name: &str) {
         let sd = scrape::free_addr();
@@ -407,6 +412,26 @@ struct Step {
     twice_moved: BTreeSet<String>,
 }
 
+impl Step {
+    /// A step of one event at `at`, steady again at `steady` with owners `after` (`before`
+    /// it): each target moved at most once.
+    fn once(
+        at: f64,
+        steady: f64,
+        before: &BTreeMap<String, String>,
+        after: &BTreeMap<String, String>,
+    ) -> Step {
+        let moved = changes(before, after);
+        Step {
+            at,
+            steady,
+            moves: moved.len(),
+            twice_moved: BTreeSet::new(),
+            moved: moved.into_iter().collect(),
+        }
+    }
+}
+
 /// A scenario's figures, from one or more steps.
 #[derive(Default)]
 struct Row {
@@ -617,44 +642,20 @@ async fn acceptance(mode: Mode) {
     let at = unix_now();
     s.start_member("c-3").await;
     let (after, steady) = s.steady(&four).await;
-    let moved = changes(&owners, &after);
-    let step = Step {
-        at,
-        steady,
-        moves: moved.len(),
-        twice_moved: BTreeSet::new(),
-        moved: moved.into_iter().collect(),
-    };
+    let step = Step::once(at, steady, &owners, &after);
     // (Measured once an interval past steady state has been sampled.)
     settle().await;
-    rows.push(Row::measure(
-        "scale-up 3 → 4",
-        &[step],
-        &s.targets,
-        s.dump.as_ref(),
-    ));
+    rows.push(s.row("scale-up 3 → 4", &[step]));
     owners = after;
 
     // (b) Scale-down 4 → 3: a planned stop.
     let at = unix_now();
     s.stop_member("c-3").await;
     let (after, steady) = s.steady(&three).await;
-    let moved = changes(&owners, &after);
-    let step = Step {
-        at,
-        steady,
-        moves: moved.len(),
-        twice_moved: BTreeSet::new(),
-        moved: moved.into_iter().collect(),
-    };
+    let step = Step::once(at, steady, &owners, &after);
     // (Measured once an interval past steady state has been sampled.)
     settle().await;
-    rows.push(Row::measure(
-        "scale-down 4 → 3 (SIGTERM)",
-        &[step],
-        &s.targets,
-        s.dump.as_ref(),
-    ));
+    rows.push(s.row("scale-down 4 → 3 (SIGTERM)", &[step]));
     owners = after;
 
     // (c) Rolling restart: each member stopped and started again, in turn.
@@ -683,12 +684,7 @@ async fn acceptance(mode: Mode) {
         owners = back;
         settle().await;
     }
-    rows.push(Row::measure(
-        "rolling restart (3 members)",
-        &steps,
-        &s.targets,
-        s.dump.as_ref(),
-    ));
+    rows.push(s.row("rolling restart (3 members)", &steps));
 
     // (d) Remove-instance of c-2 (cordoned, its targets moved to the others).
     let at = unix_now();
@@ -708,65 +704,29 @@ async fn acceptance(mode: Mode) {
     })
     .await;
     assert!(done.is_some(), "removing c-2 never succeeded");
-    let moved = changes(&owners, &after);
-    let step = Step {
-        at,
-        steady,
-        moves: moved.len(),
-        twice_moved: BTreeSet::new(),
-        moved: moved.into_iter().collect(),
-    };
+    let step = Step::once(at, steady, &owners, &after);
     // (Measured once an interval past steady state has been sampled.)
     settle().await;
-    rows.push(Row::measure(
-        "remove-instance",
-        &[step],
-        &s.targets,
-        s.dump.as_ref(),
-    ));
+    rows.push(s.row("remove-instance", &[step]));
     owners = after;
 
     // Its uncordon: a rebalance gives it its share back (not an acceptance scenario).
     let at = unix_now();
     s.h.engine().uncordon(CLUSTER, "c-2", "test").await.unwrap();
     let (after, steady) = s.steady(&three).await;
-    let moved = changes(&owners, &after);
-    let step = Step {
-        at,
-        steady,
-        moves: moved.len(),
-        twice_moved: BTreeSet::new(),
-        moved: moved.into_iter().collect(),
-    };
+    let step = Step::once(at, steady, &owners, &after);
     // (Measured once an interval past steady state has been sampled.)
     settle().await;
-    rows.push(Row::measure(
-        "uncordon (rebalance back)",
-        &[step],
-        &s.targets,
-        s.dump.as_ref(),
-    ));
+    rows.push(s.row("uncordon (rebalance back)", &[step]));
     owners = after;
 
     // (e) A crash: c-0's agent and Prometheus killed.
     let at = unix_now();
     s.crash_member("c-0").await;
     let (after, steady) = s.steady(&["c-1", "c-2"]).await;
-    let moved = changes(&owners, &after);
-    let step = Step {
-        at,
-        steady,
-        moves: moved.len(),
-        twice_moved: BTreeSet::new(),
-        moved: moved.into_iter().collect(),
-    };
+    let step = Step::once(at, steady, &owners, &after);
     settle().await;
-    rows.push(Row::measure(
-        "crash (SIGKILL)",
-        &[step],
-        &s.targets,
-        s.dump.as_ref(),
-    ));
+    rows.push(s.row("crash (SIGKILL)", &[step]));
 
     // The crash's cost as the issue counts it: from the kill to each moved target's first
     // scrape by its new owner's Prometheus (the longest gap adds the time since its last
