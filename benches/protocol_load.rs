@@ -300,6 +300,8 @@ struct Counts {
     target: u64,
     member: u64,
     leader: u64,
+    /// Hand-over plans written (counted in the total only).
+    plan: u64,
     holder_changes: u64,
     /// Target Leases that came to name a member other than the last one they named (a
     /// member releasing a target and taking it again is none).
@@ -392,6 +394,7 @@ fn count_changes(
                 }
                 LeaseRole::Member(_) => c.member += 1,
                 LeaseRole::Leader => c.leader += 1,
+                LeaseRole::Plan(_) => c.plan += 1,
             }
             // A member watches only its own targets (it also gets an event when a Lease stops
             // naming it).
@@ -1075,7 +1078,7 @@ async fn main() -> anyhow::Result<()> {
                 p99.as_secs_f64(),
                 max.as_secs_f64()
             )),
-            per_s(c.target + c.member + c.leader),
+            per_s(c.target + c.member + c.leader + c.plan),
             per_s(c.target),
             per_s(c.member),
             per_s(c.leader),

@@ -206,6 +206,9 @@ pub(super) struct Member {
     /// This process's shared watch of the target Leases, used instead of two
     /// watches of our own.
     shared: Option<SharedLeases>,
+    /// The name of this member's hand-over plan Lease (`protocol::plan`), which its
+    /// desired-owner watch lists while the control plane has one for it.
+    plan_name: String,
 }
 
 impl Member {
@@ -218,6 +221,11 @@ impl Member {
         shared: Option<SharedLeases>,
     ) -> Self {
         let heart_duration = cfg.lease_duration;
+        let (cfg_prefix, cfg_cluster, cfg_identity) = (
+            cfg.lease_prefix.clone(),
+            cfg.cluster.clone(),
+            cfg.identity.clone(),
+        );
         let reporter = Reporter {
             controller: REPORTING_CONTROLLER.to_owned(),
             instance: Some(cfg.identity.clone()),
@@ -263,6 +271,7 @@ impl Member {
             },
             drain_until: None,
             shared,
+            plan_name: protocol::names::plan_lease(&cfg_prefix, &cfg_cluster, &cfg_identity),
         }
     }
 
@@ -867,7 +876,11 @@ impl Member {
                 self.dirty.insert(name.clone());
             }
         }
-        let dirty = std::mem::take(&mut self.dirty);
+        let mut dirty = std::mem::take(&mut self.dirty);
+        if dirty.contains(&self.plan_name) {
+            // The hand-over plan changed: every hold may be concerned.
+            dirty.extend(self.held.keys().cloned());
+        }
         for name in &dirty {
             if self.held.contains_key(name) {
                 self.step_held(name);
@@ -952,12 +965,28 @@ impl Member {
     /// Decides on one held Lease: hand it over when it is no longer desired for us (or on
     /// shutdown), and release it once the work stopped.
     fn step_held(&mut self, name: &str) {
+        // Under a hand-over plan, as if the control plane had written the planned desired owner.
+        let planned = self
+            .seen
+            .get(name)
+            .and_then(|s| self.planned(&s.lease, &s.view));
+        let view = planned
+            .as_ref()
+            .map(|(_, v)| v)
+            .or(self.seen.get(name).map(|s| &s.view));
         // `Keep::Lost` is acted on as soon as the copy showing it arrives (`apply_from`).
-        let decision = member::keep(
-            self.seen.get(name).map(|s| &s.view),
-            &self.cfg.identity,
-            self.stopping,
-        );
+        let decision = member::keep(view, &self.cfg.identity, self.stopping);
+        let desired = view.and_then(|v| v.desired.clone());
+        // The copy a hand-over is written from, under the plan (`Phase::Releasing` is entered
+        // when the stop is answered, never within this step).
+        let planned_hold = self
+            .held
+            .get(name)
+            .filter(|h| h.phase == Phase::Releasing && !h.writing)
+            .and_then(|h| {
+                let v = protocol::parse_native(&h.lease, &self.cfg.cluster)?;
+                self.planned(&h.lease, &v).map(|(l, _)| l)
+            });
         let mut wanted = matches!(decision, Keep::Keep | Keep::Lost);
         let exists = decision != Keep::Gone;
         // A handover waits for a slot (`handover_slots`); on shutdown everything goes.
@@ -999,7 +1028,6 @@ impl Member {
             if self.stopping {
                 tracing::info!(target = %h.target, "shutting down: stopping work");
             } else {
-                let desired = self.seen.get(name).and_then(|s| s.view.desired.as_deref());
                 tracing::info!(target = %h.target, ?desired, "handing over: stopping work");
             }
             h.phase = Phase::Stopping { release: exists };
@@ -1023,7 +1051,8 @@ impl Member {
                 return;
             }
             h.writing = true;
-            let lease = h.lease.clone();
+            // Written with the planned desired owner, if the plan has the target: one write.
+            let lease = planned_hold.unwrap_or_else(|| h.lease.clone());
             // When the app last worked on it, if its stops are proven and it knows: written
             // with the hand-over, for history's work-level gap.
             let stopped_at = self
@@ -1036,6 +1065,19 @@ impl Member {
                 .flatten();
             self.spawn_release(name.to_owned(), lease, stopped_at);
         }
+    }
+
+    /// `lease` (seen as `view`) as this member acts on it under its hand-over plan, if the plan
+    /// has it (`protocol::plan::planned`): its current term's, for a target it holds and that
+    /// is still desired for it.
+    fn planned(
+        &self,
+        lease: &Lease,
+        view: &protocol::LeaseView,
+    ) -> Option<(Lease, protocol::LeaseView)> {
+        let plan = self.seen.get(&self.plan_name)?.view.plan.as_deref()?;
+        let term = self.heart.lease.as_ref().map(protocol::member_term);
+        protocol::plan::planned(Some(plan), lease, view, &self.cfg.identity, term.as_deref())
     }
 
     /// Keeps `candidates` true for one Lease: in it when not held, not being released as an
@@ -1966,6 +2008,78 @@ mod tests {
             names.push(name);
         }
         names
+    }
+
+    /// A target the control plane moves by this member's hand-over plan (still desired for
+    /// the member) is stopped once the plan is seen, and handed over in one write that also
+    /// names its next owner as desired owner; a plan of another term of the member is not
+    /// acted on.
+    #[tokio::test]
+    async fn a_planned_target_is_handed_over_with_its_desired_owner_in_one_write() {
+        use crate::protocol::plan::{self, Destination, Plan};
+        let mut heart =
+            protocol::new_member_lease("leasehold", "c", "c-1", jiff::Timestamp::now(), 2, true);
+        heart.metadata.uid = Some("u-1".into());
+        let term = protocol::member_term(&heart);
+        for (plan_term, acted) in [(term.as_str(), true), ("9@u-0", false)] {
+            let mut m = member();
+            m.heart.lease = Some(heart.clone());
+            // Held, desired for it: nothing to do without the plan.
+            let desire = Desire {
+                overlap_ms: None,
+                term: None,
+                owner: "c-1".into(),
+                cause: Cause::Initial,
+                operation: None,
+                duration_s: 2,
+            };
+            let created = protocol::new_target_lease("leasehold", "c", "t-0", &desire);
+            let held = at_rv(
+                protocol::acquired(&created, "c-1", jiff::Timestamp::now(), 2),
+                10,
+            );
+            let name = held.metadata.name.clone().unwrap();
+            let mut h = Held::new(
+                "t-0".into(),
+                Duration::from_secs(2),
+                held.clone(),
+                Phase::Working,
+            );
+            h.renewed = Instant::now();
+            m.held.insert(name.clone(), h);
+            m.on_event(Event::Apply(held.clone()), 1, &mut Vec::new());
+            m.step();
+            assert_eq!(phases(&m), (0, 1), "no plan: kept");
+            let plan = Plan {
+                member: "c-1".into(),
+                term: plan_term.into(),
+                duration_s: 2,
+                moves: BTreeMap::from([(
+                    "t-0".to_owned(),
+                    Destination {
+                        owner: "c-2".into(),
+                        term: "3@u-2".into(),
+                    },
+                )]),
+            };
+            let plan_lease = at_rv(plan::lease("leasehold", "c", &plan), 20);
+            m.on_event(Event::Apply(plan_lease), 0, &mut Vec::new());
+            m.step();
+            let want = if acted { (1, 0) } else { (0, 1) };
+            assert_eq!(phases(&m), want, "plan of term {plan_term}");
+            if !acted {
+                continue;
+            }
+            // What the hand-over writes: holder and desired owner both the next owner.
+            let view = protocol::parse_native(&held, "c").unwrap();
+            let (lease, _) = m.planned(&held, &view).expect("planned");
+            let written = protocol::given_up(&lease, "c-1", jiff::Timestamp::now());
+            let after = protocol::parse_native(&written, "c").unwrap();
+            assert_eq!(after.holding.holder.as_deref(), Some("c-2"));
+            assert_eq!(after.desired.as_deref(), Some("c-2"));
+            assert_eq!(after.handed_term.as_deref(), Some("3@u-2"));
+            assert_eq!(written.metadata.resource_version.as_deref(), Some("10"));
+        }
     }
 
     /// (stopping for a handover, still working)

@@ -81,12 +81,15 @@ impl SharedLeases {
     /// long as any member subscribed to it runs, shut down or not: a member moving its targets
     /// away before it exits still needs its watch. Returning ends every member's watch.
     pub async fn run(&self, shutdown: impl Future<Output = ()>) {
+        // Target Leases, and the hand-over plans the control plane writes for stopping members
+        // (`protocol::plan`), which carry their member as desired owner.
         let selector = format!(
-            "{}={},{}={}",
+            "{}={},{} in ({},{})",
             protocol::LABEL_CLUSTER,
             self.cluster,
             protocol::LABEL_ROLE,
-            protocol::ROLE_TARGET
+            protocol::ROLE_TARGET,
+            protocol::plan::ROLE_PLAN,
         );
         let stream = watcher::watcher(
             self.api.clone(),

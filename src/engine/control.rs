@@ -512,6 +512,15 @@ async fn write_one(
             })
             .await
         }
+        Action::Plan { plan, expect } => {
+            let lease = protocol::plan::lease(prefix, cluster, plan);
+            leases::put_at(&apis.targets, lease, expect.as_deref()).await
+        }
+        Action::DeletePlan {
+            lease,
+            resource_version,
+            ..
+        } => leases::delete_at(&apis.targets, lease, resource_version).await,
         Action::Delete { lease, .. } => {
             leases::delete_if(&apis.targets, lease, |l| {
                 // Still not one of the configured targets.

@@ -16,6 +16,7 @@ pub use crate::config::DEFAULT_MASS_LAPSE_SHARE;
 use crate::engine::planner::{self, Member, MemberState};
 use crate::k8s::model::{ClusterModel, Instance, Liveness, Target, TargetState};
 use crate::model::Cause;
+use crate::protocol::plan::{self, Destination, Plan};
 use crate::protocol::{Desire, Protocol};
 
 /// One write to make.
@@ -60,6 +61,23 @@ pub enum Action {
         key: String,
         /// Its Lease.
         lease: String,
+    },
+    /// Write a stopping member's hand-over plan ([`crate::protocol::plan`]): create it, or
+    /// replace the copy seen at `expect`.
+    Plan {
+        /// The plan.
+        plan: Plan,
+        /// The `resourceVersion` of the plan Lease seen when deciding (`None`: there was none).
+        expect: Option<String>,
+    },
+    /// Delete a hand-over plan that has nothing left to move, if still as seen.
+    DeletePlan {
+        /// The member it was for.
+        member: String,
+        /// Its Lease.
+        lease: String,
+        /// Its `resourceVersion` when seen.
+        resource_version: String,
     },
 }
 
@@ -713,6 +731,8 @@ fn decide_sparing(
         let h = t.owner.as_deref()?;
         (t.state == TargetState::Expired && revocable.contains(h)).then(|| h.to_owned())
     };
+    // Moves a stopping holder makes itself, in one write each, by its hand-over plan.
+    let mut planned: BTreeMap<String, BTreeMap<String, Destination>> = BTreeMap::new();
     for mv in plan.moves {
         let Some(t) = model.target(&mv.target) else {
             continue;
@@ -741,6 +761,12 @@ fn decide_sparing(
             }
             _ => Cause::Failover,
         };
+        if cause == Cause::Handoff
+            && let Some((holder, to)) = plannable(model, t, &mv.to)
+        {
+            planned.entry(holder).or_default().insert(mv.target, to);
+            continue;
+        }
         actions.push(Action::Desire {
             key: mv.target,
             desire: Desire {
@@ -756,6 +782,7 @@ fn decide_sparing(
             revoke: revoke(t),
         });
     }
+    let plan_actions = plans(model, duration_s, planned);
     // Adopt: held by a live member but never given a desired owner (e.g. written before
     // Leasehold managed the cluster). Writing it down changes nothing for the holder.
     let placed: HashSet<&str> = actions
@@ -796,6 +823,7 @@ fn decide_sparing(
     }
     actions.extend(adopt);
     actions.extend(revokes);
+    actions.extend(plan_actions);
     actions.extend(
         model
             .departed_member_leases
@@ -814,6 +842,109 @@ fn decide_sparing(
                     lease: lease.to_string(),
                 });
             }
+        }
+    }
+    actions
+}
+
+/// Whether the hand-off of `t` to `to` can be planned — made by its holder in one write
+/// ([`crate::protocol::plan`]): `t` is held by a member and still desired for it, and both the
+/// holder's and `to`'s terms are known. Not when `to` can prepare (an overlap hand-off needs
+/// the desired owner written first, to start ahead of the hand-over). The holder and where the
+/// target goes, if so.
+fn plannable(model: &ClusterModel, t: &Target, to: &str) -> Option<(String, Destination)> {
+    let holder = t.owner.as_deref()?;
+    if t.desired.as_deref() != Some(holder) || t.state == TargetState::Expired {
+        return None;
+    }
+    member_term(model, holder)?;
+    let to_lease = model.instance(to)?.member_lease.as_ref()?;
+    if to_lease.app_work.as_ref().is_some_and(|w| w.prepares) {
+        return None;
+    }
+    let term = to_lease.term.clone()?;
+    Some((
+        holder.to_owned(),
+        Destination {
+            owner: to.to_owned(),
+            term,
+        },
+    ))
+}
+
+/// The plan writes of this pass: for each stopping holder with moves to plan, its plan —
+/// written only when a move is not in the plan it has (a plan's move stands while its target
+/// is still the holder's and its destination is live in the same term, so the holder is never
+/// sent a target's destination twice); and plans with nothing left to move, deleted. A plan
+/// carries at most [`plan::MAX_BYTES`] of keys, the moves it had first; the rest follows once
+/// those are made.
+fn plans(
+    model: &ClusterModel,
+    duration_s: i32,
+    mut planned: BTreeMap<String, BTreeMap<String, Destination>>,
+) -> Vec<Action> {
+    let mut actions = Vec::new();
+    let mut members: BTreeSet<String> = planned.keys().cloned().collect();
+    members.extend(model.plans.keys().cloned());
+    for member in members {
+        let seen = model.plans.get(&member);
+        let term = member_term(model, &member);
+        // The moves of the plan it has that still stand.
+        let standing: BTreeMap<String, Destination> = seen
+            .and_then(|s| s.plan.as_deref())
+            .filter(|p| Some(&p.term) == term.as_ref())
+            .map(|p| {
+                p.moves
+                    .iter()
+                    .filter(|(key, to)| {
+                        model.target(key).is_some_and(|t| {
+                            t.owner.as_deref() == Some(member.as_str())
+                                && t.desired.as_deref() == Some(member.as_str())
+                                && t.state != TargetState::Expired
+                        }) && model.instance(&to.owner).is_some_and(alive)
+                            && member_term(model, &to.owner).as_ref() == Some(&to.term)
+                    })
+                    .map(|(k, d)| (k.clone(), d.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let new: Vec<(String, Destination)> = planned
+            .remove(&member)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(key, _)| !standing.contains_key(key))
+            .collect();
+        match (term, new.is_empty()) {
+            (Some(term), false) => {
+                let mut bytes = 0;
+                let moves = standing
+                    .into_iter()
+                    .chain(new)
+                    .take_while(|(key, _)| {
+                        bytes += plan::Plan::cost(key);
+                        bytes <= plan::MAX_BYTES
+                    })
+                    .collect();
+                actions.push(Action::Plan {
+                    plan: Plan {
+                        member: member.clone(),
+                        term,
+                        duration_s,
+                        moves,
+                    },
+                    expect: seen.map(|s| s.resource_version.clone()),
+                });
+            }
+            _ if standing.is_empty() => {
+                if let Some(s) = seen {
+                    actions.push(Action::DeletePlan {
+                        member: member.clone(),
+                        lease: s.name.clone(),
+                        resource_version: s.resource_version.clone(),
+                    });
+                }
+            }
+            _ => {}
         }
     }
     actions
@@ -1315,6 +1446,200 @@ mod tests {
                 ("k4".into(), Cause::Failover),
             ]
         );
+    }
+
+    /// Member `name` with a member Lease in term `<name>-1`: live, or leaving.
+    fn with_term(name: &str, leaving: bool, prepares: bool) -> Instance {
+        use crate::k8s::model::MemberLease;
+        let mut i = Instance::for_tests(name, true, false, false);
+        i.member_lease = Some(MemberLease {
+            liveness: if leaving {
+                Liveness::Leaving
+            } else {
+                Liveness::Live
+            },
+            unchanged_ms: Some(100),
+            duration_ms: Some(10_000),
+            revocable: false,
+            term: Some(format!("{name}-1")),
+            app_work: prepares.then(|| crate::protocol::AppWork {
+                prepares: true,
+                ..Default::default()
+            }),
+        });
+        i
+    }
+
+    fn plan_actions(actions: &[Action]) -> Vec<&Action> {
+        actions
+            .iter()
+            .filter(|a| matches!(a, Action::Plan { .. } | Action::DeletePlan { .. }))
+            .collect()
+    }
+
+    fn seen(plan: Plan, rv: &str) -> crate::k8s::model::PlanSeen {
+        crate::k8s::model::PlanSeen {
+            member: plan.member.clone(),
+            name: format!("plan-{}", plan.member),
+            resource_version: rv.into(),
+            plan: Some(std::sync::Arc::new(plan)),
+        }
+    }
+
+    /// A leaving member's targets move by its hand-over plan — one write for all of them, and
+    /// one by the member per target — not by a desired-owner write each; a target whose
+    /// destination can prepare (an overlap hand-off) is still moved by a desired-owner write.
+    #[test]
+    fn a_stopping_members_targets_are_moved_by_one_plan() {
+        let mut m = model(
+            vec![
+                with_term("a", false, false),
+                with_term("b", false, false),
+                with_term("l", true, false),
+            ],
+            (1..=4)
+                .map(|i| {
+                    let k = format!("k{i}");
+                    Target::for_tests(&k, Some("l"), Some("l"), TargetState::Owned, true)
+                })
+                .collect(),
+        );
+        let actions = decide(&m, 10, &HashSet::new());
+        assert_eq!(desires(&actions), []);
+        let [Action::Plan { plan, expect: None }] = plan_actions(&actions)[..] else {
+            panic!("one new plan: {actions:?}");
+        };
+        assert_eq!((plan.member.as_str(), plan.term.as_str()), ("l", "l-1"));
+        assert_eq!(plan.moves.len(), 4);
+        assert!(
+            plan.moves
+                .values()
+                .all(|d| d.term == format!("{}-1", d.owner))
+        );
+        let to_a = plan.moves.values().filter(|d| d.owner == "a").count();
+        assert_eq!(to_a, 2, "balanced: {plan:?}");
+
+        // Seen written: nothing more to write while it stands.
+        m.plans.insert("l".into(), seen(plan.clone(), "7"));
+        assert_eq!(
+            plan_actions(&decide(&m, 10, &HashSet::new())),
+            Vec::<&Action>::new()
+        );
+
+        // A destination that can prepare gets its targets by desired-owner writes.
+        m.instances[1] = with_term("b", false, true);
+        m.plans.clear();
+        let actions = decide(&m, 10, &HashSet::new());
+        let [Action::Plan { plan, .. }] = plan_actions(&actions)[..] else {
+            panic!("one plan: {actions:?}");
+        };
+        let by_desire = desires(&actions);
+        assert!(plan.moves.values().all(|d| d.owner == "a"));
+        assert!(
+            by_desire
+                .iter()
+                .all(|(_, to, c)| to == "b" && *c == Cause::Handoff)
+        );
+        assert_eq!(plan.moves.len() + by_desire.len(), 4);
+    }
+
+    /// A plan's move stands while its target is still the member's and its destination is live
+    /// in the same term; a move that no longer stands is planned again (a rewrite at the copy
+    /// seen), and a plan with nothing left to move is deleted.
+    #[test]
+    fn a_plan_is_rewritten_when_a_destination_is_gone_and_deleted_when_done() {
+        let dest = |owner: &str| Destination {
+            owner: owner.into(),
+            term: format!("{owner}-1"),
+        };
+        let old = Plan {
+            member: "l".into(),
+            term: "l-1".into(),
+            duration_s: 10,
+            moves: BTreeMap::from([
+                ("k1".to_owned(), dest("a")),
+                ("k2".to_owned(), dest("gone")),
+            ]),
+        };
+        let mut m = model(
+            vec![with_term("a", false, false), with_term("l", true, false)],
+            vec![
+                Target::for_tests("k1", Some("l"), Some("l"), TargetState::Owned, true),
+                Target::for_tests("k2", Some("l"), Some("l"), TargetState::Owned, true),
+            ],
+        );
+        m.plans.insert("l".into(), seen(old.clone(), "7"));
+        let actions = decide(&m, 10, &HashSet::new());
+        let [Action::Plan { plan, expect }] = plan_actions(&actions)[..] else {
+            panic!("a rewrite: {actions:?}");
+        };
+        assert_eq!(expect.as_deref(), Some("7"));
+        assert_eq!(
+            plan.moves,
+            BTreeMap::from([("k1".to_owned(), dest("a")), ("k2".to_owned(), dest("a"))])
+        );
+
+        // Both handed over: nothing left; the plan goes.
+        let mut done = model(
+            vec![with_term("a", false, false), with_term("l", true, false)],
+            vec![
+                Target::for_tests("k1", Some("a"), Some("a"), TargetState::Owned, true),
+                Target::for_tests("k2", Some("a"), Some("a"), TargetState::Owned, true),
+            ],
+        );
+        done.plans.insert("l".into(), seen(old.clone(), "9"));
+        assert_eq!(
+            plan_actions(&decide(&done, 10, &HashSet::new())),
+            [&Action::DeletePlan {
+                member: "l".into(),
+                lease: "plan-l".into(),
+                resource_version: "9".into()
+            }]
+        );
+
+        // A plan of an earlier term of the member is not acted on: planned anew.
+        let mut later = m.clone();
+        later.plans.insert(
+            "l".into(),
+            seen(
+                Plan {
+                    term: "l-0".into(),
+                    ..old
+                },
+                "5",
+            ),
+        );
+        let actions = decide(&later, 10, &HashSet::new());
+        let [Action::Plan { plan, expect }] = plan_actions(&actions)[..] else {
+            panic!("a new plan: {actions:?}");
+        };
+        assert_eq!((plan.term.as_str(), expect.as_deref()), ("l-1", Some("5")));
+    }
+
+    /// A plan holds at most `plan::MAX_BYTES` of keys; the rest follows once those are moved.
+    #[test]
+    fn a_plan_is_capped_in_size() {
+        let long = |i: usize| format!("{i:0>200}");
+        let n = plan::MAX_BYTES / 200 + 50;
+        let m = model(
+            vec![with_term("a", false, false), with_term("l", true, false)],
+            (0..n)
+                .map(|i| {
+                    Target::for_tests(&long(i), Some("l"), Some("l"), TargetState::Owned, true)
+                })
+                .collect(),
+        );
+        let actions = decide(&m, 10, &HashSet::new());
+        let [Action::Plan { plan, .. }] = plan_actions(&actions)[..] else {
+            panic!("one plan");
+        };
+        let bytes: usize = plan.moves.keys().map(|k| Plan::cost(k)).sum();
+        assert!(
+            bytes <= plan::MAX_BYTES && plan.moves.len() < n,
+            "{bytes} bytes, {} moves",
+            plan.moves.len()
+        );
+        assert!(plan.to_annotation().len() < 256 * 1024);
     }
 
     #[test]

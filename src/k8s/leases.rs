@@ -96,6 +96,53 @@ pub async fn set_desire(
     Ok(Outcome::Unchanged)
 }
 
+/// Writes `lease` as a compare-and-swap on what was seen: creates it when `expect` is `None`,
+/// else replaces the copy at `expect`. A conflict (it exists, or changed since) is
+/// [`Outcome::Unchanged`]: someone decided on a newer copy, and the next decision sees it. No
+/// read first: the caller decided on a copy it knows.
+pub async fn put_at(api: &Api<Lease>, lease: Lease, expect: Option<&str>) -> kube::Result<Outcome> {
+    let mut lease = lease;
+    lease.metadata.namespace = None;
+    let result = match expect {
+        None => api
+            .create(&PostParams::default(), &lease)
+            .await
+            .map(|_| Outcome::Created),
+        Some(rv) => {
+            lease.metadata.resource_version = Some(rv.to_owned());
+            let name = lease.metadata.name.clone().unwrap_or_default();
+            api.replace(&name, &PostParams::default(), &lease)
+                .await
+                .map(|_| Outcome::Updated)
+        }
+    };
+    match result {
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(Outcome::Unchanged),
+        other => other,
+    }
+}
+
+/// Deletes Lease `name` if it is still at `resource_version` (a precondition: a
+/// compare-and-swap). Gone or changed since: [`Outcome::Unchanged`].
+pub async fn delete_at(
+    api: &Api<Lease>,
+    name: &str,
+    resource_version: &str,
+) -> kube::Result<Outcome> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            resource_version: Some(resource_version.to_owned()),
+            uid: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(Outcome::Deleted),
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(Outcome::Unchanged),
+        Err(e) => Err(e),
+    }
+}
+
 /// Fences `member`'s member Lease. If it is missing, creates it fenced
 /// ([`Fence::Absent`]; a create is a compare-and-swap on absence). If it exists, fences it
 /// ([`Fence::Expired`]) only when `expired()` — the record the index saw unchanged for a full

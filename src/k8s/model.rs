@@ -37,6 +37,23 @@ pub struct ClusterModel {
     /// Members whose pod is gone, who hold no target, and whose member Lease says
     /// they stopped (released) or were fenced — garbage the control plane deletes.
     pub departed_member_leases: Vec<String>,
+    /// The hand-over plans the control plane wrote for stopping members
+    /// ([`crate::protocol::plan`]), by member.
+    #[serde(skip)]
+    pub plans: std::collections::BTreeMap<String, PlanSeen>,
+}
+
+/// A hand-over plan Lease as seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanSeen {
+    /// The member it is for.
+    pub member: String,
+    /// Its Lease's name.
+    pub name: String,
+    /// Its `resourceVersion`: a rewrite or deletion is a compare-and-swap on it.
+    pub resource_version: String,
+    /// The plan (`None` when the Lease does not read as one).
+    pub plan: Option<Arc<crate::protocol::plan::Plan>>,
 }
 
 /// A member instance (a pod matching the selector), or a ghost: an identity that still holds
@@ -300,6 +317,7 @@ impl ClusterModel {
             counts: TargetCounts::default(),
             departed_member_leases: Vec::new(),
             targets_error: None,
+            plans: Default::default(),
         }
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod member;
 pub mod names;
+pub mod plan;
 
 use std::collections::BTreeMap;
 
@@ -133,6 +134,8 @@ pub enum LeaseRole {
     Target(String),
     /// A member's liveness: the identity it stands for.
     Member(String),
+    /// A hand-over plan for a stopping member ([`plan`]): the member it is for.
+    Plan(String),
 }
 
 /// Why the control plane fenced a member Lease (emptied its holder).
@@ -257,6 +260,8 @@ pub struct LeaseView {
     /// A target Lease handed over: when (Unix ms) the old holder's app last worked on it
     /// ([`ANN_STOPPED_AT`]).
     pub stopped_at_ms: Option<i64>,
+    /// A plan Lease: the plan, if it reads as one ([`plan::Plan`]).
+    pub plan: Option<std::sync::Arc<plan::Plan>>,
 }
 
 impl Holding {
@@ -293,7 +298,14 @@ pub fn parse_native(lease: &Lease, cluster: &str) -> Option<LeaseView> {
         ROLE_LEADER => LeaseRole::Leader,
         ROLE_TARGET => LeaseRole::Target(annotation(meta, ANN_TARGET_KEY)?.to_owned()),
         ROLE_MEMBER => LeaseRole::Member(annotation(meta, ANN_IDENTITY)?.to_owned()),
+        plan::ROLE_PLAN => LeaseRole::Plan(annotation(meta, ANN_IDENTITY)?.to_owned()),
         _ => return None,
+    };
+    let plan = match &role {
+        LeaseRole::Plan(member) => annotation(meta, plan::ANN_PLAN)
+            .and_then(|p| plan::Plan::parse(member, p))
+            .map(std::sync::Arc::new),
+        _ => None,
     };
     let term = matches!(role, LeaseRole::Member(_)).then(|| member_term(lease));
     Some(LeaseView {
@@ -336,6 +348,7 @@ pub fn parse_native(lease: &Lease, cluster: &str) -> Option<LeaseView> {
                 (t.to_owned(), at)
             }),
         stopped_at_ms: annotation(meta, ANN_STOPPED_AT).and_then(|a| a.parse().ok()),
+        plan,
     })
 }
 
@@ -379,6 +392,7 @@ pub fn parse_gnmic(lease: &Lease, cluster: &str) -> Option<LeaseView> {
         overlap_ms: None,
         ready: None,
         stopped_at_ms: None,
+        plan: None,
     })
 }
 

@@ -35,6 +35,13 @@ fn stem_and(stem: &str, raw: &str) -> String {
     format!("{stem}-{}", hex_digest(raw, HASH_HEX))
 }
 
+/// The hand-over plan Lease of member `identity` (`protocol::plan`):
+/// `<prefix>-<cluster>-plan-<identity>` when that is a valid name, else
+/// `<prefix>-<cluster>-plan--<sha256 hex>`.
+pub fn plan_lease(prefix: &str, cluster: &str, identity: &str) -> String {
+    stem_and(&format!("{prefix}-{cluster}-plan-"), identity)
+}
+
 /// The watch probe Lease of control-plane replica `identity` (`k8s::probe`):
 /// `<stem>-probe-<identity>` when that is a valid name, else `<stem>-probe--<sha256 hex>`.
 pub fn probe_lease(stem: &str, identity: &str) -> String {

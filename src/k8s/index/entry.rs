@@ -368,6 +368,7 @@ mod tests {
             ready: None,
             overlap_ms: None,
             stopped_at_ms: None,
+            plan: None,
             name: "l".into(),
             resource_version: "1".into(),
             role: LeaseRole::Target("k".into()),

@@ -486,6 +486,7 @@ impl Indexed for Lease {
             let name = lease.metadata.name.as_deref().unwrap_or_default();
             emit.changed = state.leader.as_ref().is_some_and(|l| *l.name == *name)
                 || state.lease_keys.contains_key(name)
+                || state.plans.contains_key(name)
                 || (!apart && state.member_leases.contains_key(name));
             Self::delete(state, name, emit);
             return;
@@ -522,6 +523,17 @@ impl Indexed for Lease {
             LeaseRole::Target(key) => key.as_str(),
             LeaseRole::Member(identity) => {
                 apply_member(state, identity, &view, emit);
+                return;
+            }
+            LeaseRole::Plan(member) => {
+                let seen = crate::k8s::model::PlanSeen {
+                    member: member.clone(),
+                    name: view.name.clone(),
+                    resource_version: view.resource_version.clone(),
+                    plan: view.plan.clone(),
+                };
+                let name: Arc<str> = view.name.as_str().into();
+                emit.changed = state.plans.insert(name, seen.clone()).as_ref() != Some(&seen);
                 return;
             }
         };
@@ -651,6 +663,10 @@ impl Indexed for Lease {
     }
 
     fn delete(state: &mut ClusterState, name: &str, emit: &mut Emit<'_>) {
+        if state.plans.remove(name).is_some() {
+            emit.changed = true;
+            return;
+        }
         if !state.spec.separate_member_namespace() && delete_member(state, name) {
             emit.changed = true;
             emit.members();
@@ -706,6 +722,7 @@ impl Indexed for Lease {
             .lease_keys
             .keys()
             .map(|n| n.to_string())
+            .chain(state.plans.keys().map(|n| n.to_string()))
             .chain(state.leader.iter().map(|l| l.name.to_string()));
         if state.spec.separate_member_namespace() {
             names.collect()

@@ -224,6 +224,8 @@ pub struct ClusterState {
     /// new holder reports its app's first work on it (`AppWork::started`) and the hand-off's
     /// work-level gap is told ([`Change::WorkGap`]), or the target changes hands again.
     handed_work: HashMap<Arc<str>, (Arc<str>, i64)>,
+    /// Hand-over plans ([`crate::protocol::plan`]) by Lease name.
+    plans: HashMap<Arc<str>, crate::k8s::model::PlanSeen>,
     interner: Interner,
     config_map_targets: Vec<TargetEntry>,
     /// The EndpointSlices of every Service in the namespace, compact, kept only where a target
@@ -789,6 +791,7 @@ impl ClusterState {
             overruns: HashMap::new(),
             gnmic_released: HashMap::new(),
             handed_work: HashMap::new(),
+            plans: HashMap::new(),
             interner: Interner::default(),
             config_map_targets: Vec::new(),
             endpoint_slices: BTreeMap::new(),

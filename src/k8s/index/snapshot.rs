@@ -253,6 +253,11 @@ impl ClusterState {
             counts,
             targets_error: self.targets_error(),
             departed_member_leases,
+            plans: self
+                .plans
+                .values()
+                .map(|p| (p.member.clone(), p.clone()))
+                .collect(),
         };
         (model, next_expiry, awaiting_proof)
     }
