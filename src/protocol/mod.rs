@@ -2,8 +2,10 @@
 //! `docs/protocol.md`, shared by the control plane (`engine`), the members (`agent`) and the
 //! index (`k8s`). It owns the names, labels and annotations, reads a Lease into a
 //! [`LeaseView`], and builds the one change each party is allowed to make: the control plane
-//! writes the desired owner (annotations and a label), revokes a dead member's holds and fences its member Lease; members write the holder (`spec`, and the holder
-//! label) and their own member Lease. Every write built here is sent as a compare-and-swap on
+//! writes the desired owner (annotations and a label), revokes a dead member's holds and fences its member Lease, and
+//! writes a stopping member's hand-over plan ([`plan`]); members write the holder (`spec`, and
+//! the holder label) and their own member Lease — and, following their plan, the desired owner
+//! with a hand-over. Every write built here is sent as a compare-and-swap on
 //! `resourceVersion` by the caller. Pure: no I/O, no clock (`now` is passed in).
 
 pub mod member;
@@ -20,7 +22,8 @@ use crate::model::Cause;
 
 /// Label naming the cluster a Lease belongs to.
 pub const LABEL_CLUSTER: &str = "leasehold.io/cluster";
-/// Label naming the Lease's role: [`ROLE_LEADER`] or [`ROLE_TARGET`].
+/// Label naming the Lease's role: [`ROLE_LEADER`], [`ROLE_TARGET`], [`ROLE_MEMBER`] or
+/// [`plan::ROLE_PLAN`].
 pub const LABEL_ROLE: &str = "leasehold.io/lease-role";
 /// Value of [`LABEL_ROLE`] on a cluster's leader Lease.
 pub const ROLE_LEADER: &str = "leader";
@@ -57,8 +60,8 @@ pub const ANN_APP_WORK: &str = "leasehold.io/app-work";
 pub const ANN_PROTOCOL_VERSIONS: &str = "leasehold.io/protocol-versions";
 /// Annotation holding the raw target key (names may be hashed; this never is).
 pub const ANN_TARGET_KEY: &str = "leasehold.io/target-key";
-/// Annotation naming the member that should hold the target. Written only by the acting
-/// control plane.
+/// Annotation naming the member that should hold the target. Written by the acting control
+/// plane, and by a member handing a target over as its hand-over plan says ([`plan`]).
 pub const ANN_DESIRED_OWNER: &str = "leasehold.io/desired-owner";
 /// Annotation saying why the desired owner was set (a [`Cause`] word).
 pub const ANN_CAUSE: &str = "leasehold.io/cause";

@@ -243,6 +243,49 @@ async fn three_members_balanced(apart: bool, drain: Duration) -> Harness {
     h
 }
 
+/// Every change of the cluster's target Leases from now on, as a watch sees it once it has
+/// listed (read it, then abort the task).
+async fn target_writes(
+    h: &Harness,
+) -> (
+    Arc<std::sync::Mutex<Vec<protocol::LeaseView>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    use futures::StreamExt as _;
+    use kube::runtime::watcher;
+    let api: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let into = seen.clone();
+    let selector = format!("{}={}", protocol::LABEL_ROLE, protocol::ROLE_TARGET);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let mut events = std::pin::pin!(watcher::watcher(
+            api,
+            watcher::Config::default().labels(&selector)
+        ));
+        let mut listed = false;
+        let mut tx = Some(tx);
+        while let Some(ev) = events.next().await {
+            match ev {
+                Ok(watcher::Event::InitDone) => {
+                    listed = true;
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                Ok(watcher::Event::Apply(l)) if listed => {
+                    if let Some(v) = protocol::parse_native(&l, CLUSTER) {
+                        into.lock().unwrap().push(v);
+                    }
+                }
+                _ => {}
+            }
+        }
+    });
+    rx.await.expect("the watch listed");
+    (seen, task)
+}
+
 /// The target Leases' `resourceVersion`s, by name.
 async fn target_versions(h: &Harness) -> BTreeMap<String, String> {
     versions(
@@ -881,6 +924,8 @@ async fn stopping_member_hands_over(apart: bool) {
     })
     .await
     .unwrap_or_else(|| panic!("c-1 works on {:?}", h.checker.working_on("c-1")));
+    // Every write of a target Lease from here on, as a watch sees it.
+    let writes = target_writes(&h).await;
     // SIGTERM to the agent (its shutdown signal) while its pod stays Ready.
     let mut m = h.members.remove("c-1").unwrap();
     let asked = Instant::now();
@@ -919,6 +964,67 @@ async fn stopping_member_hands_over(apart: bool) {
     gaps.sort();
     eprintln!("handoff gaps: median {:?}, max {:?}", gaps[10], gaps[19]);
     assert!(gaps[19] < Duration::from_secs(1), "gaps {gaps:?}");
+    // One write per move, by c-1's hand-over plan: each of its targets went from held by and
+    // desired for c-1 straight to held by and desired for its next owner — no desired-owner
+    // write of the control plane's before it — with the cause `handoff`. The plan is gone once
+    // nothing is left to move.
+    let handed = |seen: &[protocol::LeaseView]| {
+        seen.iter()
+            .filter(|v| v.handed_term.is_some() && v.holding.holder.as_deref() != Some("c-1"))
+            .count()
+    };
+    // (The test's own watch may deliver the last a moment after the next owners' saw them.)
+    eventually(Duration::from_secs(5), || async {
+        (handed(&writes.0.lock().unwrap()) >= 20).then_some(())
+    })
+    .await;
+    let seen = writes.0.lock().unwrap().clone();
+    writes.1.abort();
+    let moved: Vec<&protocol::LeaseView> = seen
+        .iter()
+        .filter(|v| v.handed_term.is_some() && v.holding.holder.as_deref() != Some("c-1"))
+        .collect();
+    assert_eq!(
+        moved.len(),
+        20,
+        "hand-overs seen: {:#?}",
+        seen.iter()
+            .map(|v| (
+                &v.name,
+                &v.holding.holder,
+                &v.desired,
+                &v.handed_term,
+                v.cause
+            ))
+            .collect::<Vec<_>>()
+    );
+    for v in &moved {
+        assert_eq!(v.desired, v.holding.holder, "{}", v.name);
+        assert_eq!(v.cause, Some(Cause::Handoff), "{}", v.name);
+    }
+    let between: Vec<&str> = seen
+        .iter()
+        .filter(|v| {
+            v.holding.holder.as_deref() == Some("c-1") && v.desired.as_deref() != Some("c-1")
+        })
+        .map(|v| v.name.as_str())
+        .collect();
+    assert!(
+        between.is_empty(),
+        "desired elsewhere while c-1 held them: {between:?}"
+    );
+    let leases_ns: Api<Lease> = Api::namespaced(h.t.client.clone(), &h.ns);
+    let plan = protocol::names::plan_lease("leasehold", CLUSTER, "c-1");
+    let plan_gone = eventually(Duration::from_secs(5), || async {
+        leases_ns
+            .get_opt(&plan)
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(plan_gone.is_some(), "{plan} is still there");
     // The member Lease was released at exit (the control plane's watch may see it a moment
     // after the agent returned).
     let liveness = |h: &Harness| {
