@@ -968,6 +968,7 @@ async fn run(a: &Args, targets: usize) -> anyhow::Result<Row> {
         let writes = async || apiserver_counts(&client).await.map(|c| c.writes);
         let held = first_held.clone().expect("member 0 runs");
         let result = stop::run(
+            cp.pid(),
             shutdowns.remove(0),
             agents.remove(0),
             held,

@@ -22,8 +22,8 @@ pub struct Handoffs {
     pub stopping: Arc<Mutex<Option<String>>>,
     /// Its app stopped working on the target at that instant.
     pub released_at: Arc<Mutex<HashMap<String, Instant>>>,
-    /// Released by it → started by another member.
-    pub gaps: Arc<Mutex<Vec<Duration>>>,
+    /// Released by it → started by another member: when it stopped, and the gap.
+    pub gaps: Arc<Mutex<Vec<(Instant, Duration)>>>,
 }
 
 impl Handoffs {
@@ -40,9 +40,18 @@ impl Handoffs {
             return;
         }
         if let Some(at) = lock(&self.released_at).remove(target) {
-            lock(&self.gaps).push(at.elapsed());
+            lock(&self.gaps).push((at, at.elapsed()));
         }
     }
+}
+
+/// The process whose command name is `comm` (the first found).
+fn pid_of(comm: &str) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let name = std::fs::read_to_string(e.path().join("comm")).ok()?;
+        (name.trim() == comm).then_some(pid)
+    })
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -57,6 +66,17 @@ pub struct Stopped {
     /// Targets whose next owner started, and their gaps: p50, p99, max.
     pub handed: usize,
     pub gap: [Duration; 3],
+    /// Of them, those its app stopped before the drain ended (handed over while it still
+    /// worked on the rest), and their gaps: p50, p99, max.
+    pub handed_in_drain: usize,
+    pub gap_in_drain: [Duration; 3],
+    /// When its app stopped the first of them, after the stop began.
+    pub first_stop_after: Option<Duration>,
+    /// How many its app had stopped 2.5, 5, 7.5 and 10 s after the stop began.
+    pub stopped_by: [usize; 4],
+    /// CPU over the stop, in % of one core: the API server, etcd, the control plane (`None`:
+    /// in this process) and this process (the agents and the harness).
+    pub cpu: [Option<f64>; 4],
     /// From the stop to the member's exit.
     pub exited_after: Duration,
     /// The API server's Lease writes per second over the stop (`None` off the real tier).
@@ -67,6 +87,24 @@ pub struct Stopped {
 
 impl Stopped {
     pub fn print(&self, drain: Duration, d: Duration) {
+        println!(
+            "planned stop of member 0: first target stopped after {:.2?} · stopped by 2.5 / 5 / 7.5 / 10 s: {:?} · stopped before the drain ended and handed over: {} (gap p50 / p99 / max {:.0?} / {:.0?} / {:.0?})",
+            self.first_stop_after.unwrap_or_default(),
+            self.stopped_by,
+            self.handed_in_drain,
+            self.gap_in_drain[0],
+            self.gap_in_drain[1],
+            self.gap_in_drain[2],
+        );
+        let pct = |c: Option<f64>| c.map_or("—".to_owned(), |c| format!("{c:.0}%"));
+        println!(
+            "planned stop of member 0: CPU (of one core, the machine has {}) — kube-apiserver {}, etcd {}, control plane {}, agents and harness {}",
+            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            pct(self.cpu[0]),
+            pct(self.cpu[1]),
+            pct(self.cpu[2]),
+            pct(self.cpu[3]),
+        );
         println!(
             "\nplanned stop of member 0 (--drain-timeout {} s, D = {} s): held {} · still held when the drain ended: {} · next owner started on {} · gap p50 / p99 / max {:.0?} / {:.0?} / {:.0?} · exited after {:.2} s · apiserver Lease writes/s {} · longest member Lease renewal interval {} (due every {:.2} s)",
             drain.as_secs(),
@@ -94,6 +132,7 @@ impl Stopped {
 /// intervals (instant seen, interval) of member Leases.
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
+    cp_pid: Option<u32>,
     stop: oneshot::Sender<()>,
     task: JoinHandle<anyhow::Result<()>>,
     held: watch::Receiver<std::collections::BTreeSet<String>>,
@@ -104,6 +143,13 @@ pub async fn run(
 ) -> anyhow::Result<Stopped> {
     let held_now = held.borrow().len();
     let writes0 = writes().await;
+    let pids = [
+        pid_of("kube-apiserver"),
+        pid_of("etcd"),
+        cp_pid,
+        Some(std::process::id()),
+    ];
+    let cpu0 = pids.map(|p| p.map(super::cpu_s));
     let t0 = Instant::now();
     let _ = stop.send(());
     let mut task = task;
@@ -123,6 +169,12 @@ pub async fn run(
     }
     let exited_after = t0.elapsed();
     let secs = exited_after.as_secs_f64().max(0.001);
+    let mut cpu = [None; 4];
+    for (i, p) in pids.iter().enumerate() {
+        cpu[i] = p
+            .zip(cpu0[i])
+            .map(|(p, c0)| 100.0 * (super::cpu_s(p) - c0) / secs);
+    }
     let writes_per_s = writes0.zip(writes().await).map(|(a, b)| (b - a) / secs);
     // The last starts come in after the exit (a handover seen by the next owner's watch).
     let want = held_now;
@@ -130,13 +182,28 @@ pub async fn run(
     while lock(&handoffs.gaps).len() < want && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let mut gaps = lock(&handoffs.gaps).clone();
-    gaps.sort_unstable();
-    let at = |p: f64| {
-        gaps.get(((gaps.len() as f64 * p) as usize).min(gaps.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or_default()
+    let stops = lock(&handoffs.gaps).clone();
+    let spread = |mut gaps: Vec<Duration>| -> [Duration; 3] {
+        gaps.sort_unstable();
+        let at = |p: f64| {
+            gaps.get(((gaps.len() as f64 * p) as usize).min(gaps.len().saturating_sub(1)))
+                .copied()
+                .unwrap_or_default()
+        };
+        [at(0.5), at(0.99), gaps.last().copied().unwrap_or_default()]
     };
+    let in_drain: Vec<Duration> = stops
+        .iter()
+        .filter(|(at, _)| *at < t0 + drain)
+        .map(|(_, g)| *g)
+        .collect();
+    let stopped_by = [2500, 5000, 7500, 10_000].map(|ms| {
+        stops
+            .iter()
+            .filter(|(at, _)| *at < t0 + Duration::from_millis(ms))
+            .count()
+    });
+    let first_stop_after = stops.iter().map(|(at, _)| *at - t0).min();
     let longest_renewal_interval = lock(renewals)
         .iter()
         .filter(|(seen, _)| *seen >= t0)
@@ -145,8 +212,13 @@ pub async fn run(
     Ok(Stopped {
         held: held_now,
         left_at_drain_end,
-        handed: gaps.len(),
-        gap: [at(0.5), at(0.99), gaps.last().copied().unwrap_or_default()],
+        handed: stops.len(),
+        gap: spread(stops.iter().map(|(_, g)| *g).collect()),
+        handed_in_drain: in_drain.len(),
+        gap_in_drain: spread(in_drain),
+        first_stop_after,
+        stopped_by,
+        cpu,
         exited_after,
         writes_per_s,
         longest_renewal_interval,

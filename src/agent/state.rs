@@ -159,7 +159,8 @@ impl Gate {
                 owed: Arc::new(AtomicUsize::new(0)),
                 paused_until: Arc::default(),
             },
-            limiter: Limiter::starting_at(cap),
+            // Most of a member's target Lease writes are hand-overs (`member::HANDOVER_PROMPT`).
+            limiter: Limiter::starting_at(cap).prompt_within(super::member::HANDOVER_PROMPT),
             total: cap,
             cap,
             too_slow,

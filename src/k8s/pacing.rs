@@ -42,6 +42,12 @@ pub struct Limiter {
     baseline: Option<Duration>,
     /// No second decrease for writes that started before the last one (they saw the old load).
     decreased_at: Option<Instant>,
+    /// Answers within this are never late ([`LATE_FLOOR`]); with [`Limiter::prompt_within`],
+    /// the queueing budget above the baseline.
+    late_floor: Duration,
+    /// With [`Limiter::prompt_within`]: lateness is judged on the running average of the
+    /// answers (as TCP's smoothed round-trip time, gain 1/8), not on each answer.
+    smoothed: Option<Option<Duration>>,
 }
 
 impl Default for Limiter {
@@ -50,6 +56,8 @@ impl Default for Limiter {
             limit: INITIAL_LIMIT as f64,
             baseline: None,
             decreased_at: None,
+            late_floor: LATE_FLOOR,
+            smoothed: None,
         }
     }
 }
@@ -61,6 +69,18 @@ impl Limiter {
             limit: limit.clamp(MIN_LIMIT, MAX_LIMIT) as f64,
             ..Limiter::default()
         }
+    }
+
+    /// Late means the running average of the answers (gain 1/8, as TCP's smoothed round-trip
+    /// time, RFC 6298) more than `budget` above the baseline, instead of one answer more than
+    /// [`TOLERANCE`] times it: for writes whose latency is a cost someone waits for — a
+    /// hand-over's is the gap of its target — the limit grows until the answers wait about
+    /// that long in the server's queue. On a busy machine one answer in a round is always
+    /// late; judged one by one, the limit then never grows past a few.
+    pub fn prompt_within(mut self, budget: Duration) -> Self {
+        self.late_floor = budget;
+        self.smoothed = Some(None);
+        self
     }
 
     /// Keeps the limit at most `ceiling` (a configured bound below [`MAX_LIMIT`]), so that it
@@ -90,7 +110,21 @@ impl Limiter {
                     None => latency,
                 };
                 self.baseline = Some(baseline);
-                latency > LATE_FLOOR && latency.as_secs_f64() > TOLERANCE * baseline.as_secs_f64()
+                match &mut self.smoothed {
+                    None => {
+                        latency > self.late_floor
+                            && latency.as_secs_f64() > TOLERANCE * baseline.as_secs_f64()
+                    }
+                    Some(avg) => {
+                        let next = match *avg {
+                            Some(a) if latency >= a => a + (latency - a) / 8,
+                            Some(a) => a - (a - latency) / 8,
+                            None => latency,
+                        };
+                        *avg = Some(next);
+                        next > baseline + self.late_floor
+                    }
+                }
             }
         };
         if congested {
@@ -160,6 +194,39 @@ mod tests {
         let sent = seen + Duration::from_millis(1);
         l.observe(sent, Sample::Overloaded, sent + FAST);
         assert!((l.limit - before * BACKOFF * BACKOFF).abs() < 1e-9);
+    }
+
+    /// A budgeted limiter (`prompt_within`) grows while its answers average within the budget
+    /// above the fastest, however many single answers are late, and comes down once the
+    /// average is over it.
+    #[test]
+    fn a_budget_is_judged_on_the_average_answer() {
+        let budget = Duration::from_millis(60);
+        let mut l = Limiter::starting_at(4).prompt_within(budget);
+        let mut plain = Limiter::starting_at(4);
+        let t0 = Instant::now();
+        // A busy server: 50 ms answers, one in ten at 250 ms (70 ms on average: 20 above).
+        for i in 0..2_000u64 {
+            let at = t0 + Duration::from_millis(i);
+            let took = Duration::from_millis(if i % 10 == 0 { 250 } else { 50 });
+            l.observe(at, Sample::Answered(took), at + took);
+            plain.observe(at, Sample::Answered(took), at + took);
+        }
+        assert!(l.limit() >= 32, "{} ({:?})", l.limit(), l.smoothed);
+        assert!(
+            plain.limit() < l.limit(),
+            "judged one by one: {} vs {}",
+            plain.limit(),
+            l.limit()
+        );
+        // Then every answer at 150 ms: the average goes 100 ms over the fastest, the limit down.
+        let top = l.limit;
+        for i in 0..200u64 {
+            let at = t0 + Duration::from_secs(10) + Duration::from_millis(i * 200);
+            let took = Duration::from_millis(150);
+            l.observe(at, Sample::Answered(took), at + took);
+        }
+        assert!(l.limit() < top as usize / 2, "{}", l.limit());
     }
 
     #[test]
