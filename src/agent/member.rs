@@ -1724,11 +1724,7 @@ impl Member {
     }
 
     fn publish(&self) {
-        let working = || {
-            self.held
-                .values()
-                .filter(|h| h.phase != Phase::Acquiring)
-        };
+        let working = || self.held.values().filter(|h| h.phase != Phase::Acquiring);
         // Built anew only when it changed: most passes (a hook answered, a write under way)
         // change nothing of it. (Built on every pass, a set of 5,000 names was the member's
         // largest cost while it handed them over; hence also `PUBLISH_EVERY`.)
