@@ -11,7 +11,9 @@
 //!
 //! Per target the phases are: acquiring (PUT in flight) → starting (held, `on_acquire`
 //! running) → working → stopping (`on_release` running) → releasing (PUT of
-//! `protocol::given_up`: handed straight to the next owner, or released). At most as many
+//! `protocol::given_up`: handed straight to the next owner, or released — for a target the
+//! member's hand-over plan names (`protocol::plan`), with the planned desired owner written in
+//! the same PUT). At most as many
 //! targets are stopping or releasing for a handover at a time as an adaptive limit of their
 //! own allows (`handovers`: from [`HANDOVERS_AT_START`], growing while handover writes are
 //! answered promptly, shrinking when they slow down or are refused, at most `--max-parallel`):
@@ -235,11 +237,7 @@ impl Member {
         shared: Option<SharedLeases>,
     ) -> Self {
         let heart_duration = cfg.lease_duration;
-        let (cfg_prefix, cfg_cluster, cfg_identity) = (
-            cfg.lease_prefix.clone(),
-            cfg.cluster.clone(),
-            cfg.identity.clone(),
-        );
+        let plan_name = protocol::names::plan_lease(&cfg.lease_prefix, &cfg.cluster, &cfg.identity);
         let reporter = Reporter {
             controller: REPORTING_CONTROLLER.to_owned(),
             instance: Some(cfg.identity.clone()),
@@ -287,7 +285,7 @@ impl Member {
             },
             drain_until: None,
             shared,
-            plan_name: protocol::names::plan_lease(&cfg_prefix, &cfg_cluster, &cfg_identity),
+            plan_name,
         }
     }
 

@@ -2,7 +2,9 @@
 //! model: give a home to every target without a live desired owner (first placement, or
 //! failover when its owner's pod is gone, not ready, terminating, or stopped renewing), adopt
 //! targets already held before Leasehold managed them, and remove Leases of targets no longer
-//! configured. Targets inside a running operation are left to it. Fence silent members, revoke the holds of fenced and stopped ones, delete the member Leases of departed
+//! configured. Targets of a member stopping on purpose are moved by one hand-over plan for it
+//! (`protocol::plan`), which the member carries out one write per target, instead of a
+//! desired-owner write each. Targets inside a running operation are left to it. Fence silent members, revoke the holds of fenced and stopped ones, delete the member Leases of departed
 //! pods — except when many members lapse at once ([`MassLapse`]: more likely a slow API server
 //! than dead members), when at most one lapsed member is failed over per lease duration — none
 //! once the lapse has shown the server slow ([`Decision::server_slow`]) — and

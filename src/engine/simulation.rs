@@ -9,11 +9,13 @@
 //! Modelled, not run: the API server (one store, CAS, ordered watch streams); the member
 //! processes around their decisions (requests awaited as long as the agent's: `2D/3` for an
 //! acquisition or a member Lease write, `D/3` for a release; answers, one ordered
-//! watch of every target Lease, an app that works from the start of the work to its stop, a
-//! planned stop's drain: say `leaving`, wait until everything was moved away or the drain
-//! timeout, then release the member Lease and exit); and the control plane's writes (the
-//! read-decide-CAS sequences of `k8s::leases`: a fence only of the exact record the index saw
-//! expire, a revoke only after reading the member Lease fenced or released).
+//! watch of every target Lease and of its hand-over plan, an app that works from the start of
+//! the work to its stop, a planned stop's drain: say `leaving`, hand each target over as its
+//! plan says, wait until everything was moved away or the drain timeout, then release the
+//! member Lease and exit); and the control plane's writes (the read-decide-CAS sequences of
+//! `k8s::leases`: a fence only of the exact record the index saw expire, a revoke only after
+//! reading the member Lease fenced or released, a plan written or deleted only at the copy it
+//! decided on).
 //!
 //! Faults, each placed by the seed: member crashes (some restart as a new process), planned
 //! stops (some restart), network partitions of one member (what it sent meanwhile is delivered
