@@ -19,6 +19,8 @@
 //! only, [`overload`]; `--overload-p99 S`, `--overload-hold S`, `--overload-recovery S`,
 //! `--overload-webhook WORKERS:MS`, `--overload-writers N`), `--stop` (after the window, a
 //! planned stop of member 0: [`stop`]; `--drain-timeout S`, the agents' drain, default 10),
+//! `--rolling` (after the window, a rolling update: each member in turn stopped as by `--stop`
+//! and started again as a new process before the next),
 //! `--max-parallel N` (the agents' limit of target Lease writes in flight). Under `cargo test --all-targets`
 //! it does a small smoke run on the simulator, with member Leases apart.
 //!
@@ -89,6 +91,9 @@ struct Args {
     overload: Option<overload::Settings>,
     /// After the window, a planned stop of member 0.
     stop: bool,
+    /// After the window, a rolling update: each member in turn stopped as `stop` does, and
+    /// started again (a new process, the same identity) before the next.
+    rolling: bool,
     /// The agents' drain on shutdown.
     drain: Duration,
     /// The agents' `--max-parallel` (the product's default when not given).
@@ -110,6 +115,7 @@ fn args() -> anyhow::Result<Args> {
             serve: false,
             overload: None,
             stop: false,
+            rolling: false,
             drain: leasehold::agent::DEFAULT_DRAIN_TIMEOUT,
             max_parallel: None,
         }
@@ -126,6 +132,7 @@ fn args() -> anyhow::Result<Args> {
             serve: false,
             overload: None,
             stop: true,
+            rolling: false,
             drain: leasehold::agent::DEFAULT_DRAIN_TIMEOUT,
             max_parallel: None,
         }
@@ -175,6 +182,11 @@ fn args() -> anyhow::Result<Args> {
             }
             "--stop" => {
                 a.stop = true;
+                i += 1;
+                continue;
+            }
+            "--rolling" => {
+                a.rolling = true;
                 i += 1;
                 continue;
             }
@@ -700,10 +712,68 @@ struct Row {
     machine_cpu: f64,
     /// With `--stop`: the planned stop of member 0.
     stopped: Option<stop::Stopped>,
+    /// With `--rolling`: each member's planned stop, and the work-level overlaps meanwhile.
+    rolled: Option<(Vec<stop::Stopped>, u64)>,
     /// With `--serve`: the control plane's memory over the window.
     memory: Option<Memory>,
     /// With `--overload`: what it measured after the window.
     overload: Option<overload::Report>,
+}
+
+/// What starting a member's agent needs.
+struct AgentScene<'a> {
+    a: &'a Args,
+    ns: &'a str,
+    member_ns: &'a str,
+    work: &'a Work,
+    feeds: &'a [SharedLeases],
+    kubeconfig: &'a Path,
+    client: &'a kube::Client,
+}
+
+/// A running member agent: its shutdown, its task and what it holds.
+struct Started {
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    held: tokio::sync::watch::Receiver<std::collections::BTreeSet<String>>,
+}
+
+/// Starts member `i`'s agent (a new process, as far as the protocol can tell).
+async fn start_agent(s: &AgentScene<'_>, i: usize) -> anyhow::Result<Started> {
+    let (a, name) = (s.a, member(i));
+    let mut cfg = AgentConfig::new(CLUSTER, s.ns, &name);
+    cfg.member_namespace = s.member_ns.to_owned();
+    cfg.lease_duration = Duration::from_secs(a.lease_s);
+    cfg.hook_timeout = cfg.hook_timeout.min(cfg.lease_duration / 3);
+    cfg.drain_timeout = a.drain;
+    if let Some(n) = a.max_parallel {
+        cfg.max_parallel = n;
+    }
+    let hooks = Arc::new(WorkHooks {
+        work: s.work.clone(),
+        member: name,
+    });
+    // Like a member pod, each agent has its own connection to the API server (with one
+    // shared HTTP/2 connection, 2,000 watch streams share one flow-control window).
+    let client = if a.shared_client {
+        s.client.clone()
+    } else {
+        connect(s.kubeconfig).await?
+    };
+    let mut agent = Agent::new(cfg, hooks);
+    if !s.feeds.is_empty() {
+        agent = agent.sharing(&s.feeds[i % s.feeds.len()]);
+    }
+    let held = agent.held();
+    let (stop, stop_rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        agent
+            .run(client, async {
+                let _ = stop_rx.await;
+            })
+            .await
+    });
+    Ok(Started { stop, task, held })
 }
 
 /// Waits until every member's pod in `ns` is Ready and its member Lease is in `member_ns`
@@ -783,6 +853,7 @@ async fn run(a: &Args, targets: usize) -> anyhow::Result<Row> {
     // they run until aborted.
     let mut shutdowns = Vec::new();
     let mut first_held = None;
+    let mut helds = Vec::new();
     for i in 0..a.members {
         let name = member(i);
         let pod = json!({
@@ -792,41 +863,22 @@ async fn run(a: &Args, targets: usize) -> anyhow::Result<Row> {
         });
         pods.create(&PostParams::default(), &serde_json::from_value(pod)?)
             .await?;
-        let mut cfg = AgentConfig::new(CLUSTER, &ns, &name);
-        cfg.member_namespace = member_ns.clone();
-        cfg.lease_duration = d;
-        cfg.hook_timeout = cfg.hook_timeout.min(d / 3);
-        cfg.drain_timeout = a.drain;
-        if let Some(n) = a.max_parallel {
-            cfg.max_parallel = n;
-        }
-        let hooks = Arc::new(WorkHooks {
-            work: work.clone(),
-            member: name,
-        });
-        // Like a member pod, each agent has its own connection to the API server (with one
-        // shared HTTP/2 connection, 2,000 watch streams share one flow-control window).
-        let client = if a.shared_client {
-            client.clone()
-        } else {
-            connect(&t.kubeconfig).await?
+        let scene = AgentScene {
+            a,
+            ns: &ns,
+            member_ns: &member_ns,
+            work: &work,
+            feeds: &feeds,
+            kubeconfig: &t.kubeconfig,
+            client: &client,
         };
-        let mut agent = Agent::new(cfg, hooks);
-        if !feeds.is_empty() {
-            agent = agent.sharing(&feeds[i % feeds.len()]);
-        }
+        let started = start_agent(&scene, i).await?;
         if i == 0 {
-            first_held = Some(agent.held());
+            first_held = Some(started.held.clone());
         }
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
-        shutdowns.push(stop_tx);
-        agents.push(tokio::spawn(async move {
-            agent
-                .run(client, async {
-                    let _ = stop_rx.await;
-                })
-                .await
-        }));
+        shutdowns.push(started.stop);
+        agents.push(started.task);
+        helds.push(started.held);
     }
     let dir = tempfile::tempdir()?;
     let db = format!("sqlite:{}", dir.path().join("history.db").display());
@@ -983,6 +1035,85 @@ async fn run(a: &Args, targets: usize) -> anyhow::Result<Row> {
     } else {
         None
     };
+    let rolled = if a.rolling {
+        let overlaps0 = work.overlaps.load(Ordering::Relaxed);
+        let mut steps = Vec::new();
+        for i in 0..a.members {
+            *work
+                .handoffs
+                .stopping
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(member(i));
+            work.handoffs.released_at.lock().unwrap().clear();
+            work.handoffs.gaps.lock().unwrap().clear();
+            let intervals = Arc::new(Mutex::new(Vec::new()));
+            let (tx, rx) = oneshot::channel();
+            let renewals =
+                renewal_intervals(client.clone(), member_ns.clone(), intervals.clone(), tx);
+            rx.await?;
+            let writes = async || apiserver_counts(&client).await.map(|c| c.writes);
+            let old_stop = std::mem::replace(&mut shutdowns[i], oneshot::channel().0);
+            let old_task = std::mem::replace(&mut agents[i], tokio::spawn(async { Ok(()) }));
+            let result = stop::run(
+                cp.pid(),
+                old_stop,
+                old_task,
+                helds[i].clone(),
+                &work.handoffs,
+                a.drain,
+                writes,
+                &intervals,
+            )
+            .await?;
+            renewals.abort();
+            eprintln!(
+                "rolling update: {} stopped (held {}, handed over {}), exited after {:.1?}",
+                member(i),
+                result.held,
+                result.handed,
+                result.exited_after
+            );
+            steps.push(result);
+            // The pod's next container: a new process with the same identity, registered
+            // (its member Lease held by it again) before the next member stops.
+            let scene = AgentScene {
+                a,
+                ns: &ns,
+                member_ns: &member_ns,
+                work: &work,
+                feeds: &feeds,
+                kubeconfig: &t.kubeconfig,
+                client: &client,
+            };
+            let started = start_agent(&scene, i).await?;
+            shutdowns[i] = started.stop;
+            agents[i] = started.task;
+            helds[i] = started.held;
+            let leases: Api<Lease> = Api::namespaced(client.clone(), &member_ns);
+            let name = protocol::names::member_lease("leasehold", CLUSTER, &member(i));
+            let since = Instant::now();
+            loop {
+                let held_by = leases
+                    .get_opt(&name)
+                    .await?
+                    .and_then(|l| l.spec?.holder_identity);
+                if held_by.as_deref() == Some(member(i).as_str()) {
+                    break;
+                }
+                anyhow::ensure!(
+                    since.elapsed() < Duration::from_secs(30),
+                    "{} did not register again",
+                    member(i)
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            // Live for the control plane too before its turn to receive.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        Some((steps, work.overlaps.load(Ordering::Relaxed) - overlaps0))
+    } else {
+        None
+    };
     for c in &counters {
         c.abort();
     }
@@ -1019,6 +1150,7 @@ async fn run(a: &Args, targets: usize) -> anyhow::Result<Row> {
         memory,
         overload,
         stopped,
+        rolled,
     })
 }
 
@@ -1115,6 +1247,9 @@ async fn main() -> anyhow::Result<()> {
         }
         if let Some(s) = &r.stopped {
             s.print(a.drain, Duration::from_secs(a.lease_s));
+        }
+        if let Some((steps, overlaps)) = &r.rolled {
+            stop::print_rolling(steps, *overlaps, a.drain);
         }
     }
     // The overload's acceptance (issue 19): failing it is a finding, not a harness error.

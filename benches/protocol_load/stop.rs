@@ -45,6 +45,50 @@ impl Handoffs {
     }
 }
 
+/// A rolling update's planned stops, one line each, and over all: held, handed over, still held
+/// at the drain's end, the worst gaps, the longest exit and renewal interval.
+pub fn print_rolling(steps: &[Stopped], overlaps: u64, drain: Duration) {
+    println!(
+        "\nrolling update (--drain-timeout {} s): member | held | handed over (during the drain) | still held at the drain's end | gap p50 / p99 / max | exited after | Lease writes/s | longest renewal interval",
+        drain.as_secs()
+    );
+    for (i, s) in steps.iter().enumerate() {
+        println!(
+            "| {i} | {} | {} ({}) | {} | {:.0?} / {:.0?} / {:.0?} | {:.1} s | {} | {} |",
+            s.held,
+            s.handed,
+            s.handed_in_drain,
+            s.left_at_drain_end
+                .map_or("—".to_owned(), |n| n.to_string()),
+            s.gap[0],
+            s.gap[1],
+            s.gap[2],
+            s.exited_after.as_secs_f64(),
+            s.writes_per_s.map_or("—".to_owned(), |w| format!("{w:.0}")),
+            s.longest_renewal_interval
+                .map_or("—".to_owned(), |i| format!("{:.2} s", i.as_secs_f64())),
+        );
+    }
+    let held: usize = steps.iter().map(|s| s.held).sum();
+    let handed: usize = steps.iter().map(|s| s.handed).sum();
+    let worst_p99 = steps.iter().map(|s| s.gap[1]).max().unwrap_or_default();
+    let worst = steps.iter().map(|s| s.gap[2]).max().unwrap_or_default();
+    let exit = steps
+        .iter()
+        .map(|s| s.exited_after)
+        .max()
+        .unwrap_or_default();
+    let renewal = steps
+        .iter()
+        .filter_map(|s| s.longest_renewal_interval)
+        .max();
+    println!(
+        "rolling update: {held} targets held by the members as they stopped, {handed} handed over to a next owner that started · worst step gap p99 {worst_p99:.0?}, max {worst:.0?} · longest exit {:.1} s · longest renewal interval {} · work-level overlaps {overlaps}",
+        exit.as_secs_f64(),
+        renewal.map_or("—".to_owned(), |i| format!("{:.2} s", i.as_secs_f64())),
+    );
+}
+
 /// The process whose command name is `comm` (the first found).
 fn pid_of(comm: &str) -> Option<u32> {
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
