@@ -186,6 +186,8 @@ fn args() -> anyhow::Result<Args> {
                 continue;
             }
             "--rolling" => {
+                // Member 0's stop is the rolling update's first step.
+                a.stop = false;
                 a.rolling = true;
                 i += 1;
                 continue;
@@ -776,6 +778,56 @@ async fn start_agent(s: &AgentScene<'_>, i: usize) -> anyhow::Result<Started> {
     Ok(Started { stop, task, held })
 }
 
+/// Member `i`'s planned stop ([`stop::run`]), its hooks' records reset for it, the renewals of
+/// every member Lease watched meanwhile. Its shutdown and task are taken (a finished task is
+/// left in their place).
+async fn planned_stop(
+    s: &AgentScene<'_>,
+    cp_pid: Option<u32>,
+    i: usize,
+    shutdowns: &mut [oneshot::Sender<()>],
+    agents: &mut [tokio::task::JoinHandle<anyhow::Result<()>>],
+    helds: &[tokio::sync::watch::Receiver<std::collections::BTreeSet<String>>],
+) -> anyhow::Result<stop::Stopped> {
+    let handoffs = &s.work.handoffs;
+    *handoffs.stopping.lock().unwrap_or_else(|e| e.into_inner()) = Some(member(i));
+    handoffs
+        .released_at
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clear();
+    handoffs
+        .gaps
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clear();
+    let intervals = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = oneshot::channel();
+    let renewals = renewal_intervals(
+        s.client.clone(),
+        s.member_ns.to_owned(),
+        intervals.clone(),
+        tx,
+    );
+    rx.await?;
+    let writes = async || apiserver_counts(s.client).await.map(|c| c.writes);
+    let stop = std::mem::replace(&mut shutdowns[i], oneshot::channel().0);
+    let task = std::mem::replace(&mut agents[i], tokio::spawn(async { Ok(()) }));
+    let result = stop::run(
+        cp_pid,
+        stop,
+        task,
+        helds[i].clone(),
+        handoffs,
+        s.a.drain,
+        writes,
+        &intervals,
+    )
+    .await;
+    renewals.abort();
+    result
+}
+
 /// Waits until every member's pod in `ns` is Ready and its member Lease is in `member_ns`
 /// (registered), so that the first placement spreads over all of them (`on_join` is off here:
 /// a member eligible only after it would get nothing).
@@ -852,8 +904,16 @@ async fn run(a: &Args, targets: usize) -> anyhow::Result<Row> {
     // Member 0's shutdown and what it holds, for `--stop`; the others' shutdowns, kept so that
     // they run until aborted.
     let mut shutdowns = Vec::new();
-    let mut first_held = None;
     let mut helds = Vec::new();
+    let scene = AgentScene {
+        a,
+        ns: &ns,
+        member_ns: &member_ns,
+        work: &work,
+        feeds: &feeds,
+        kubeconfig: &t.kubeconfig,
+        client: &client,
+    };
     for i in 0..a.members {
         let name = member(i);
         let pod = json!({
@@ -863,19 +923,7 @@ async fn run(a: &Args, targets: usize) -> anyhow::Result<Row> {
         });
         pods.create(&PostParams::default(), &serde_json::from_value(pod)?)
             .await?;
-        let scene = AgentScene {
-            a,
-            ns: &ns,
-            member_ns: &member_ns,
-            work: &work,
-            feeds: &feeds,
-            kubeconfig: &t.kubeconfig,
-            client: &client,
-        };
         let started = start_agent(&scene, i).await?;
-        if i == 0 {
-            first_held = Some(started.held.clone());
-        }
         shutdowns.push(started.stop);
         agents.push(started.task);
         helds.push(started.held);
@@ -1008,30 +1056,7 @@ async fn run(a: &Args, targets: usize) -> anyhow::Result<Row> {
         None => None,
     };
     let stopped = if a.stop {
-        *work
-            .handoffs
-            .stopping
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(member(0));
-        let intervals = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = oneshot::channel();
-        let renewals = renewal_intervals(client.clone(), member_ns.clone(), intervals.clone(), tx);
-        rx.await?;
-        let writes = async || apiserver_counts(&client).await.map(|c| c.writes);
-        let held = first_held.clone().expect("member 0 runs");
-        let result = stop::run(
-            cp.pid(),
-            shutdowns.remove(0),
-            agents.remove(0),
-            held,
-            &work.handoffs,
-            a.drain,
-            writes,
-            &intervals,
-        )
-        .await?;
-        renewals.abort();
-        Some(result)
+        Some(planned_stop(&scene, cp.pid(), 0, &mut shutdowns, &mut agents, &helds).await?)
     } else {
         None
     };
@@ -1039,33 +1064,8 @@ async fn run(a: &Args, targets: usize) -> anyhow::Result<Row> {
         let overlaps0 = work.overlaps.load(Ordering::Relaxed);
         let mut steps = Vec::new();
         for i in 0..a.members {
-            *work
-                .handoffs
-                .stopping
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()) = Some(member(i));
-            work.handoffs.released_at.lock().unwrap().clear();
-            work.handoffs.gaps.lock().unwrap().clear();
-            let intervals = Arc::new(Mutex::new(Vec::new()));
-            let (tx, rx) = oneshot::channel();
-            let renewals =
-                renewal_intervals(client.clone(), member_ns.clone(), intervals.clone(), tx);
-            rx.await?;
-            let writes = async || apiserver_counts(&client).await.map(|c| c.writes);
-            let old_stop = std::mem::replace(&mut shutdowns[i], oneshot::channel().0);
-            let old_task = std::mem::replace(&mut agents[i], tokio::spawn(async { Ok(()) }));
-            let result = stop::run(
-                cp.pid(),
-                old_stop,
-                old_task,
-                helds[i].clone(),
-                &work.handoffs,
-                a.drain,
-                writes,
-                &intervals,
-            )
-            .await?;
-            renewals.abort();
+            let result =
+                planned_stop(&scene, cp.pid(), i, &mut shutdowns, &mut agents, &helds).await?;
             eprintln!(
                 "rolling update: {} stopped (held {}, handed over {}), exited after {:.1?}",
                 member(i),
@@ -1076,15 +1076,6 @@ async fn run(a: &Args, targets: usize) -> anyhow::Result<Row> {
             steps.push(result);
             // The pod's next container: a new process with the same identity, registered
             // (its member Lease held by it again) before the next member stops.
-            let scene = AgentScene {
-                a,
-                ns: &ns,
-                member_ns: &member_ns,
-                work: &work,
-                feeds: &feeds,
-                kubeconfig: &t.kubeconfig,
-                client: &client,
-            };
             let started = start_agent(&scene, i).await?;
             shutdowns[i] = started.stop;
             agents[i] = started.task;

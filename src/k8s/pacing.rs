@@ -42,12 +42,12 @@ pub struct Limiter {
     baseline: Option<Duration>,
     /// No second decrease for writes that started before the last one (they saw the old load).
     decreased_at: Option<Instant>,
-    /// Answers within this are never late ([`LATE_FLOOR`]); with [`Limiter::prompt_within`],
-    /// the queueing budget above the baseline.
-    late_floor: Duration,
-    /// With [`Limiter::prompt_within`]: lateness is judged on the running average of the
-    /// answers (as TCP's smoothed round-trip time, gain 1/8), not on each answer.
-    smoothed: Option<Option<Duration>>,
+    /// [`Limiter::prompt_within`]'s budget: lateness is then the running average of the answers
+    /// (`average`) more than this above the baseline, not one answer against it.
+    budget: Option<Duration>,
+    /// The running average of the answers (as TCP's smoothed round-trip time, gain 1/8), kept
+    /// with a budget.
+    average: Option<Duration>,
 }
 
 impl Default for Limiter {
@@ -56,8 +56,8 @@ impl Default for Limiter {
             limit: INITIAL_LIMIT as f64,
             baseline: None,
             decreased_at: None,
-            late_floor: LATE_FLOOR,
-            smoothed: None,
+            budget: None,
+            average: None,
         }
     }
 }
@@ -78,8 +78,7 @@ impl Limiter {
     /// that long in the server's queue. On a busy machine one answer in a round is always
     /// late; judged one by one, the limit then never grows past a few.
     pub fn prompt_within(mut self, budget: Duration) -> Self {
-        self.late_floor = budget;
-        self.smoothed = Some(None);
+        self.budget = Some(budget);
         self
     }
 
@@ -110,19 +109,19 @@ impl Limiter {
                     None => latency,
                 };
                 self.baseline = Some(baseline);
-                match &mut self.smoothed {
+                match self.budget {
                     None => {
-                        latency > self.late_floor
+                        latency > LATE_FLOOR
                             && latency.as_secs_f64() > TOLERANCE * baseline.as_secs_f64()
                     }
-                    Some(avg) => {
-                        let next = match *avg {
+                    Some(budget) => {
+                        let average = match self.average {
                             Some(a) if latency >= a => a + (latency - a) / 8,
                             Some(a) => a - (a - latency) / 8,
                             None => latency,
                         };
-                        *avg = Some(next);
-                        next > baseline + self.late_floor
+                        self.average = Some(average);
+                        average > baseline + budget
                     }
                 }
             }
@@ -212,7 +211,7 @@ mod tests {
             l.observe(at, Sample::Answered(took), at + took);
             plain.observe(at, Sample::Answered(took), at + took);
         }
-        assert!(l.limit() >= 32, "{} ({:?})", l.limit(), l.smoothed);
+        assert!(l.limit() >= 32, "{} ({:?})", l.limit(), l.average);
         assert!(
             plain.limit() < l.limit(),
             "judged one by one: {} vs {}",
