@@ -197,7 +197,7 @@ mod tests {
         let d = Definitions::read_deriving(
             &path,
             "scrape",
-            |t| t.scrape,
+            |t| t.scrape.map(|s| *s),
             Some(EndpointsSource::scrape_target),
         )
         .unwrap();
@@ -229,7 +229,7 @@ mod tests {
         assert_eq!(d.current().len(), 1, "only `a` is listed by key");
         assert_eq!(d.sources().keys().collect::<Vec<_>>(), ["web"]);
         // A kind that does not derive (gnmic) finds only what is listed.
-        let plain = Definitions::read(&path, "scrape", |t| t.scrape).unwrap();
+        let plain = Definitions::read(&path, "scrape", |t| t.scrape.map(|s| *s)).unwrap();
         assert_eq!(plain.resolve(["a", "web/web-0/10.0.0.5:9100"]).len(), 1);
     }
 }

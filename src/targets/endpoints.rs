@@ -277,7 +277,7 @@ pub fn expand<'s>(
                         weight: *weight,
                         pin: None,
                         gnmic: None,
-                        scrape: Some(scrape),
+                        scrape: Some(Box::new(scrape)),
                     },
                 );
             }

@@ -154,7 +154,7 @@ impl Gnmic {
     /// Managed mode with `settings`; the target list is read at once (an unreadable file is
     /// an error: start-up stops with it).
     pub fn new(settings: GnmicSettings) -> Result<Gnmic, String> {
-        let defs = Definitions::read(&settings.targets_file, "gnmic", |t| t.gnmic)?;
+        let defs = Definitions::read(&settings.targets_file, "gnmic", |t| t.gnmic.map(|g| *g))?;
         let inner = Inner {
             api: GnmicApi::new(&settings.api),
             settings,

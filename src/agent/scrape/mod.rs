@@ -105,7 +105,7 @@ impl Scrape {
         let defs = Definitions::read_deriving(
             &settings.targets_file,
             "scrape",
-            |t| t.scrape,
+            |t| t.scrape.map(|s| *s),
             Some(crate::targets::EndpointsSource::scrape_target),
         )?;
         let watcher = match &settings.collector {
