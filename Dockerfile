@@ -39,8 +39,9 @@ RUN touch src/main.rs src/lib.rs crates/kube-sim/src/lib.rs \
 FROM scratch
 COPY --from=build /out/rootfs/ /
 USER 65532:65532
-# The allocator (mimalloc) returns freed pages at once (deploy/base/deployment.yaml says why).
-ENV MIMALLOC_PURGE_DELAY=0
+# The allocator (mimalloc) returns freed pages at once and commits memory as it is used
+# (deploy/base/deployment.yaml says why).
+ENV MIMALLOC_PURGE_DELAY=0 MIMALLOC_EAGER_COMMIT=0 MIMALLOC_ARENA_EAGER_COMMIT=0
 EXPOSE 8080
 LABEL org.opencontainers.image.source="https://github.com/leasehold/leasehold" \
       org.opencontainers.image.version="0.1.0" \

@@ -52,8 +52,9 @@ BIN_PATH=/leasehold
 USER_SPEC=65532:65532
 ENTRYPOINT=("$BIN_PATH")
 CMD=(serve --config /etc/leasehold/leasehold.yaml)
-# The allocator (mimalloc) returns freed pages at once (deploy/base/deployment.yaml says why).
-ENV=(MIMALLOC_PURGE_DELAY=0)
+# The allocator (mimalloc) returns freed pages at once and commits memory as it is used
+# (deploy/base/deployment.yaml says why).
+ENV=(MIMALLOC_PURGE_DELAY=0 MIMALLOC_EAGER_COMMIT=0 MIMALLOC_ARENA_EAGER_COMMIT=0)
 PORT=8080/tcp
 SOURCE_URL=https://github.com/leasehold/leasehold
 version=$(sed -n '/^\[package\]/,/^\[/s/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)
@@ -427,7 +428,7 @@ an image with /leasehold group-writable|binmode|||$BIN_PATH is a root-owned 0755
 an image running as root|root|||user is
 an image with another entrypoint|entry|||entrypoint is
 an image with another command|cmd|||cmd is
-an image without MIMALLOC_PURGE_DELAY|env|||env is
+an image without the allocator's settings|env|||env is
 an image exposing another port|port|||exposes
 an image for arm64|arch|||os/architecture
 an image without the licenses label|nolabel|||label org.opencontainers.image.licenses

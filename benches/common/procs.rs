@@ -65,7 +65,8 @@ fn bin() -> String {
 /// `leasehold serve --config CONFIG` against `kubeconfig`, its output to `log`, killed when
 /// dropped, for the harnesses that measure its memory (`engine_load`, `protocol_load
 /// --serve`): with the allocator set as the image and `deploy/base` run it
-/// (`MIMALLOC_PURGE_DELAY=0`, unless set here; 10 is mimalloc's own default).
+/// (`MIMALLOC_PURGE_DELAY=0`, `MIMALLOC_EAGER_COMMIT=0`, `MIMALLOC_ARENA_EAGER_COMMIT=0`, each
+/// unless set here; mimalloc's own defaults are 10, 1 and 2).
 /// `SERVE_LOG=leasehold=info` shows what it does.
 pub(crate) fn spawn_measured_serve(
     config: &Path,
@@ -73,14 +74,16 @@ pub(crate) fn spawn_measured_serve(
     port: u16,
     log: &Path,
 ) -> anyhow::Result<tokio::process::Child> {
-    Ok(serve_command(config, port, log)?
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .env(
-            "MIMALLOC_PURGE_DELAY",
-            std::env::var("MIMALLOC_PURGE_DELAY").unwrap_or_else(|_| "0".into()),
-        )
-        .spawn()?)
+    let mut cmd = serve_command(config, port, log)?;
+    cmd.arg("--kubeconfig").arg(kubeconfig);
+    for name in [
+        "MIMALLOC_PURGE_DELAY",
+        "MIMALLOC_EAGER_COMMIT",
+        "MIMALLOC_ARENA_EAGER_COMMIT",
+    ] {
+        cmd.env(name, std::env::var(name).unwrap_or_else(|_| "0".into()));
+    }
+    Ok(cmd.spawn()?)
 }
 
 /// `leasehold serve --config CONFIG --listen 127.0.0.1:PORT` as the benches run it: identity
