@@ -131,22 +131,9 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
             }
             let lapse = lapses.entry(spec.name.clone()).or_default();
             let now_ms = i64::try_from(epoch.elapsed().as_millis()).unwrap_or(i64::MAX);
-            let (writes, held_back) =
-                reconcile(&inner, spec, &view, busy.clone(), lapse, now_ms).await;
-            join_policy(
-                &inner,
-                spec,
-                model,
-                joins.entry(spec.name.clone()).or_default(),
-            )
-            .await;
-            if !writes.is_empty() {
-                // Placing thousands of targets takes the API server a minute: the model is not
-                // kept for that long (readers build newer ones meanwhile).
-                settled.remove(&spec.name);
-                drop(view);
-                write(&inner, spec, writes).await;
-            } else if held_back || view.awaiting_proof {
+            if reconcile(&inner, spec, &view, busy.clone(), lapse, now_ms).await
+                || view.awaiting_proof
+            {
                 settled.remove(&spec.name);
             } else {
                 let duration_ms = inner.duration_ms(&spec.name).unwrap_or(i64::MAX);
@@ -161,6 +148,13 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
                     },
                 );
             }
+            join_policy(
+                &inner,
+                spec,
+                model,
+                joins.entry(spec.name.clone()).or_default(),
+            )
+            .await;
             inner.metrics.reconciled(&spec.name, built.elapsed());
         }
         // Models replaced while readers held them: freed off the async workers.
@@ -178,8 +172,8 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
     }
 }
 
-/// Decides the cluster's Lease writes ([`write`] makes them); also whether a mass lapse holds
-/// some back (the next pass may fail one more over).
+/// Decides and makes the cluster's Lease writes; whether there were any to make (or a mass
+/// lapse holds some back: the next pass may fail one more over).
 async fn reconcile(
     inner: &Inner,
     spec: &Cluster,
@@ -187,7 +181,7 @@ async fn reconcile(
     busy: HashSet<String>,
     lapse: &mut placement::LapseWatch,
     now_ms: i64,
-) -> (Vec<Action>, bool) {
+) -> bool {
     let duration_s = i32::try_from(spec.policy.lease_duration.as_secs()).unwrap_or(i32::MAX);
     let duration_ms = i64::try_from(spec.policy.lease_duration.as_millis()).unwrap_or(i64::MAX);
     let guard = lapse.guard(spec.policy.mass_lapse_share, now_ms, duration_ms);
@@ -201,7 +195,7 @@ async fn reconcile(
         Ok(decision) => decision,
         Err(e) => {
             warn!(cluster = %spec.name, error = %e, "placement decision failed");
-            return (Vec::new(), true);
+            return true;
         }
     };
     if decision.decided {
@@ -255,12 +249,10 @@ async fn reconcile(
     }
     // Held back now, or in their grace: the next pass may fail one over.
     let held_back = decision.mass_lapse.is_some() || !decision.recovering.is_empty();
-    (decision.actions, held_back)
-}
-
-/// Makes the cluster's Lease writes.
-async fn write(inner: &Inner, spec: &Cluster, actions: Vec<Action>) {
-    let duration_s = i32::try_from(spec.policy.lease_duration.as_secs()).unwrap_or(i32::MAX);
+    let actions = decision.actions;
+    if actions.is_empty() {
+        return held_back;
+    }
     debug!(cluster = %spec.name, actions = actions.len(), "reconciling");
     let apis = LeaseApis {
         targets: Api::namespaced(inner.client.clone(), &spec.namespace),
@@ -274,6 +266,7 @@ async fn write(inner: &Inner, spec: &Cluster, actions: Vec<Action>) {
     for batch in [fences, rest] {
         write_batch(inner, spec, &apis, duration_s, batch).await;
     }
+    true
 }
 
 /// Follows a mass lapse ([`placement::LapseWatch`]): its start and end are logged and
