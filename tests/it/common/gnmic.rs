@@ -43,12 +43,7 @@ pub fn binary() -> Option<PathBuf> {
     None
 }
 
-/// A loopback address free a moment ago.
-pub fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-}
+pub use super::free_addr;
 
 /// A gnmic process; killed when dropped.
 pub struct Gnmic {

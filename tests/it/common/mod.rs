@@ -25,3 +25,19 @@ pub async fn linked_product_client_as(
     let client = leasehold::k8s::client::from_config(config).expect("client");
     (client, link)
 }
+
+/// A loopback address free a moment ago, for a server a test starts (Prometheus, gnmic, an
+/// agent's endpoints). Picked below Linux's ephemeral range (32768–60999), from which the
+/// kernel takes both `:0` binds and the local ports of outgoing connections: a port found
+/// free there could be taken by one of the tests' many client connections before the server
+/// binds it ("address already in use").
+pub fn free_addr() -> std::net::SocketAddr {
+    use rand::Rng as _;
+    let mut rng = rand::rng();
+    loop {
+        let port = rng.random_range(10_000..32_768);
+        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            return l.local_addr().unwrap();
+        }
+    }
+}

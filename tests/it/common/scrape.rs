@@ -69,12 +69,7 @@ pub fn binary(kind: Kind) -> Option<PathBuf> {
     None
 }
 
-/// A loopback address free a moment ago.
-pub fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-}
+pub use super::free_addr;
 
 /// Scrape targets: an endpoint each, on a loopback port of its own, served by this process
 /// until dropped (anything else on the port answers 404). Every scrape answered is recorded,
