@@ -136,8 +136,8 @@ impl Cluster {
 #[serde(deny_unknown_fields)]
 pub struct Targets {
     /// Listed in the file: targets, and `endpoints` entries (the targets of a Service's ready
-    /// endpoints).
-    /// Shared, not copied, by every clone of the configuration (a list can hold 50,000).
+    /// endpoints). Shared, not copied, by every clone of the configuration (a list can hold
+    /// 50,000).
     #[serde(default)]
     pub inline: Arc<[TargetEntry]>,
     /// Listed in a ConfigMap key (same format as `inline`, as YAML), reloaded when it changes.
