@@ -477,8 +477,9 @@ async fn write_one(
             desire,
             expect,
             revoke: None,
+            absent,
         } => {
-            leases::set_desire(&apis.targets, prefix, cluster, key, |current| {
+            leases::set_desire(&apis.targets, prefix, cluster, key, *absent, |current| {
                 unless_decided(inner, spec, current, expect, desire)
             })
             .await
@@ -488,6 +489,7 @@ async fn write_one(
             desire,
             expect,
             revoke: Some(holder),
+            ..
         } => revoke(inner, apis, spec, key, holder, Some((expect, desire))).await,
         Action::Revoke { key, holder } => revoke(inner, apis, spec, key, holder, None).await,
         Action::Fence { member } => {

@@ -251,7 +251,7 @@ async fn run_move(
         };
         desire.term = term;
         // Idempotent: if the Lease already wants `to` for this operation, nothing is written.
-        leases::set_desire(&api, spec.prefix(), &spec.name, &mv.target, |_| {
+        leases::set_desire(&api, spec.prefix(), &spec.name, &mv.target, false, |_| {
             Some(desire.clone())
         })
         .await?;

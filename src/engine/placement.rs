@@ -36,6 +36,9 @@ pub enum Action {
         /// The holder to clear in the same write, if its member Lease is still
         /// fenced or released on a fresh read.
         revoke: Option<String>,
+        /// The model has no Lease for the target: it is created without a read first
+        /// ([`crate::k8s::leases::set_desire`]).
+        absent: bool,
     },
     /// Fence `member`'s member Lease — its record was seen unchanged for a full
     /// duration (or it has none) — so that its holds can be revoked.
@@ -782,6 +785,7 @@ fn decide_sparing(
             },
             expect: t.desired.as_deref().map(str::to_owned),
             revoke: revoke(t),
+            absent: t.lease.is_none(),
         });
     }
     let plan_actions = plans(model, duration_s, planned);
@@ -820,6 +824,7 @@ fn decide_sparing(
                 },
                 expect: None,
                 revoke: None,
+                absent: false,
             });
         }
     }

@@ -46,16 +46,26 @@ pub enum Outcome {
 /// Sets the desired owner of target `key` of `cluster`: creates its Lease if missing, else
 /// updates the annotations. `decide` sees the current Lease (or `None`) and returns the desire
 /// to write, or `None` to leave it; it is asked again after every conflict.
+///
+/// `absent`: the caller's current model has no Lease for `key`. The first attempt then creates
+/// it without reading first — a create is its own compare-and-swap (refused with 409 when the
+/// Lease exists), after which the Lease is read as usual. A first placement is then one
+/// request per target, not a read and a create.
 pub async fn set_desire(
     api: &Api<Lease>,
     prefix: &str,
     cluster: &str,
     key: &str,
+    absent: bool,
     mut decide: impl FnMut(Option<&LeaseView>) -> Option<Desire>,
 ) -> kube::Result<Outcome> {
     let name = protocol::names::target_lease(prefix, cluster, key);
     for attempt in 0..MAX_CONFLICTS {
-        let current = api.get_opt(&name).await?;
+        let current = if attempt == 0 && absent {
+            None
+        } else {
+            api.get_opt(&name).await?
+        };
         let view = current
             .as_ref()
             .and_then(|l| protocol::parse(Protocol::Native, l, cluster));
@@ -307,4 +317,119 @@ pub async fn delete_if(
         }
     }
     Ok(Outcome::Unchanged)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::model::Cause;
+
+    /// Target Leases in the simulator's default namespace, through a client that notes the
+    /// method of every request it sends.
+    async fn noting(sim: &kube_sim::testkit::TestSim) -> (Api<Lease>, Arc<Mutex<Vec<String>>>) {
+        let kc = kube::config::Kubeconfig::from_yaml(&sim.kubeconfig_text()).expect("kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .expect("config");
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let log = sent.clone();
+        let note =
+            tower::util::MapRequestLayer::new(move |r: http::Request<kube::client::Body>| {
+                log.lock().unwrap().push(r.method().to_string());
+                r
+            });
+        let client = kube::client::ClientBuilder::try_from(config)
+            .expect("client")
+            .with_layer(&note)
+            .build();
+        (Api::default_namespaced(client), sent)
+    }
+
+    fn to(owner: &str) -> Desire {
+        Desire {
+            owner: owner.into(),
+            cause: Cause::Initial,
+            operation: None,
+            duration_s: 10,
+            term: None,
+            overlap_ms: None,
+        }
+    }
+
+    fn desired(lease: &Lease) -> Option<String> {
+        protocol::parse(Protocol::Native, lease, "c").and_then(|v| v.desired)
+    }
+
+    #[tokio::test]
+    async fn a_lease_the_model_has_not_seen_is_created_in_one_request() {
+        let sim = kube_sim::testkit::start_sim().await;
+        let (api, sent) = noting(&sim).await;
+        let outcome = set_desire(&api, "lh", "c", "t1", true, |_| Some(to("m-0")))
+            .await
+            .expect("write");
+        assert_eq!(outcome, Outcome::Created);
+        assert_eq!(
+            *sent.lock().unwrap(),
+            ["POST"],
+            "a create, no read before it"
+        );
+        let name = protocol::names::target_lease("lh", "c", "t1");
+        assert_eq!(
+            desired(&api.get(&name).await.unwrap()).as_deref(),
+            Some("m-0")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_lease_created_meanwhile_is_read_and_decided_on_not_overwritten() {
+        let sim = kube_sim::testkit::start_sim().await;
+        let (api, sent) = noting(&sim).await;
+        // Someone else created it after the caller's model was built.
+        set_desire(&api, "lh", "c", "t1", true, |_| Some(to("m-1")))
+            .await
+            .expect("first write");
+        sent.lock().unwrap().clear();
+        let mut seen = Vec::new();
+        let outcome = set_desire(&api, "lh", "c", "t1", true, |current| {
+            seen.push(current.and_then(|v| v.desired.clone()));
+            // As the control loop decides: only if nobody decided since (it saw no owner).
+            current.is_none().then(|| to("m-0"))
+        })
+        .await
+        .expect("second write");
+        assert_eq!(outcome, Outcome::Unchanged);
+        assert_eq!(
+            seen,
+            [None, Some("m-1".to_owned())],
+            "asked again on what is there"
+        );
+        assert_eq!(
+            *sent.lock().unwrap(),
+            ["POST", "GET"],
+            "the create refused, then a read"
+        );
+        let name = protocol::names::target_lease("lh", "c", "t1");
+        assert_eq!(
+            desired(&api.get(&name).await.unwrap()).as_deref(),
+            Some("m-1")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_lease_the_model_has_seen_is_read_before_it_is_written() {
+        let sim = kube_sim::testkit::start_sim().await;
+        let (api, sent) = noting(&sim).await;
+        set_desire(&api, "lh", "c", "t1", false, |_| Some(to("m-1")))
+            .await
+            .expect("create");
+        assert_eq!(*sent.lock().unwrap(), ["GET", "POST"]);
+        sent.lock().unwrap().clear();
+        let outcome = set_desire(&api, "lh", "c", "t1", false, |_| Some(to("m-0")))
+            .await
+            .expect("update");
+        assert_eq!(outcome, Outcome::Updated);
+        assert_eq!(*sent.lock().unwrap(), ["GET", "PUT"]);
+    }
 }
