@@ -117,7 +117,7 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
                 continue;
             }
             let built = Instant::now();
-            // On a blocking thread (~30 ms of CPU at 50,000 targets), so the async workers keep
+            // On the model thread (~30 ms of CPU at 50,000 targets), so the async workers keep
             // answering HTTP requests meanwhile.
             let Some(view) = inner.build_view(&spec.name, false).await else {
                 continue;
@@ -157,10 +157,10 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
             .await;
             inner.metrics.reconciled(&spec.name, built.elapsed());
         }
-        // Models replaced while readers held them: freed off the async workers.
+        // Models replaced while readers held them: freed where they were built.
         let unheld = inner.views.take_unheld();
         if !unheld.is_empty() {
-            tokio::task::spawn_blocking(move || drop(unheld));
+            inner.models.free(unheld);
         }
         // Large clusters make a pass expensive (the model of 50,000 targets takes ~30 ms to
         // build): keep the loop's share of a core bounded. Only building counts, not the
@@ -186,18 +186,11 @@ async fn reconcile(
     let duration_ms = i64::try_from(spec.policy.lease_duration.as_millis()).unwrap_or(i64::MAX);
     let guard = lapse.guard(spec.policy.mass_lapse_share, now_ms, duration_ms);
     let v = view.clone();
-    // Deciding walks every target: off the async workers, like building the model.
-    let decision = match tokio::task::spawn_blocking(move || {
-        placement::decide_guarded(&v.model, duration_s, &busy, &guard)
-    })
-    .await
-    {
-        Ok(decision) => decision,
-        Err(e) => {
-            warn!(cluster = %spec.name, error = %e, "placement decision failed");
-            return true;
-        }
-    };
+    // Deciding walks every target: off the async workers, where the model was built.
+    let decision = inner
+        .models
+        .run(move || placement::decide_guarded(&v.model, duration_s, &busy, &guard))
+        .await;
     if decision.decided {
         if let Some(lasted_ms) = lapse.stale_spell_ending(now_ms) {
             let lasted = Duration::from_millis(u64::try_from(lasted_ms).unwrap_or(0));

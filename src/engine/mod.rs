@@ -4,6 +4,7 @@
 //! serves reads and can record requests in the store. Never imports `http`.
 
 mod control;
+mod models;
 mod operations;
 pub mod placement;
 pub mod planner;
@@ -203,6 +204,8 @@ pub(crate) struct Inner {
     lapses: Mutex<HashMap<String, placement::MassLapse>>,
     /// How many control-loop Lease writes may be in flight (one API server for all clusters).
     pacing: Mutex<pacing::Limiter>,
+    /// Where models are built, decided on and freed.
+    models: models::ModelThread,
 }
 
 impl Inner {
@@ -231,24 +234,23 @@ impl Inner {
         self.shared.read(|ix| ix.model(cluster, Timestamp::now()))
     }
 
-    /// Builds a fresh model of `cluster` on a blocking thread (~30 ms of CPU at 50,000
+    /// Builds a fresh model of `cluster` on the model thread (~30 ms of CPU at 50,000
     /// targets, holding the index's read lock) and leaves it for readers. Callers hold the
     /// cluster's builder lock.
     async fn fresh_view(self: &Arc<Self>, cluster: &str) -> Option<Arc<View>> {
         let (inner, cluster) = (self.clone(), cluster.to_owned());
-        tokio::task::spawn_blocking(move || {
-            let started = std::time::Instant::now();
-            let snapshot = inner
-                .shared
-                .read(|ix| ix.snapshot(&cluster, Timestamp::now()))?;
-            Some(inner.views.keep(snapshot, started, started.elapsed()))
-        })
-        .await
-        .ok()
-        .flatten()
+        self.models
+            .run(move || {
+                let started = std::time::Instant::now();
+                let snapshot = inner
+                    .shared
+                    .read(|ix| ix.snapshot(&cluster, Timestamp::now()))?;
+                Some(inner.views.keep(snapshot, started, started.elapsed()))
+            })
+            .await
     }
 
-    /// A fresh view of `cluster`, built on a blocking thread, one build per cluster at a time.
+    /// A fresh view of `cluster`, built on the model thread, one build per cluster at a time.
     /// With `reuse`, a view that became current while this waited its turn is taken instead
     /// (readers that arrive together share one build).
     pub async fn build_view(self: &Arc<Self>, cluster: &str, reuse: bool) -> Option<Arc<View>> {
@@ -369,6 +371,7 @@ impl Engine {
                 events,
                 lapses: Mutex::default(),
                 pacing: Mutex::default(),
+                models: models::ModelThread::start(),
             }),
         }
     }
@@ -470,7 +473,7 @@ impl Engine {
     }
 
     /// A cluster's model now, built on the calling thread (~30 ms of CPU at 50,000 targets):
-    /// for tests and tools. The server reads [views](Engine::view), built on blocking threads.
+    /// for tests and tools. The server reads [views](Engine::view), built on the model thread.
     pub fn model(&self, cluster: &str) -> Result<ClusterModel, EngineError> {
         self.inner.cluster(cluster)?;
         self.inner
@@ -581,7 +584,7 @@ impl Engine {
     }
 
     /// The plan a rebalance would run now (a dry run). The model is built fresh and the plan
-    /// computed on a blocking thread (at 50,000 targets ~30 ms and 10–50 ms of CPU), never on
+    /// computed on the model thread (at 50,000 targets ~30 ms and 10–50 ms of CPU), never on
     /// an async worker.
     pub async fn plan_rebalance(
         &self,
@@ -592,14 +595,17 @@ impl Engine {
         let busy = self.inner.busy(cluster);
         let d = self.inner.duration_ms(cluster)?;
         let budget = req.budget;
-        let mut plan = blocking(move || {
-            planner::rebalance(
-                &placement::members(&view.model, d),
-                &placement::targets(&view.model, &busy, d),
-                budget,
-            )
-        })
-        .await;
+        let mut plan = self
+            .inner
+            .models
+            .run(move || {
+                planner::rebalance(
+                    &placement::members(&view.model, d),
+                    &placement::targets(&view.model, &busy, d),
+                    budget,
+                )
+            })
+            .await;
         let churn = self.churn(cluster, &plan).await?;
         warnings::attach(&mut plan, Vec::new(), churn);
         Ok(plan)
@@ -646,15 +652,18 @@ impl Engine {
         let d = self.inner.duration_ms(cluster)?;
         let name = instance.to_owned();
         let model = view.clone();
-        let mut plan = blocking(move || {
-            planner::drain(
-                &placement::members(&view.model, d),
-                &placement::targets(&view.model, &busy, d),
-                &name,
-                None,
-            )
-        })
-        .await;
+        let mut plan = self
+            .inner
+            .models
+            .run(move || {
+                planner::drain(
+                    &placement::members(&view.model, d),
+                    &placement::targets(&view.model, &busy, d),
+                    &name,
+                    None,
+                )
+            })
+            .await;
         let churn = self.churn(cluster, &plan).await?;
         warnings::attach(&mut plan, warnings::removal(&model.model, instance), churn);
         Ok(plan)
@@ -775,7 +784,11 @@ impl Engine {
         let view = self.ready_view(&op.cluster).await?;
         let duration_ms = self.inner.duration_ms(&op.cluster)?;
         let moves = op.moves.clone();
-        let stale = blocking(move || proposals::drift(&view.model, &moves, duration_ms)).await;
+        let stale = self
+            .inner
+            .models
+            .run(move || proposals::drift(&view.model, &moves, duration_ms))
+            .await;
         if !stale.is_empty() {
             return Err(EngineError::Outdated {
                 id: id.to_owned(),
@@ -862,18 +875,21 @@ impl Engine {
         let busy = self.inner.busy(cluster);
         let d = self.inner.duration_ms(cluster)?;
         let name = instance.to_owned();
-        let mut plan = blocking(move || {
-            let mut model = view.model.clone();
-            if let Some(i) = model.instances.iter_mut().find(|i| i.name == name) {
-                i.cordoned = false;
-            }
-            planner::rebalance(
-                &placement::members(&model, d),
-                &placement::targets(&model, &busy, d),
-                None,
-            )
-        })
-        .await;
+        let mut plan = self
+            .inner
+            .models
+            .run(move || {
+                let mut model = view.model.clone();
+                if let Some(i) = model.instances.iter_mut().find(|i| i.name == name) {
+                    i.cordoned = false;
+                }
+                planner::rebalance(
+                    &placement::members(&model, d),
+                    &placement::targets(&model, &busy, d),
+                    None,
+                )
+            })
+            .await;
         let churn = self.churn(cluster, &plan).await?;
         warnings::attach(&mut plan, Vec::new(), churn);
         let pause = self.inner.store.automation_pause(cluster).await?;
@@ -923,7 +939,7 @@ impl Engine {
     }
 
     /// A fresh view of a cluster the engine may act on (not gnmic; synced, watch up), built
-    /// on a blocking thread.
+    /// on the model thread.
     async fn ready_view(&self, cluster: &str) -> Result<Arc<View>, EngineError> {
         let spec = self.inner.cluster(cluster)?;
         if spec.protocol == Protocol::Gnmic {
@@ -1006,18 +1022,6 @@ impl Engine {
         info!(cluster, operation = %op.id, %kind, moves = op.moves.len(), requested_by, "operation created");
         self.inner.ops_wake.notify_one();
         Ok(op)
-    }
-}
-
-/// Runs CPU-bound work (a plan over every target) on a blocking thread; a panic there is the
-/// caller's panic.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(value) => value,
-        Err(e) => match e.try_into_panic() {
-            Ok(panic) => std::panic::resume_unwind(panic),
-            Err(e) => panic!("blocking work did not run: {e}"),
-        },
     }
 }
 

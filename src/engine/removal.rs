@@ -65,7 +65,7 @@ pub(super) async fn finish(
         .operation(&op.id)
         .await?
         .context("operation vanished")?;
-    // Fresh, built on a blocking thread like every view.
+    // Fresh, built on the model thread like every view.
     let view = inner
         .build_view(&spec.name, false)
         .await

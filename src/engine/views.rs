@@ -1,8 +1,9 @@
 //! The latest model of each cluster, shared by the control loop and readers (the HTTP API, the
 //! dashboard, `/metrics`). Building a model walks every target (~30 ms of CPU at 50,000), so a
-//! model is built once and shared, always on a blocking thread, one build per cluster at a
-//! time. The control loop builds one on every pass that is not settled (see `control`), and a
-//! plan or a removal's last step builds a fresh one; each leaves it here. A reader gets the latest as [`judge`] rules:
+//! model is built once and shared, always on the engine's model thread (`models`), one build
+//! per cluster at a time. The control loop builds one on every pass that is not settled (see
+//! `control`), and a plan or a removal's last step builds a fresh one; each leaves it here. A
+//! reader gets the latest as [`judge`] rules:
 //! - **current** — at most [`MAX_READ_AGE`] old whatever changed since; or built at the
 //!   index's current [revision](crate::k8s::index::Index::revision) (nothing but renewals
 //!   since), before the first hold it shows as live could expire, and at most
@@ -124,7 +125,7 @@ pub fn judge(exact: bool, age: Duration, cost: Duration) -> Freshness {
 struct Slot {
     latest: Mutex<Option<Arc<View>>>,
     /// Views replaced while readers may still hold them. Freeing a large model takes
-    /// milliseconds, so it happens here, on a builder's blocking thread, once no reader holds
+    /// milliseconds, so it happens here, on the model thread, once no reader holds
     /// it — never at the end of a request on an async worker.
     retired: Mutex<Vec<Arc<View>>>,
     /// Held while a model is built: one build at a time.
@@ -181,7 +182,7 @@ impl Views {
                 _ => (view.clone(), latest.replace(view)),
             }
         };
-        // Freed here (a builder's blocking thread), outside the lock readers take.
+        // Freed here (the model thread, where it was built), outside the lock readers take.
         slot.retired
             .lock()
             .unwrap_or_else(|e| e.into_inner())
