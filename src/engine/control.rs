@@ -36,8 +36,8 @@ use crate::store::now_ms;
 
 /// Reconciles are at least this far apart, so a burst of watch events costs one pass.
 const MIN_INTERVAL: Duration = Duration::from_millis(100);
-/// A pass is followed by at least this many times the time it spent building models (so
-/// building takes ≤ 20% of a core).
+/// A pass is followed by at least this many times the time it spent building models and
+/// deciding on them (so that takes ≤ 20% of a core).
 const BUSY_FACTOR: u32 = 4;
 /// Reconciles happen at least this often, so expiries (which no event announces) are seen.
 const MAX_INTERVAL: Duration = Duration::from_millis(500);
@@ -131,7 +131,16 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
             }
             let lapse = lapses.entry(spec.name.clone()).or_default();
             let now_ms = i64::try_from(epoch.elapsed().as_millis()).unwrap_or(i64::MAX);
-            if reconcile(&inner, spec, &view, busy.clone(), lapse, now_ms).await
+            if reconcile(
+                &inner,
+                spec,
+                &view,
+                busy.clone(),
+                lapse,
+                now_ms,
+                &mut thinking,
+            )
+            .await
                 || view.awaiting_proof
             {
                 settled.remove(&spec.name);
@@ -163,9 +172,9 @@ pub(super) async fn run(inner: Arc<Inner>) -> anyhow::Result<()> {
             inner.models.free(unheld);
         }
         // Large clusters make a pass expensive (the model of 50,000 targets takes ~30 ms to
-        // build): keep the loop's share of a core bounded. Only building counts, not the
-        // Lease writes (waiting on the API server), so a big placement is not followed by a
-        // long pause.
+        // build): keep the loop's share of a core bounded. Only building and deciding count,
+        // not the Lease writes (waiting on the API server), so a big placement is not followed
+        // by a long pause.
         let pause = MIN_INTERVAL.max(thinking * BUSY_FACTOR);
         tokio::time::sleep_until(started + pause).await;
         let _ = tokio::time::timeout(MAX_INTERVAL, versions.changed()).await;
@@ -181,16 +190,19 @@ async fn reconcile(
     busy: HashSet<String>,
     lapse: &mut placement::LapseWatch,
     now_ms: i64,
+    thinking: &mut Duration,
 ) -> bool {
     let duration_s = i32::try_from(spec.policy.lease_duration.as_secs()).unwrap_or(i32::MAX);
     let duration_ms = i64::try_from(spec.policy.lease_duration.as_millis()).unwrap_or(i64::MAX);
     let guard = lapse.guard(spec.policy.mass_lapse_share, now_ms, duration_ms);
     let v = view.clone();
     // Deciding walks every target: off the async workers, where the model was built.
+    let deciding = Instant::now();
     let decision = inner
         .models
         .run(move || placement::decide_guarded(&v.model, duration_s, &busy, &guard))
         .await;
+    *thinking += deciding.elapsed();
     if decision.decided {
         if let Some(lasted_ms) = lapse.stale_spell_ending(now_ms) {
             let lasted = Duration::from_millis(u64::try_from(lasted_ms).unwrap_or(0));

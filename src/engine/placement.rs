@@ -185,9 +185,10 @@ fn members_sparing(
         .collect()
 }
 
-/// The planner's view of the configured targets. The owner is the desired owner when that is
-/// a live member not neglecting it, else the live holder; otherwise none (it needs a home).
-/// `busy` targets (in a running operation) are pinned where the operation sends them.
+/// The planner's view of the configured targets, in the model's order. The owner is the
+/// desired owner when that is a live member not neglecting it, else the live holder; otherwise
+/// none (it needs a home). `busy` targets (in a running operation) are pinned where the
+/// operation sends them.
 pub fn targets(
     model: &ClusterModel,
     busy: &HashSet<String>,
@@ -799,8 +800,10 @@ fn decide_sparing(
         })
         .collect();
     let mut revokes = Vec::new();
-    for t in model.targets.iter().filter(|t| !placed.contains(&*t.key)) {
-        if let Some(holder) = revoke(t) {
+    for t in &model.targets {
+        if let Some(holder) = revoke(t)
+            && !placed.contains(&*t.key)
+        {
             revokes.push(Action::Revoke {
                 key: t.key.to_string(),
                 holder,
@@ -808,9 +811,14 @@ fn decide_sparing(
         }
     }
     let mut adopt = Vec::new();
-    for t in targets.iter().filter(|t| !placed.contains(t.key.as_str())) {
+    // `targets` are the model's configured targets, in its order (`targets_sparing`): no
+    // lookup by key (a search per target, every pass).
+    let configured = model.targets.iter().filter(|m| m.configured);
+    for (t, m) in targets.iter().zip(configured) {
+        debug_assert_eq!(t.key, *m.key);
         if let Some(owner) = &t.owner
-            && model.target(&t.key).is_some_and(|m| m.desired.is_none())
+            && m.desired.is_none()
+            && !placed.contains(t.key.as_str())
         {
             adopt.push(Action::Desire {
                 key: t.key.clone(),
