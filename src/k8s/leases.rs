@@ -358,8 +358,13 @@ mod tests {
         }
     }
 
-    fn desired(lease: &Lease) -> Option<String> {
-        protocol::parse(Protocol::Native, lease, "c").and_then(|v| v.desired)
+    /// The desired owner target `t1`'s Lease names now.
+    async fn desired_now(api: &Api<Lease>) -> Option<String> {
+        let lease = api
+            .get(&protocol::names::target_lease("lh", "c", "t1"))
+            .await
+            .expect("the Lease");
+        protocol::parse(Protocol::Native, &lease, "c").and_then(|v| v.desired)
     }
 
     #[tokio::test]
@@ -375,11 +380,7 @@ mod tests {
             ["POST"],
             "a create, no read before it"
         );
-        let name = protocol::names::target_lease("lh", "c", "t1");
-        assert_eq!(
-            desired(&api.get(&name).await.unwrap()).as_deref(),
-            Some("m-0")
-        );
+        assert_eq!(desired_now(&api).await.as_deref(), Some("m-0"));
     }
 
     #[tokio::test]
@@ -410,11 +411,7 @@ mod tests {
             ["POST", "GET"],
             "the create refused, then a read"
         );
-        let name = protocol::names::target_lease("lh", "c", "t1");
-        assert_eq!(
-            desired(&api.get(&name).await.unwrap()).as_deref(),
-            Some("m-1")
-        );
+        assert_eq!(desired_now(&api).await.as_deref(), Some("m-1"));
     }
 
     #[tokio::test]
