@@ -198,11 +198,20 @@ async fn reconcile(
     let v = view.clone();
     // Deciding walks every target: off the async workers, where the model was built.
     let deciding = Instant::now();
-    let decision = inner
+    // A panic in deciding costs this pass, not the loop (the next pass decides again).
+    let decided = inner
         .models
-        .run(move || placement::decide_guarded(&v.model, duration_s, &busy, &guard))
+        .run(move || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                placement::decide_guarded(&v.model, duration_s, &busy, &guard)
+            }))
+        })
         .await;
     *thinking += deciding.elapsed();
+    let Ok(decision) = decided else {
+        warn!(cluster = %spec.name, "placement decision failed (a panic): deciding again next pass");
+        return true;
+    };
     if decision.decided {
         if let Some(lasted_ms) = lapse.stale_spell_ending(now_ms) {
             let lasted = Duration::from_millis(u64::try_from(lasted_ms).unwrap_or(0));
