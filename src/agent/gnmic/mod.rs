@@ -312,6 +312,11 @@ impl Gnmic {
             Ok(list) => list,
             Err(e) => {
                 tracing::debug!(error = %e, "reading gnmic's targets");
+                // gnmic may be restarting: whatever it does not list when it answers again, it
+                // forgot — including a target given just before and not listed yet.
+                for p in posted.values_mut() {
+                    p.listed = true;
+                }
                 self.inner.seen.send_modify(|s| {
                     s.reachable = false;
                     s.epoch = epoch;
@@ -343,6 +348,16 @@ impl Gnmic {
         }
         posted.retain(|t, _| want.contains_key(t));
         recovering.retain(|t, _| want.contains_key(t));
+        // A target gnmic listed and no longer does: it restarted between two reads, and forgot
+        // as well what it was given and had not listed yet.
+        let restarted = posted
+            .iter()
+            .any(|(t, p)| p.listed && !listed.contains_key(t));
+        if restarted {
+            for p in posted.values_mut() {
+                p.listed = true;
+            }
+        }
         for target in want.keys() {
             let Some(def) = defs.get(target) else {
                 problems.insert(
@@ -361,22 +376,14 @@ impl Gnmic {
             let print = fingerprint(&body);
             let state = listed.get(target);
             let p = posted.get(target);
-            let post = match (state, p) {
-                // Never given, or given another definition.
-                (_, None) => true,
-                (_, Some(p)) if p.print != print => true,
-                // gnmic forgot it (restarted): at once.
-                (None, Some(p)) if p.listed => true,
-                // Not listed yet: gnmic may still be applying it.
-                (None, Some(p)) => now.duration_since(p.at) >= REPOST_AFTER,
-                (Some(_), Some(_)) => false,
-            };
+            let post = should_post(state.is_some(), p, print, now);
             if let Some(p) = posted.get_mut(target)
                 && state.is_some()
             {
                 p.listed = true;
             }
             if post {
+                tracing::debug!(target = %target, listed = state.is_some(), "giving gnmic the target");
                 match api.upsert(&body).await {
                     Ok(()) => {
                         changed = true;
@@ -465,12 +472,29 @@ impl Hooks for Gnmic {
 }
 
 /// What was last given to gnmic for a target.
+#[derive(Debug, Clone, Copy)]
 struct Posted {
     /// The body's fingerprint (a changed definition or Secret is given again).
     print: u64,
     at: Instant,
-    /// gnmic has listed it since.
+    /// gnmic has listed it since, or may have restarted since (it did not answer, or forgot
+    /// another target): if it does not list it, it forgot it.
     listed: bool,
+}
+
+/// Whether to give gnmic a wanted target (again): `listed` is whether gnmic lists it now,
+/// `posted` what was last given, `print` the fingerprint of the body to give.
+fn should_post(listed: bool, posted: Option<&Posted>, print: u64, now: Instant) -> bool {
+    match (listed, posted) {
+        // Never given, or given another definition.
+        (_, None) => true,
+        (_, Some(p)) if p.print != print => true,
+        // gnmic forgot it (restarted): at once.
+        (false, Some(p)) if p.listed => true,
+        // Not listed yet: gnmic may still be applying it (one change at a time).
+        (false, Some(p)) => now.duration_since(p.at) >= REPOST_AFTER,
+        (true, Some(_)) => false,
+    }
 }
 
 /// `GET /app`: [`AppReport`], 200 while gnmic collects nothing the member does not hold, 503
@@ -609,6 +633,33 @@ fn fingerprint(body: &serde_json::Value) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_target_is_given_again_at_once_when_gnmic_forgot_it_and_late_when_it_may_be_applying_it() {
+        let now = Instant::now();
+        let given = |listed, ago| Posted {
+            print: 7,
+            at: now - ago,
+            listed,
+        };
+        let just = Duration::from_millis(20);
+        // Never given, or another definition: now.
+        assert!(should_post(false, None, 7, now));
+        assert!(should_post(true, None, 7, now));
+        assert!(should_post(true, Some(&given(true, just)), 8, now));
+        // Listed with this definition: nothing to do.
+        assert!(!should_post(true, Some(&given(true, just)), 7, now));
+        // Given, not listed yet: gnmic may be applying it; again only after REPOST_AFTER.
+        assert!(!should_post(false, Some(&given(false, just)), 7, now));
+        assert!(should_post(
+            false,
+            Some(&given(false, REPOST_AFTER)),
+            7,
+            now
+        ));
+        // Listed once (or gnmic did not answer since it was given) and gone: forgotten, now.
+        assert!(should_post(false, Some(&given(true, just)), 7, now));
+    }
 
     #[test]
     fn the_body_is_the_definition_with_gnmics_missing_defaults_and_the_secret() {

@@ -317,6 +317,15 @@ impl Watch {
         self.record.lock().unwrap().rounds
     }
 
+    /// Waits until a round that began after this call has ended: [`Watch::collecting`] then
+    /// tells nothing older than the call.
+    pub async fn fresh_round(&self) {
+        let r = self.rounds();
+        while self.rounds() < r + 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// Every overlap seen.
     pub fn overlaps(&self) -> Vec<String> {
         self.record.lock().unwrap().overlaps.clone()
