@@ -143,6 +143,14 @@ PY
     failed=$((failed + blocks - ok))
     echo "docs-check: $file: block $(grep "^--- " "$work/$n.out" | tail -1 | cut -c5-) failed (exit $status):"
     tail -40 "$work/$n.out" | sed 's/^/    /'
+    if [ "$mode" = cluster ]; then
+      # What the cluster looked like then: a block that waits (rollout status) fails on a
+      # pod that never became Ready, and the reason is in its pod, claim or node.
+      echo "    the cluster after the failure:"
+      KUBECONFIG="$LEASEHOLD_TEST_KUBECONFIG" kubectl get nodes,pv,pvc,pods -A -o wide 2>&1 | sed 's/^/    /' || true
+      KUBECONFIG="$LEASEHOLD_TEST_KUBECONFIG" kubectl get events -A --sort-by=.lastTimestamp 2>&1 |
+        tail -30 | sed 's/^/    /' || true
+    fi
   fi
   demo_stop
 done
