@@ -90,7 +90,7 @@ pub fn print_rolling(steps: &[Stopped], overlaps: u64, drain: Duration) {
 }
 
 /// The process whose command name is `comm` (the first found).
-fn pid_of(comm: &str) -> Option<u32> {
+pub fn pid_of(comm: &str) -> Option<u32> {
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
         let pid: u32 = e.file_name().to_str()?.parse().ok()?;
         let name = std::fs::read_to_string(e.path().join("comm")).ok()?;
