@@ -7,8 +7,8 @@
 //! desired-owner write each. Targets inside a running operation are left to it. Fence silent members, revoke the holds of fenced and stopped ones, delete the member Leases of departed
 //! pods — except when many members lapse at once ([`MassLapse`]: more likely a slow API server
 //! than dead members), when at most one lapsed member is failed over per lease duration — none
-//! once the lapse has shown the server slow ([`Decision::server_slow`]) — and
-//! the others keep their targets. No I/O: the control loop carries out the returned actions as
+//! while the lapse shows the server slow ([`Decision::server_slow`]) — and the others keep
+//! their targets. No I/O: the control loop carries out the returned actions as
 //! compare-and-swap writes.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -262,9 +262,9 @@ pub struct MassLapse {
     /// The 99th percentile of the counted members' renewal ages (ms since their member Lease
     /// last changed).
     pub renewal_age_p99_ms: i64,
-    /// It has shown the API server, not the members, is slow ([`Decision::server_slow`]):
-    /// nobody is failed over while it lasts. Only the control loop, which lives it pass after
-    /// pass, can tell; [`mass_lapse`] says `false`.
+    /// It has shown the API server, not the members, is slow, within the last lease duration
+    /// ([`Decision::server_slow`]): nobody is failed over meanwhile. Only the control loop,
+    /// which lives it pass after pass, can tell; [`mass_lapse`] says `false`.
     pub server_slow: bool,
 }
 
@@ -387,9 +387,9 @@ pub struct Guard {
     /// See [`mass_lapse`].
     pub share: f64,
     /// One lapsed member may be failed over now (the longest silent): the mass lapse has
-    /// lasted a lease duration, none was failed over for a lease duration, and none of its
-    /// passes showed the server slow ([`Decision::server_slow`]: then its lapsed members are
-    /// most likely alive, and wait for its end and their grace).
+    /// lasted a lease duration, none was failed over for a lease duration, and it does not
+    /// show the server slow ([`Guard::server_slow`]: then its lapsed members are most likely
+    /// alive, and wait for its end and their grace).
     pub may_fail_over_one: bool,
     /// Members failed over during this mass lapse (see [`mass_lapse`]).
     pub failed_over: BTreeSet<String>,
@@ -408,7 +408,11 @@ pub struct Guard {
     pub suspects: BTreeSet<String>,
     /// Of [`Guard::held_back`], those the mass lapse found late (not lapsed) at its last pass.
     pub were_late: BTreeSet<String>,
-    /// A pass of the current mass lapse has shown the server slow ([`Decision::server_slow`]).
+    /// The current mass lapse shows the server slow: a renewal of a member it held back or
+    /// found late landed ([`Decision::landed`]) within the last lease duration, or such a
+    /// member is held back or late again. Once every member whose renewal landed late has
+    /// renewed on time for a lease duration, those still silent never showed a sign of life
+    /// during it: they are taken for dead, and failed over one per duration.
     pub server_slow: bool,
     /// The model was stale (its watches not proven current) after having been
     /// current, less than a lease duration ago. Members seen expired then get the grace of
@@ -441,9 +445,15 @@ pub struct LapseWatch {
     since_ms: Option<i64>,
     /// A lease duration after the lapse began and after the last failover during it.
     next_failover_ms: Option<i64>,
-    /// A pass of it showed the server slow ([`Decision::server_slow`]): nobody more is failed
-    /// over until it is over.
-    server_slow: bool,
+    /// The last pass of it at which a renewal landed late ([`Decision::landed`]).
+    landed_at_ms: Option<i64>,
+    /// The members whose renewal landed late during it: alive, their renewals held up. While
+    /// one of them is held back or late again, or within a lease duration of the last landing,
+    /// nobody more is failed over ([`Guard::server_slow`]). Not until it is over: a lapse counts
+    /// the members it failed over, so when members really died beside a server slow for a
+    /// while (a crash, then a slow spell) it need not end by itself, and their targets would
+    /// never move (simulation seed 447).
+    landed: BTreeSet<String>,
     /// Members failed over during it: still counted as lapsed, so that failing some over does
     /// not end the lapse by itself.
     failed_over: BTreeSet<String>,
@@ -484,12 +494,13 @@ impl LapseWatch {
             self.held_back.clear();
             self.were_late.clear();
         }
+        let server_slow = self.landed_at_ms.is_some_and(|t| now_ms - t < duration_ms)
+            || self.landed.iter().any(|m| self.held_back.contains(m));
         Guard {
             share,
-            may_fail_over_one: !self.server_slow
-                && self.next_failover_ms.is_some_and(|t| now_ms >= t),
+            may_fail_over_one: !server_slow && self.next_failover_ms.is_some_and(|t| now_ms >= t),
             were_late: self.were_late.clone(),
-            server_slow: self.server_slow,
+            server_slow,
             failed_over: self.failed_over.clone(),
             held_back: self.held_back.clone(),
             suspects: self
@@ -542,7 +553,8 @@ impl LapseWatch {
             (None, Some(since)) => {
                 self.since_ms = None;
                 self.next_failover_ms = None;
-                self.server_slow = false;
+                self.landed_at_ms = None;
+                self.landed.clear();
                 self.grace_until_ms = Some(now_ms + duration_ms);
                 self.suspects.clear();
                 Some(LapseTurn::Ended {
@@ -567,8 +579,9 @@ impl LapseWatch {
             self.next_failover_ms = Some(now_ms + duration_ms);
             self.failed_over.insert(member.clone());
         }
-        if decision.mass_lapse.is_some() && decision.server_slow {
-            self.server_slow = true;
+        if decision.mass_lapse.is_some() && !decision.landed.is_empty() {
+            self.landed_at_ms = Some(now_ms);
+            self.landed.extend(decision.landed.iter().cloned());
         }
         turn
     }
@@ -593,8 +606,10 @@ pub struct Decision {
     /// or found late at a pass renewed on time again at a later one — a renewal that landed
     /// late. Dead members, and members cut off from the server, never get one through; every
     /// member whose renewals stop is late for a while before its Lease expires, so lateness
-    /// alone says nothing.
+    /// alone says nothing. Held as [`Guard::server_slow`] says.
     pub server_slow: bool,
+    /// The members held back or found late at the last pass whose renewal landed at this one.
+    pub landed: Vec<String>,
 }
 
 /// `member`'s current term as the model shows it (live or leaving), written with a
@@ -626,6 +641,7 @@ pub fn decide_guarded(
         failed_over_in_lapse: None,
         recovering: Vec::new(),
         server_slow: false,
+        landed: Vec::new(),
     };
     if model.protocol == Protocol::Gnmic || !model.synced || model.stale {
         return decision;
@@ -644,7 +660,13 @@ pub fn decide_guarded(
                     .and_then(|i| i.member_lease.as_ref())
                     .is_some_and(|l| l.liveness == Liveness::Live)
         };
-        lapse.server_slow |= guard.server_slow || guard.held_back.iter().any(back);
+        decision.landed = guard
+            .held_back
+            .iter()
+            .filter(|m| back(m))
+            .cloned()
+            .collect();
+        lapse.server_slow |= guard.server_slow || !decision.landed.is_empty();
         decision.server_slow = lapse.server_slow;
     }
     if let Some(lapse) = &decision.mass_lapse {
@@ -1258,10 +1280,50 @@ mod tests {
                 .reason()
                 .ends_with("failing over nobody until renewals are back")
         );
-        // And so it stays, a duration on and more: c is not failed over while it lasts.
-        let d = pass(&m, 3 * D);
-        assert!(d.server_slow && d.failed_over_in_lapse.is_none());
-        assert!(fenced(&d.actions).is_empty());
+        // And so it stays while renewals keep landing late (a late at one pass, on time at the
+        // next), a duration on and more: c is not failed over.
+        let mut at = 500;
+        while at < 3 * D {
+            at += D / 2;
+            m.instances[0].member_lease.as_mut().unwrap().unchanged_ms = Some(5_000);
+            pass(&m, at - 400);
+            m.instances[0].member_lease.as_mut().unwrap().unchanged_ms = Some(100);
+            let d = pass(&m, at);
+            assert_eq!(d.landed, ["a"]);
+            assert!(d.server_slow && d.failed_over_in_lapse.is_none());
+            assert!(fenced(&d.actions).is_empty());
+        }
+        // a late again for longer than a duration: a member whose renewal landed late during
+        // the lapse is late again, so the server still is slow; then it lands again.
+        m.instances[0].member_lease.as_mut().unwrap().unchanged_ms = Some(5_000);
+        for after in [D / 2, D + 100, 2 * D] {
+            let d = pass(&m, at + after);
+            assert!(d.server_slow && d.failed_over_in_lapse.is_none(), "{d:?}");
+        }
+        m.instances[0].member_lease.as_mut().unwrap().unchanged_ms = Some(100);
+        at += 2 * D + 100;
+        assert_eq!(pass(&m, at).landed, ["a"]);
+        // Then the server is prompt (a on time at every pass), but b's renewals stop too: b and
+        // c lapsed, 2 of 4, and no renewal lands late any more. They are dead: a duration after
+        // the last late one, c (the longest silent) is failed over, one member per duration.
+        let l = m.instances[1].member_lease.as_mut().unwrap();
+        (l.liveness, l.unchanged_ms) = (Liveness::Expired, Some(10_100));
+        for t in m
+            .targets
+            .iter_mut()
+            .filter(|t| t.owner.as_deref() == Some("b"))
+        {
+            t.state = TargetState::Expired;
+        }
+        let d = pass(&m, at + D - 1);
+        assert!(
+            d.server_slow && d.landed.is_empty() && d.failed_over_in_lapse.is_none(),
+            "{d:?}"
+        );
+        let d = pass(&m, at + D);
+        assert!(!d.server_slow, "{:?}", d.mass_lapse);
+        assert_eq!(d.failed_over_in_lapse.as_deref(), Some("c"));
+        assert_eq!(fenced(&d.actions), ["c"]);
     }
 
     #[test]
@@ -1322,7 +1384,8 @@ mod tests {
             .as_mut()
             .unwrap()
             .unchanged_ms = Some(500);
-        for at in [2 * D, 3 * D, 10 * D] {
+        // b's renewal landed at 2 D, late: nobody is failed over for a duration after.
+        for at in [2 * D, 3 * D - 1] {
             let (d, _) = pass(&mut w, &back, at);
             assert!(d.mass_lapse.is_some(), "a failed over, c lapsed: 2 of 4");
             assert_eq!(d.failed_over_in_lapse, None, "at {at}");
@@ -1342,6 +1405,11 @@ mod tests {
             .clone()
             .guard(DEFAULT_MASS_LAPSE_SHARE, 2 * D + 9 * D / 10, D);
         assert!(!g.suspects.contains("b"), "{g:?}");
+        // A duration of a prompt server since (b on time at every pass): c, still silent, is
+        // dead, and failed over (at most one member per duration, as beside a prompt server).
+        let (d, _) = pass(&mut w, &back, 3 * D);
+        assert!(!d.server_slow, "{:?}", d.mass_lapse);
+        assert_eq!(d.failed_over_in_lapse.as_deref(), Some("c"));
         // Everyone else back: over; a dead e held back... here c was failed over, so take a
         // model where c is still held back when it ends: its grace lasts D.
         let mut w = LapseWatch::default();
