@@ -1012,6 +1012,26 @@ mod tests {
 
     /// Members `names` (`Some(age)`: lapsed for that long; `None`: live), two
     /// targets each, held and desired where they are (expired on the lapsed).
+    /// Member `index`'s Lease now `liveness`, unchanged for `unchanged_ms`, and the targets it
+    /// owns in `targets`.
+    fn member_now(
+        m: &mut ClusterModel,
+        index: usize,
+        (liveness, unchanged_ms): (Liveness, i64),
+        targets: TargetState,
+    ) {
+        let l = m.instances[index].member_lease.as_mut().unwrap();
+        (l.liveness, l.unchanged_ms) = (liveness, Some(unchanged_ms));
+        let name = m.instances[index].name.clone();
+        for t in m
+            .targets
+            .iter_mut()
+            .filter(|t| t.owner.as_deref() == Some(name.as_str()))
+        {
+            t.state = targets;
+        }
+    }
+
     fn cluster_of(members: &[(&str, Option<i64>)]) -> ClusterModel {
         use crate::k8s::model::MemberLease;
         let mut instances = Vec::new();
@@ -1306,15 +1326,7 @@ mod tests {
         // Then the server is prompt (a on time at every pass), but b's renewals stop too: b and
         // c lapsed, 2 of 4, and no renewal lands late any more. They are dead: a duration after
         // the last late one, c (the longest silent) is failed over, one member per duration.
-        let l = m.instances[1].member_lease.as_mut().unwrap();
-        (l.liveness, l.unchanged_ms) = (Liveness::Expired, Some(10_100));
-        for t in m
-            .targets
-            .iter_mut()
-            .filter(|t| t.owner.as_deref() == Some("b"))
-        {
-            t.state = TargetState::Expired;
-        }
+        member_now(&mut m, 1, (Liveness::Expired, 10_100), TargetState::Expired);
         let d = pass(&m, at + D - 1);
         assert!(
             d.server_slow && d.landed.is_empty() && d.failed_over_in_lapse.is_none(),
@@ -1363,15 +1375,7 @@ mod tests {
         // over while the lapse lasts. b is a suspect until a duration after it was last late
         // (it gets nothing new); from 2.9 D on it is none.
         let mut back = gone_a.clone();
-        let l = back.instances[1].member_lease.as_mut().unwrap();
-        (l.liveness, l.unchanged_ms) = (Liveness::Live, Some(4_500));
-        for t in back
-            .targets
-            .iter_mut()
-            .filter(|t| t.owner.as_deref() == Some("b"))
-        {
-            t.state = TargetState::Owned;
-        }
+        member_now(&mut back, 1, (Liveness::Live, 4_500), TargetState::Owned);
         let (d, _) = pass(&mut w, &back, D + 9 * D / 10);
         let lapse = d
             .mass_lapse
