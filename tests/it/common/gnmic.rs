@@ -158,7 +158,8 @@ impl Gnmic {
         }
     }
 
-    /// Waits (10 s at most) until it accepts connections.
+    /// Waits (10 s at most) until it accepts connections: returns within 10 ms of it (a restart
+    /// is measured from here).
     pub async fn listening(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while tokio::net::TcpStream::connect(self.addr).await.is_err() {
@@ -168,7 +169,7 @@ impl Gnmic {
                 self.addr,
                 std::fs::read_to_string(&self.log).unwrap_or_default()
             );
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 }
