@@ -262,9 +262,9 @@ pub struct MassLapse {
     /// The 99th percentile of the counted members' renewal ages (ms since their member Lease
     /// last changed).
     pub renewal_age_p99_ms: i64,
-    /// It has shown the API server, not the members, is slow, within the last lease duration
-    /// ([`Decision::server_slow`]): nobody is failed over meanwhile. Only the control loop,
-    /// which lives it pass after pass, can tell; [`mass_lapse`] says `false`.
+    /// It shows the API server, not the members, is slow ([`Guard::server_slow`]): nobody is
+    /// failed over meanwhile. Only the control loop, which lives it pass after pass, can tell;
+    /// [`mass_lapse`] says `false`.
     pub server_slow: bool,
 }
 
@@ -1010,8 +1010,6 @@ mod tests {
         out
     }
 
-    /// Members `names` (`Some(age)`: lapsed for that long; `None`: live), two
-    /// targets each, held and desired where they are (expired on the lapsed).
     /// Member `index`'s Lease now `liveness`, unchanged for `unchanged_ms`, and the targets it
     /// owns in `targets`.
     fn member_now(
@@ -1032,6 +1030,8 @@ mod tests {
         }
     }
 
+    /// Members `names` (`Some(age)`: lapsed for that long; `None`: live), two
+    /// targets each, held and desired where they are (expired on the lapsed).
     fn cluster_of(members: &[(&str, Option<i64>)]) -> ClusterModel {
         use crate::k8s::model::MemberLease;
         let mut instances = Vec::new();

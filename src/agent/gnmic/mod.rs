@@ -472,7 +472,6 @@ impl Hooks for Gnmic {
 }
 
 /// What was last given to gnmic for a target.
-#[derive(Debug, Clone, Copy)]
 struct Posted {
     /// The body's fingerprint (a changed definition or Secret is given again).
     print: u64,
