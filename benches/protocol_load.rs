@@ -54,7 +54,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{MachineCpu, cpu_s, status_kib};
+use common::{CpuShares, MachineCpu, cpu_s, pid_of, status_kib};
 use futures::future::BoxFuture;
 use futures::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -683,6 +683,17 @@ impl ControlPlane {
     }
 }
 
+/// The CPU of the API server, etcd, the control plane (`cp`, its own process with `--serve`)
+/// and this process (the agents and the harness), from now on.
+fn tier_cpu(cp: Option<u32>) -> CpuShares<4> {
+    CpuShares::start([
+        pid_of("kube-apiserver"),
+        pid_of("etcd"),
+        cp,
+        Some(std::process::id()),
+    ])
+}
+
 /// What the control plane shows of the cluster.
 struct Status {
     /// Targets it counts as owned.
@@ -970,13 +981,7 @@ async fn run(a: &Args, targets: usize) -> anyhow::Result<Row> {
     // it rebuild its model for the reader whenever the latest is older than 250 ms: about 5% of
     // a core more while placing 50,000 (`--cp-poll-ms 100`, docs/benchmarks.md), where
     // Prometheus would read it every 15–60 s.
-    let cpu_pids = [
-        stop::pid_of("kube-apiserver"),
-        stop::pid_of("etcd"),
-        cp.pid(),
-        Some(std::process::id()),
-    ];
-    let cpu0 = cpu_pids.map(|p| p.map(cpu_s));
+    let cpu0 = tier_cpu(cp.pid());
     let mut placed = None;
     let mut placing_cpu = [None; 4];
     let mut shown = None;
@@ -985,11 +990,7 @@ async fn run(a: &Args, targets: usize) -> anyhow::Result<Row> {
         if placed.is_none() && worked == targets {
             let at = t0.elapsed();
             placed = Some(at);
-            for (i, p) in cpu_pids.iter().enumerate() {
-                placing_cpu[i] = p
-                    .zip(cpu0[i])
-                    .map(|(p, c0)| 100.0 * (cpu_s(p) - c0) / at.as_secs_f64().max(0.001));
-            }
+            placing_cpu = cpu0.shares(at.as_secs_f64());
         }
         if (placed.is_some() || a.cp_poll.is_some())
             && cp.owned().await? == Some(targets)

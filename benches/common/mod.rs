@@ -120,6 +120,40 @@ pub fn cpu_s(pid: u32) -> f64 {
     f.iter().sum::<u64>() as f64 / 100.0
 }
 
+/// The process whose command name is `comm` (the first found).
+pub fn pid_of(comm: &str) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let name = std::fs::read_to_string(e.path().join("comm")).ok()?;
+        (name.trim() == comm).then_some(pid)
+    })
+}
+
+/// The CPU some processes use from a moment on (`None`: a process not found).
+pub struct CpuShares<const N: usize> {
+    pids: [Option<u32>; N],
+    from: [Option<f64>; N],
+}
+
+impl<const N: usize> CpuShares<N> {
+    /// From now.
+    pub fn start(pids: [Option<u32>; N]) -> Self {
+        CpuShares {
+            pids,
+            from: pids.map(|p| p.map(cpu_s)),
+        }
+    }
+
+    /// Each one's CPU since the start, over `secs` seconds, in % of one core.
+    pub fn shares(&self, secs: f64) -> [Option<f64>; N] {
+        std::array::from_fn(|i| {
+            self.pids[i]
+                .zip(self.from[i])
+                .map(|(p, c0)| 100.0 * (cpu_s(p) - c0) / secs.max(0.001))
+        })
+    }
+}
+
 /// A field of `/proc/PID/status` (`VmRSS:`, `VmHWM:`, `RssAnon:` …), in KiB.
 pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

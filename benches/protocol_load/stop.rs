@@ -89,15 +89,6 @@ pub fn print_rolling(steps: &[Stopped], overlaps: u64, drain: Duration) {
     );
 }
 
-/// The process whose command name is `comm` (the first found).
-pub fn pid_of(comm: &str) -> Option<u32> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        let name = std::fs::read_to_string(e.path().join("comm")).ok()?;
-        (name.trim() == comm).then_some(pid)
-    })
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -187,13 +178,7 @@ pub async fn run(
 ) -> anyhow::Result<Stopped> {
     let held_now = held.borrow().len();
     let writes0 = writes().await;
-    let pids = [
-        pid_of("kube-apiserver"),
-        pid_of("etcd"),
-        cp_pid,
-        Some(std::process::id()),
-    ];
-    let cpu0 = pids.map(|p| p.map(super::cpu_s));
+    let cpu0 = super::tier_cpu(cp_pid);
     let t0 = Instant::now();
     let _ = stop.send(());
     let mut task = task;
@@ -213,12 +198,7 @@ pub async fn run(
     }
     let exited_after = t0.elapsed();
     let secs = exited_after.as_secs_f64().max(0.001);
-    let mut cpu = [None; 4];
-    for (i, p) in pids.iter().enumerate() {
-        cpu[i] = p
-            .zip(cpu0[i])
-            .map(|(p, c0)| 100.0 * (super::cpu_s(p) - c0) / secs);
-    }
+    let cpu = cpu0.shares(secs);
     let writes_per_s = writes0.zip(writes().await).map(|(a, b)| (b - a) / secs);
     // The last starts come in after the exit (a handover seen by the next owner's watch).
     let want = held_now;
