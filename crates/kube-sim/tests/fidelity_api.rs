@@ -2042,11 +2042,18 @@ async fn f16_resource_version_is_global_and_increasing() {
         rv(&ns.metadata),
     ];
     assert!(rvs.windows(2).all(|w| w[0] < w[1]), "{rvs:?}");
-    // Each list's resourceVersion is the global one, whatever the kind.
+    // Each list's resourceVersion is the global one, whatever the kind: at least the last
+    // write's. The real apiserver is shared by the tests running in parallel and renews its
+    // own identity Lease, so others may have written since; the simulator has no other writer.
     let (_, pl) = t.raw("GET", PODS, None, vec![]).await;
     let (_, ll) = t.raw("GET", LEASES, None, vec![]).await;
-    assert_eq!(rv_of(&pl), rvs[3]);
-    assert_eq!(rv_of(&ll), rvs[3]);
+    for list_rv in [rv_of(&pl), rv_of(&ll)] {
+        if t.is_real() {
+            assert!(list_rv >= rvs[3], "{list_rv} < {}", rvs[3]);
+        } else {
+            assert_eq!(list_rv, rvs[3]);
+        }
+    }
     // Updates move it on.
     let l2 = leases(&t)
         .patch(
