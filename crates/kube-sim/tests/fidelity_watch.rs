@@ -2128,7 +2128,7 @@ async fn f42_watch_is_one_json_object_per_line_flushed_at_once_never_compressed(
         create(&t, LEASES, &mk_lease(&format!("l{i}"), "1")).await;
         // Each event arrives while the stream is open and nothing else is written.
         let ev = w.next().await;
-        assert!(started.elapsed() < Duration::from_secs(1));
+        assert!(started.elapsed() < SOON, "{:?}", started.elapsed());
         assert_eq!(brief(&ev), pair("ADDED", &format!("l{i}")));
     }
     // Every frame is whole lines, each line one JSON object.
@@ -3086,8 +3086,9 @@ async fn f50_the_kubelet_honours_the_grace_period_and_crash_removes_at_once() {
         gone >= Duration::from_secs(2),
         "removed after {gone:?}, before its 2 s grace period"
     );
+    // Its grace, then the kubelet's next pass (a loaded real tier adds its writes' latency).
     assert!(
-        gone < Duration::from_millis(3500),
+        gone < Duration::from_secs(2) + SOON,
         "removed only after {gone:?}"
     );
 
